@@ -1,0 +1,156 @@
+//! Naming a session or formation on the command line: `@N`, a full `ses_`/`frm_` id, or a
+//! case-insensitive suffix of at least four characters matching exactly one of them.
+
+use crate::id::{FormationId, SessionId};
+use crate::running::Entry;
+
+/// The fewest characters a suffix address may have: fewer would match by accident.
+pub const MIN_SUFFIX: usize = 4;
+
+/// What an address named.
+#[derive(Debug)]
+pub enum Named<'a> {
+    Session(&'a Entry),
+    /// A formation and its members' records (at least one).
+    Formation(FormationId, Vec<&'a Entry>),
+}
+
+/// Resolve `address` among `running` (records that passed layers 1 and 2, most recent first —
+/// the order `mur ps` lists them in, which `@N` counts). The `Err` names the address and says
+/// what would have matched.
+pub fn resolve<'a>(address: &str, running: &'a [Entry]) -> Result<Named<'a>, String> {
+    if let Some(n) = address.strip_prefix('@') {
+        let n: usize = n.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+            format!("'{address}': @N wants a whole number from 1 (@1 is the newest)")
+        })?;
+        return running.get(n - 1).map(Named::Session).ok_or_else(|| {
+            format!(
+                "{address}: only {} session(s) running (mur ps lists them)",
+                running.len()
+            )
+        });
+    }
+    if address.starts_with("ses_") {
+        let id = SessionId::parse(address)?;
+        return running
+            .iter()
+            .find(|e| e.record.session_id == id)
+            .map(Named::Session)
+            .ok_or_else(|| format!("no running session {id} (mur ps lists them)"));
+    }
+    if address.starts_with("frm_") {
+        let id = FormationId::parse(address)?;
+        return formation(id.clone(), running)
+            .ok_or_else(|| format!("no running formation {id} (mur ps lists them)"));
+    }
+    if address.chars().count() < MIN_SUFFIX {
+        return Err(format!(
+            "'{address}' is too short: give @N, a full id, or at least {MIN_SUFFIX} of its last characters"
+        ));
+    }
+    let suffix = address.to_ascii_lowercase();
+    let mut sessions = running
+        .iter()
+        .filter(|e| e.record.session_id.as_str().ends_with(&suffix));
+    let mut formations: Vec<&FormationId> = running
+        .iter()
+        .filter_map(|e| e.record.formation_id.as_ref())
+        .filter(|f| f.as_str().ends_with(&suffix))
+        .collect();
+    formations.sort();
+    formations.dedup();
+    let session = sessions.next();
+    let matches = usize::from(session.is_some()) + sessions.count() + formations.len();
+    match (matches, session, formations.first()) {
+        (0, ..) => Err(format!(
+            "no running session or formation ends in '{address}' (mur ps lists them)"
+        )),
+        (1, Some(entry), _) => Ok(Named::Session(entry)),
+        (1, None, Some(&f)) => {
+            formation(f.clone(), running).ok_or_else(|| unreachable_match(address))
+        }
+        _ => Err(format!(
+            "'{address}' matches {matches} sessions or formations; give more characters"
+        )),
+    }
+}
+
+fn unreachable_match(address: &str) -> String {
+    format!("'{address}' matched a formation with no running member")
+}
+
+fn formation(id: FormationId, running: &[Entry]) -> Option<Named<'_>> {
+    let members: Vec<&Entry> = running
+        .iter()
+        .filter(|e| e.record.formation_id.as_ref() == Some(&id))
+        .collect();
+    (!members.is_empty()).then_some(Named::Formation(id, members))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::record::RunningRecord;
+
+    fn entry(hex_tail: &str, formation: Option<&str>) -> Entry {
+        let id = format!("ses_0199c4e2f1b7712a9d3e4f50{hex_tail:0>8}");
+        let mut value = serde_json::json!({
+            "session_id": id, "url": "127.0.0.1:1", "pid": 1, "process_start": "1",
+            "capsule_name": "c", "capsule_version": "1", "workdir": "/", "outlives_launcher": true,
+            "started_at": "2026-01-01T00:00:00Z"});
+        if let Some(f) = formation {
+            value["formation_id"] = format!("frm_0199c4e2f1b7712a9d3e4f50{f:0>8}").into();
+        }
+        Entry {
+            path: "/x".into(),
+            record: RunningRecord::from_slice(value.to_string().as_bytes()).unwrap(),
+        }
+    }
+
+    fn session_of(named: Named<'_>) -> String {
+        match named {
+            Named::Session(e) => e.record.session_id.to_string(),
+            Named::Formation(f, _) => f.to_string(),
+        }
+    }
+
+    #[test]
+    fn at_n_counts_from_the_newest() {
+        let running = [entry("3", None), entry("2", None)];
+        assert!(session_of(resolve("@1", &running).unwrap()).ends_with('3'));
+        assert!(session_of(resolve("@2", &running).unwrap()).ends_with('2'));
+        for bad in ["@0", "@3", "@x", "@", "@-1"] {
+            assert!(resolve(bad, &running).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn full_ids_and_suffixes() {
+        let running = [
+            entry("aaaa1111", Some("ffff")),
+            entry("bbbb2222", Some("ffff")),
+            entry("cccc1111", None),
+        ];
+        let full = running[1].record.session_id.to_string();
+        assert_eq!(session_of(resolve(&full, &running).unwrap()), full);
+        assert!(session_of(resolve("BBBB2222", &running).unwrap()).ends_with("bbbb2222"));
+        // One formation of two members is one match.
+        match resolve("0000ffff", &running).unwrap() {
+            Named::Formation(_, members) => assert_eq!(members.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        assert!(resolve("1111", &running).unwrap_err().contains("matches 2"));
+        assert!(resolve("abc", &running).unwrap_err().contains("too short"));
+        assert!(
+            resolve("9999", &running)
+                .unwrap_err()
+                .contains("no running")
+        );
+        assert!(
+            resolve("ses_nothex", &running)
+                .unwrap_err()
+                .contains("not a session id")
+        );
+        assert!(resolve("frm_0199c4e2f1b7712a9d3e4f5000000000", &running).is_err());
+    }
+}

@@ -1,0 +1,297 @@
+//! `mur stop`: end a session or a whole formation, never signalling a process it cannot verify
+//! is the one the record names.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::Applet;
+use crate::address::{self, Named};
+use crate::cli::{self, Failure, Out, Outcome};
+use crate::door_client;
+use crate::json::record::ProcessIdentity;
+use crate::net::client::Deadlines;
+use crate::running::{self, Entry};
+use crate::sys::signal::{NotSignallable, Sent, Target};
+
+pub const APPLET: Applet = Applet {
+    name: "stop",
+    summary: "stop running sessions or formations",
+    usage: "\
+Usage: mur stop ADDR... [--timeout SECS]
+       mur stop --all [--timeout SECS]
+
+Stop sessions or formations. ADDR is @N (the N-th row of 'mur ps', @1 newest),
+a full ses_/frm_ id, or a case-insensitive suffix of at least 4 characters that
+matches exactly one session or formation.
+
+A session is first asked to stop at its door (session/stop, with its operator
+token); if it has not gone within 2 s it gets SIGTERM, and SIGKILL once the
+timeout has passed. Every signal goes to the recorded process only: its start
+time is checked first (through a pidfd where the kernel has one), so a pid that
+now belongs to another process is never signalled. Its record is removed once
+it is gone.
+
+A formation is stopped through its launcher: SIGTERM (SIGKILL after the
+timeout), which closes every member's lifeline; members still running after
+that are stopped as sessions.
+
+Prints one line per thing stopped and how, e.g.
+  stopped: ses_0199...  echo@0.1.0  session/stop
+
+Options:
+  --timeout SECS  grace before SIGKILL (default 10; 0 = SIGKILL at once)
+  --all           stop every running session and formation
+  -h, --help      this text
+
+Exit status: 0 when everything named was stopped; 1 when an address matched
+nothing, or something could not be stopped (its record is kept: a live pid
+whose start time cannot be read, or a process this user may not signal);
+2 on a usage error.
+",
+    main,
+};
+
+/// How long a session asked at its door has before it is sent SIGTERM.
+const DOOR_GRACE: Duration = Duration::from_secs(2);
+/// How long a SIGKILLed process may take to be seen gone before we say it would not go.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+fn main(args: Vec<std::ffi::OsString>) -> Outcome {
+    let mut addresses = vec![];
+    let mut timeout = Duration::from_secs(10);
+    let mut all = false;
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            lexopt::Arg::Long("timeout") | lexopt::Arg::Short('t') => {
+                timeout = Duration::from_secs(cli::number("--timeout", parser.value()?)?);
+            }
+            lexopt::Arg::Long("all") => all = true,
+            lexopt::Arg::Value(value) => addresses.push(cli::utf8(value)?),
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    if all != addresses.is_empty() {
+        return Err(Failure::Usage(
+            "name what to stop (ADDR...), or give --all, not both".into(),
+        ));
+    }
+
+    let dir = crate::home::running_dir_if_present().map_err(Failure::Failed)?;
+    let sweep = running::sweep(&dir, false).map_err(Failure::Failed)?;
+    let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
+
+    let mut named = vec![];
+    let mut failed = false;
+    if all {
+        named = everything(&running);
+    } else {
+        for address in &addresses {
+            match address::resolve(address, &running) {
+                Ok(thing) => named.push(thing),
+                Err(why) => {
+                    cli::warn("stop", &why);
+                    failed = true;
+                }
+            }
+        }
+    }
+    // The same thing named twice is stopped once.
+    named.dedup_by(|a, b| key(a) == key(b));
+
+    let mut out = Out::default();
+    for thing in named {
+        let ok = match thing {
+            Named::Session(entry) => stop_session(entry, timeout, &mut out),
+            Named::Formation(id, members) => {
+                stop_formation(&id.to_string(), &members, timeout, &mut out)
+            }
+        };
+        failed |= !ok;
+    }
+    Ok(i32::from(failed))
+}
+
+fn key(thing: &Named<'_>) -> String {
+    match thing {
+        Named::Session(e) => e.record.session_id.to_string(),
+        Named::Formation(f, _) => f.to_string(),
+    }
+}
+
+/// Every formation, then every session in none.
+fn everything(running: &[Entry]) -> Vec<Named<'_>> {
+    let mut named = vec![];
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in running {
+        match &entry.record.formation_id {
+            Some(f) if seen.insert(f.clone()) => {
+                if let Ok(thing) = address::resolve(f.as_str(), running) {
+                    named.push(thing);
+                }
+            }
+            Some(_) => {}
+            None => named.push(Named::Session(entry)),
+        }
+    }
+    named
+}
+
+/// Stop one session; `true` when it is gone. Prints the outcome.
+fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
+    let record = &entry.record;
+    let label = format!("{}  {}", record.session_id, record.capsule());
+    let deadline = Instant::now() + timeout;
+    let target = match Target::open(record.pid, &record.process_start) {
+        Ok(target) => target,
+        Err(NotSignallable::Gone(_)) => {
+            running::prune(entry);
+            out.line(&format!("stopped: {label}  already gone"));
+            return true;
+        }
+        Err(NotSignallable::Unverified(why)) => {
+            cli::warn("stop", &format!("{label}: refused: {why}; record kept"));
+            return false;
+        }
+    };
+
+    let mut how = None;
+    if !timeout.is_zero() {
+        let ask = Deadlines {
+            connect: Duration::from_secs(2),
+            response: timeout.min(Duration::from_secs(5)),
+        };
+        if door_client::call(
+            &record.url,
+            record.door_token.as_ref(),
+            "session/stop",
+            json!({}),
+            ask,
+        )
+        .is_ok()
+            && target.wait_gone(DOOR_GRACE.min(remaining(deadline)))
+        {
+            how = Some("session/stop");
+        }
+        if how.is_none() {
+            match target.signal(libc::SIGTERM) {
+                Sent::Delivered => {
+                    if target.wait_gone(remaining(deadline)) {
+                        how = Some("SIGTERM");
+                    }
+                }
+                Sent::Gone => how = Some("SIGTERM"),
+                Sent::Refused(why) => {
+                    cli::warn(
+                        "stop",
+                        &format!("{label}: SIGTERM refused: {why}; record kept"),
+                    );
+                    return false;
+                }
+            }
+        }
+    }
+    if how.is_none() {
+        match target.signal(libc::SIGKILL) {
+            Sent::Delivered | Sent::Gone if target.wait_gone(KILL_WAIT) => how = Some("SIGKILL"),
+            Sent::Refused(why) => {
+                cli::warn(
+                    "stop",
+                    &format!("{label}: SIGKILL refused: {why}; record kept"),
+                );
+                return false;
+            }
+            _ => {
+                cli::warn(
+                    "stop",
+                    &format!(
+                        "{label}: pid {} did not exit after SIGKILL; record kept",
+                        target.pid()
+                    ),
+                );
+                return false;
+            }
+        }
+    }
+    running::prune(entry);
+    out.line(&format!("stopped: {label}  {}", how.unwrap_or("SIGKILL")));
+    true
+}
+
+fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+/// Stop a formation through its launcher, then any member still running; `true` when all are
+/// gone.
+fn stop_formation(id: &str, members: &[&Entry], timeout: Duration, out: &mut Out) -> bool {
+    let mut ok = true;
+    let mut launchers: Vec<&ProcessIdentity> = members
+        .iter()
+        .filter_map(|m| m.record.formation_launcher.as_ref())
+        .collect();
+    launchers.dedup();
+    for launcher in launchers {
+        ok &= stop_launcher(id, launcher, timeout, out);
+    }
+    // Members holding a lifeline end on their own once the launcher is gone; give them the
+    // timeout to do it before stopping them as sessions.
+    let deadline = Instant::now() + timeout;
+    for member in members {
+        let record = &member.record;
+        if record.formation_lifeline {
+            if let Ok(target) = Target::open(record.pid, &record.process_start) {
+                if !target.wait_gone(remaining(deadline)) {
+                    ok &= stop_session(member, timeout, out);
+                    continue;
+                }
+            }
+            running::prune(member);
+            out.line(&format!(
+                "stopped: {}  {}  with its formation",
+                record.session_id,
+                record.capsule()
+            ));
+        } else {
+            ok &= stop_session(member, timeout, out);
+        }
+    }
+    ok
+}
+
+fn stop_launcher(id: &str, launcher: &ProcessIdentity, timeout: Duration, out: &mut Out) -> bool {
+    let label = format!("{id}  launcher pid {}", launcher.pid);
+    let target = match Target::open(launcher.pid, &launcher.process_start) {
+        Ok(target) => target,
+        Err(NotSignallable::Gone(_)) => return true,
+        Err(NotSignallable::Unverified(why)) => {
+            cli::warn("stop", &format!("{label}: refused: {why}"));
+            return false;
+        }
+    };
+    for (signal, name, wait) in [
+        (libc::SIGTERM, "SIGTERM", timeout),
+        (libc::SIGKILL, "SIGKILL", KILL_WAIT),
+    ] {
+        if signal == libc::SIGTERM && timeout.is_zero() {
+            continue;
+        }
+        match target.signal(signal) {
+            Sent::Refused(why) => {
+                cli::warn("stop", &format!("{label}: {name} refused: {why}"));
+                return false;
+            }
+            Sent::Gone => {}
+            Sent::Delivered => {
+                if !target.wait_gone(wait) {
+                    continue;
+                }
+            }
+        }
+        out.line(&format!("stopped: {label}  {name}"));
+        return true;
+    }
+    cli::warn("stop", &format!("{label}: did not exit after SIGKILL"));
+    false
+}

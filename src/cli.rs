@@ -1,0 +1,74 @@
+//! What every applet shares: its failure type, its stdout, argument helpers.
+
+use std::io::Write;
+
+/// How an applet ends other than with its own exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// Exit 2: the command line is wrong. Printed with a pointer to `--help`.
+    Usage(String),
+    /// Exit 1: the applet could not do its job. Printed as `mur <applet>: <message>`.
+    Failed(String),
+}
+
+impl From<lexopt::Error> for Failure {
+    fn from(err: lexopt::Error) -> Self {
+        Self::Usage(err.to_string())
+    }
+}
+
+pub type Outcome = Result<i32, Failure>;
+
+/// Stdout for human and JSON output. A reader that went away (`mur ps | head -1`) is not an
+/// error: the first `EPIPE` silences every later write, and the applet finishes its work — `mur
+/// stop` half done because nobody read its output would be worse than output nobody reads.
+pub struct Out {
+    lock: std::io::StdoutLock<'static>,
+    closed: bool,
+}
+
+impl Default for Out {
+    fn default() -> Self {
+        Self {
+            lock: std::io::stdout().lock(),
+            closed: false,
+        }
+    }
+}
+
+impl Out {
+    /// Write `text` and a newline.
+    pub fn line(&mut self, text: &str) {
+        if self.closed {
+            return;
+        }
+        let written = self
+            .lock
+            .write_all(text.as_bytes())
+            .and_then(|()| self.lock.write_all(b"\n"))
+            .and_then(|()| self.lock.flush());
+        if written.is_err() {
+            // EPIPE, or a full disk behind a redirect: either way nobody can read more.
+            self.closed = true;
+        }
+    }
+}
+
+/// Print a diagnostic on stderr, prefixed with the applet, ignoring a closed stderr.
+pub fn warn(applet: &str, message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "mur {applet}: {message}");
+}
+
+/// A positional argument as UTF-8, or a usage error naming it.
+pub fn utf8(value: std::ffi::OsString) -> Result<String, Failure> {
+    value
+        .into_string()
+        .map_err(|bad| Failure::Usage(format!("'{}' is not valid UTF-8", bad.to_string_lossy())))
+}
+
+/// An option's value parsed as a number, or a usage error naming the option and the value.
+pub fn number<T: std::str::FromStr>(option: &str, value: std::ffi::OsString) -> Result<T, Failure> {
+    let text = utf8(value)?;
+    text.parse()
+        .map_err(|_| Failure::Usage(format!("{option} wants a whole number, not '{text}'")))
+}

@@ -1,0 +1,47 @@
+//! The parts of an A2A agent card the host tools read.
+
+use serde_json::Value;
+
+/// The capsule extension's `uri`: the original runtime's, so its door probe and ours recognise
+/// each other's doors.
+pub const CAPSULE_EXTENSION_URI: &str =
+    "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
+
+/// The session a card names: `params.sessionId` of its capsule extension in
+/// `capabilities.extensions`. `None` for a card with no such extension (a public card of an
+/// authenticated door, or a door that is not a capsule's).
+pub fn session_id_from_card(card: &Value) -> Option<&str> {
+    card.get("capabilities")?
+        .get("extensions")?
+        .as_array()?
+        .iter()
+        .find(|ext| ext.get("uri").and_then(Value::as_str) == Some(CAPSULE_EXTENSION_URI))?
+        .get("params")?
+        .get("sessionId")?
+        .as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_session_is_read_from_the_capsule_extension_only() {
+        let card = json!({"capabilities": {"extensions": [
+            {"uri": "https://example.com/other", "params": {"sessionId": "ses_wrong"}},
+            {"uri": CAPSULE_EXTENSION_URI, "params": {"sessionId": "ses_right"}},
+        ]}});
+        assert_eq!(session_id_from_card(&card), Some("ses_right"));
+        for card in [
+            json!({}),
+            json!({"capabilities": {}}),
+            json!({"capabilities": {"extensions": {}}}),
+            json!({"capabilities": {"extensions": [{"uri": CAPSULE_EXTENSION_URI}]}}),
+            json!({"capabilities": {"extensions": [
+                {"uri": CAPSULE_EXTENSION_URI, "params": {"sessionId": 7}}]}}),
+        ] {
+            assert_eq!(session_id_from_card(&card), None, "{card}");
+        }
+    }
+}

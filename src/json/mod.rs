@@ -1,0 +1,5 @@
+//! Wire types: what `mur` reads from and writes to files and sockets, with the rules for refusing
+//! a malformed one.
+
+pub mod card;
+pub mod record;

@@ -1,0 +1,24 @@
+//! `mur`: one small static binary that runs AI-agent capsules as local processes and manages them
+//! safely. `main.rs` is the applet table and dispatch; everything else lives here.
+//!
+//! - [`applets`]: one file per applet (usage, options, main).
+//! - [`running`]: the machine-wide map of running sessions and its three-layer check.
+//! - [`address`]: `@N`, full ids and suffixes on the command line.
+//! - [`door_client`]: calling a door (card probe, JSON-RPC) from the host tools.
+//! - [`json`]: wire types — the running record, the agent card.
+//! - [`net`]: HTTP on std sockets.
+//! - [`sys`]: every libc call, behind safe functions.
+//! - [`id`], [`secret`], [`time`], [`home`], [`cli`]: small shared pieces.
+
+pub mod address;
+pub mod applets;
+pub mod cli;
+pub mod door_client;
+pub mod home;
+pub mod id;
+pub mod json;
+pub mod net;
+pub mod running;
+pub mod secret;
+pub mod sys;
+pub mod time;

@@ -1,0 +1,259 @@
+//! A blocking HTTP/1.1 client for talking to doors on this machine.
+//!
+//! Written on std sockets and `httparse` rather than a client crate because a door probe needs
+//! what general clients do not give together: a connect deadline separate from the read deadline,
+//! a read deadline for the whole response (a server dripping one byte a second must not hold a
+//! `mur ps` for minutes), a cap on what is read, no thread per request and no name resolution —
+//! a door's address is an IP literal, and a static binary has no resolver to lean on.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// The most of a response head or body this client reads; an agent card is a few KiB.
+pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
+
+/// How long to wait for the connection, and for the whole response once connected.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    pub connect: Duration,
+    pub response: Duration,
+}
+
+/// One request. `headers` are sent as given, after `Host`, `Connection: close` and (with a body)
+/// `Content-Length`.
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub headers: &'a [(&'a str, &'a str)],
+    pub body: Option<&'a [u8]>,
+}
+
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// A door address as records and readiness lines carry it — `host:port`, optionally behind
+/// `http://` and before a `/` — as a socket address. Only IP literals are accepted.
+pub fn parse_door_addr(url: &str) -> Result<SocketAddr, String> {
+    let bare = url.strip_prefix("http://").unwrap_or(url);
+    let bare = bare.strip_suffix('/').unwrap_or(bare);
+    bare.parse().map_err(|_| {
+        format!(
+            "'{}' is not a door address (an IP address and port, like 127.0.0.1:41873)",
+            url.escape_debug()
+        )
+    })
+}
+
+/// Send `request` to `addr` and read the whole response, within `deadlines`.
+///
+/// The `Err` is a sentence naming the address and what failed; it never repeats a header, so a
+/// bearer token in `request.headers` cannot leak through it.
+pub fn send(addr: SocketAddr, request: &Request, deadlines: Deadlines) -> Result<Response, String> {
+    let fail = |what: &str, err: &dyn std::fmt::Display| format!("{addr}: {what}: {err}");
+    let mut stream = TcpStream::connect_timeout(&addr, deadlines.connect)
+        .map_err(|err| fail("cannot connect", &err))?;
+    let deadline = Instant::now() + deadlines.response;
+    let _ = stream.set_nodelay(true);
+    stream
+        .set_write_timeout(Some(deadlines.response))
+        .map_err(|err| fail("cannot set a timeout", &err))?;
+
+    let mut head = format!(
+        "{} {} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n",
+        request.method, request.path
+    );
+    for (name, value) in request.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = request.body {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(request.body.unwrap_or_default());
+    stream
+        .write_all(&out)
+        .map_err(|err| fail("cannot send the request", &err))?;
+
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(response) = complete_response(&buf).map_err(|err| fail("bad response", &err))? {
+            return Ok(response);
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(format!(
+                "{addr}: no complete answer within {}s",
+                deadlines.response.as_secs()
+            ));
+        }
+        stream
+            .set_read_timeout(Some(remaining))
+            .map_err(|err| fail("cannot set a timeout", &err))?;
+        match stream.read(&mut chunk) {
+            Ok(0) => {
+                return finish_at_eof(&buf).map_err(|err| fail("bad response", &err));
+            }
+            Ok(n) => {
+                if buf.len() + n > MAX_RESPONSE_BYTES + 64 * 1024 {
+                    return Err(format!("{addr}: response larger than 1 MiB"));
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(format!(
+                    "{addr}: no complete answer within {}s",
+                    deadlines.response.as_secs()
+                ));
+            }
+            Err(err) => return Err(fail("read failed", &err)),
+        }
+    }
+}
+
+/// How the body of a parsed head is delimited.
+enum Framing {
+    Length(usize),
+    Chunked,
+    UntilClose,
+}
+
+/// The status, framing and head length of `buf`, or `None` if the head is not complete yet.
+fn parse_head(buf: &[u8]) -> Result<Option<(u16, Framing, usize)>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Response::new(&mut headers);
+    let head_len = match parsed.parse(buf).map_err(|err| err.to_string())? {
+        httparse::Status::Complete(len) => len,
+        httparse::Status::Partial => return Ok(None),
+    };
+    let status = parsed.code.unwrap_or(0);
+    let mut framing = Framing::UntilClose;
+    for header in parsed.headers.iter() {
+        if header.name.eq_ignore_ascii_case("transfer-encoding") {
+            if header.value.eq_ignore_ascii_case(b"chunked") {
+                framing = Framing::Chunked;
+            }
+        } else if header.name.eq_ignore_ascii_case("content-length")
+            && !matches!(framing, Framing::Chunked)
+        {
+            let len = std::str::from_utf8(header.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or("malformed Content-Length")?;
+            if len > MAX_RESPONSE_BYTES {
+                return Err("body larger than 1 MiB".into());
+            }
+            framing = Framing::Length(len);
+        }
+    }
+    Ok(Some((status, framing, head_len)))
+}
+
+/// The response in `buf` if it is complete by its own framing.
+fn complete_response(buf: &[u8]) -> Result<Option<Response>, String> {
+    let Some((status, framing, head_len)) = parse_head(buf)? else {
+        return Ok(None);
+    };
+    let rest = &buf[head_len..];
+    let body = match framing {
+        Framing::Length(len) if rest.len() >= len => rest[..len].to_vec(),
+        Framing::Chunked => match dechunk(rest)? {
+            Some(body) => body,
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    Ok(Some(Response { status, body }))
+}
+
+/// The response in `buf` once the server has closed the connection.
+fn finish_at_eof(buf: &[u8]) -> Result<Response, String> {
+    if let Some(response) = complete_response(buf)? {
+        return Ok(response);
+    }
+    match parse_head(buf)? {
+        Some((status, Framing::UntilClose, head_len)) => Ok(Response {
+            status,
+            body: buf[head_len..].to_vec(),
+        }),
+        _ => Err("connection closed before the response was complete".into()),
+    }
+}
+
+/// A chunked body decoded, `None` while incomplete.
+fn dechunk(mut rest: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let mut body = Vec::new();
+    loop {
+        let Some(line_end) = rest.windows(2).position(|w| w == b"\r\n") else {
+            return Ok(None);
+        };
+        let size_text = std::str::from_utf8(&rest[..line_end]).map_err(|_| "bad chunk size")?;
+        let size_text = size_text.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_text, 16).map_err(|_| "bad chunk size")?;
+        if body.len() + size > MAX_RESPONSE_BYTES {
+            return Err("body larger than 1 MiB".into());
+        }
+        rest = &rest[line_end + 2..];
+        if size == 0 {
+            return Ok(Some(body));
+        }
+        if rest.len() < size + 2 {
+            return Ok(None);
+        }
+        body.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn door_addresses_are_ip_literals_with_a_port() {
+        for ok in ["127.0.0.1:41873", "http://127.0.0.1:1/", "[::1]:80"] {
+            assert!(parse_door_addr(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "localhost:80",
+            "127.0.0.1",
+            "",
+            "http://",
+            "example.com:443",
+            "1.2.3.4:99999",
+        ] {
+            assert!(parse_door_addr(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn framing_by_length_chunks_and_close() {
+        let r = complete_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi").unwrap();
+        assert_eq!(r.unwrap().body, b"hi");
+        assert!(
+            complete_response(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nhi")
+                .unwrap()
+                .is_none()
+        );
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n1;x\r\n!\r\n0\r\n\r\n";
+        assert_eq!(complete_response(chunked).unwrap().unwrap().body, b"hi!");
+        let close = b"HTTP/1.1 200 OK\r\n\r\nall of it";
+        assert!(complete_response(close).unwrap().is_none());
+        assert_eq!(finish_at_eof(close).unwrap().body, b"all of it");
+        assert!(finish_at_eof(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhi").is_err());
+        assert!(complete_response(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
+        assert!(complete_response(b"HTTP/1.1 200 OK\r\nContent-Length: 99999999\r\n\r\n").is_err());
+        assert!(complete_response(b"garbage\r\n\r\n").is_err());
+    }
+}

@@ -1,0 +1,357 @@
+//! The machine-wide map of running capsules: one record per session at
+//! `~/.murmur/running/<session_id>.json`.
+//!
+//! A record is a **hint, never a truth**: a `SIGKILL`ed capsule writes no farewell. So nothing
+//! trusts one, and [`verify`] puts three layers between a record and the claim that its session
+//! is live, each insufficient alone:
+//!
+//! 1. **The pid is alive** (and not a zombie). Necessary, nowhere near sufficient.
+//! 2. **Its start time matches the recorded one.** Pids are reused; without this a record can
+//!    name whatever process holds the number now.
+//! 3. **The door answers as that session.** A live pid proves neither that the process is the
+//!    capsule nor that it responds, so the card is fetched and its session id compared.
+//!
+//! Records are pruned only on evidence: layer 1 finding no process, or layer 2 finding another
+//! one. A reading that could not be taken is not evidence: a live pid whose start time cannot be
+//! read is kept (`unreachable`) and never signalled, and a live process behind a silent door is
+//! kept too — it may be suspended or busy, and its record is the only handle to it.
+//!
+//! The directory is `0700` and each record `0600`: the set of records is a map of reachable
+//! capsules, and of the tokens that drive them. A session declaring `control` also holds
+//! `<session_id>.control` beside its record (the control token), written before the record and
+//! removed with it.
+
+use std::path::{Path, PathBuf};
+use std::thread;
+
+use crate::door_client;
+use crate::json::record::{MAX_RECORD_BYTES, RunningRecord};
+use crate::sys::fs::{self, ReadRefusal};
+use crate::sys::signal::{self, NotSignallable};
+
+/// Extension of a record file; the only one [`scan`] reads.
+const RECORD_EXTENSION: &str = "json";
+/// Extension of a control token file beside its record.
+const CONTROL_EXTENSION: &str = "control";
+
+/// The most door probes in flight at once. Wide enough that 200 silent doors cost one probe
+/// timeout, not several; bounded so 10,000 stale records do not mean 10,000 threads.
+pub const MAX_CONCURRENT_PROBES: usize = 256;
+
+/// One record as read from the running directory.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The file it was read from: what pruning removes, whatever the record claims its id is.
+    pub path: PathBuf,
+    pub record: RunningRecord,
+}
+
+/// A `.json` file in the running directory that is not a readable record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub path: PathBuf,
+    pub reason: String,
+    /// Whether what was read is evidence the file is not a record (malformed, a link, too large)
+    /// as opposed to a read that failed (`EACCES`, `EMFILE`), which proves nothing.
+    pub invalid: bool,
+}
+
+/// What one pass over a running directory found. Nothing is created, re-moded or removed.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Every record that parses, most recent session first.
+    pub entries: Vec<Entry>,
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// Every `.json` entry of `dir`, read and parsed.
+///
+/// Only `.json` is read: staging files end in `.tmp`, so a record mid-write is neither a record
+/// nor unreadable, and `.control` files are not records. A missing `dir` is an empty machine;
+/// any other failure to list it (a regular file in its place, no permission) is the `Err`,
+/// naming the path.
+pub fn scan(dir: &Path) -> Result<Scan, String> {
+    let listing = match std::fs::read_dir(dir) {
+        Ok(listing) => listing,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Scan::default()),
+        Err(err) => return Err(format!("{}: {err}", dir.display())),
+    };
+    let mut scan = Scan::default();
+    for item in listing {
+        let item = item.map_err(|err| format!("{}: {err}", dir.display()))?;
+        let path = item.path();
+        if path.extension().and_then(|e| e.to_str()) != Some(RECORD_EXTENSION) {
+            continue;
+        }
+        let parsed = fs::read_small_regular(&path, MAX_RECORD_BYTES)
+            .map(|bytes| RunningRecord::from_slice(&bytes));
+        let (reason, invalid) = match parsed {
+            Ok(Ok(record)) => {
+                scan.entries.push(Entry { path, record });
+                continue;
+            }
+            Err(ReadRefusal::Vanished) => continue,
+            Ok(Err(reason)) | Err(ReadRefusal::Invalid(reason)) => (reason, true),
+            Err(ReadRefusal::Io(reason)) => (reason, false),
+        };
+        scan.unreadable.push(Unreadable {
+            path,
+            reason,
+            invalid,
+        });
+    }
+    scan.entries
+        .sort_by(|a, b| b.record.session_id.cmp(&a.record.session_id));
+    scan.unreadable.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(scan)
+}
+
+/// [`scan`], then remove every file that is evidently not a record: nothing could ever verify it,
+/// and the directory exists to be read. The returned scan's `unreadable` holds what was removed
+/// (`invalid`) and what could not be read and was kept (not `invalid`).
+pub fn list(dir: &Path) -> Result<Scan, String> {
+    let mut scan = scan(dir)?;
+    scan.unreadable
+        .retain(|file| !file.invalid || fs::remove_if_present(&file.path).is_ok());
+    Ok(scan)
+}
+
+/// What all three layers say about a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    /// The recorded process holds the pid and its door answers as the recorded session.
+    Live,
+    /// The process is there (or could not be checked), but its door did not answer as the session.
+    /// The record is kept; the string says why.
+    Unreachable(String),
+    /// The recorded process is gone; the record may be pruned.
+    Gone(String),
+}
+
+/// Layers 1 and 2 alone: local and cheap, no network. `None` means the process is the recorded
+/// one and only the door probe can say more.
+pub fn process_liveness(record: &RunningRecord) -> Option<Liveness> {
+    match signal::check(record.pid, &record.process_start) {
+        Ok(()) => None,
+        Err(NotSignallable::Gone(why)) => Some(Liveness::Gone(why)),
+        Err(NotSignallable::Unverified(why)) => Some(Liveness::Unreachable(why)),
+    }
+}
+
+/// All three layers, door probe included (blocking, bounded by the probe's deadlines).
+pub fn verify(record: &RunningRecord) -> Liveness {
+    if let Some(liveness) = process_liveness(record) {
+        return liveness;
+    }
+    match door_client::probe_session_id(&record.url, record.door_token.as_ref()) {
+        Ok(id) if id == record.session_id.as_str() => Liveness::Live,
+        Ok(other) => Liveness::Unreachable(format!(
+            "the door at {} answers for session {}",
+            record.url,
+            other.escape_debug()
+        )),
+        Err(why) => Liveness::Unreachable(why),
+    }
+}
+
+/// [`verify`] for every record at once, answers in the same order.
+///
+/// Layers 1 and 2 run inline; only records that pass them are probed, on up to
+/// [`MAX_CONCURRENT_PROBES`] threads, so the whole takes about as long as the slowest probe rather
+/// than the sum of them.
+pub fn verify_all(records: &[&RunningRecord]) -> Vec<Liveness> {
+    let mut answers: Vec<Option<Liveness>> = records
+        .iter()
+        .map(|record| process_liveness(record))
+        .collect();
+    let to_probe: Vec<usize> = (0..records.len())
+        .filter(|&i| answers[i].is_none())
+        .collect();
+    let width = to_probe.len().min(MAX_CONCURRENT_PROBES);
+    if width > 0 {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let probed: Vec<(usize, Liveness)> = thread::scope(|scope| {
+            let workers: Vec<_> = (0..width)
+                .map(|_| {
+                    thread::Builder::new()
+                        .stack_size(128 * 1024)
+                        .spawn_scoped(scope, || {
+                            let mut done = Vec::new();
+                            loop {
+                                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(&i) = to_probe.get(n) else {
+                                    break done;
+                                };
+                                done.push((i, verify(records[i])));
+                            }
+                        })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|worker| match worker {
+                    Ok(handle) => handle.join().unwrap_or_default(),
+                    Err(_) => Vec::new(),
+                })
+                .collect()
+        });
+        for (i, liveness) in probed {
+            answers[i] = Some(liveness);
+        }
+    }
+    // A worker that could not be spawned leaves its records unanswered: say so, keep them.
+    answers
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| Liveness::Unreachable("the probe could not run".into())))
+        .collect()
+}
+
+/// A record that survived a sweep.
+#[derive(Debug)]
+pub struct Kept {
+    pub entry: Entry,
+    /// `Some(why)` when the session is unreachable; `None` when it was verified (or, for a sweep
+    /// without probes, passed layers 1 and 2).
+    pub unreachable: Option<String>,
+}
+
+/// A record a sweep removed, and why.
+#[derive(Debug)]
+pub struct Pruned {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// What a sweep of the running directory found and did.
+#[derive(Debug, Default)]
+pub struct Sweep {
+    /// Records kept, most recent first.
+    pub kept: Vec<Kept>,
+    /// Records removed: gone processes, and files that are not records.
+    pub pruned: Vec<Pruned>,
+    /// Files that could not be read, left in place.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// Read every record in `dir`, check it (all three layers with `probe`, layers 1 and 2
+/// without), and prune what is evidently stale. The `Err` is the directory being unreadable.
+pub fn sweep(dir: &Path, probe: bool) -> Result<Sweep, String> {
+    let scan = list(dir)?;
+    let mut sweep = Sweep::default();
+    for file in scan.unreadable {
+        if file.invalid {
+            sweep.pruned.push(Pruned {
+                path: file.path,
+                reason: file.reason,
+            });
+        } else {
+            sweep.unreadable.push(file);
+        }
+    }
+    let liveness: Vec<Option<Liveness>> = if probe {
+        let records: Vec<&RunningRecord> = scan.entries.iter().map(|e| &e.record).collect();
+        verify_all(&records).into_iter().map(Some).collect()
+    } else {
+        scan.entries
+            .iter()
+            .map(|e| process_liveness(&e.record))
+            .collect()
+    };
+    for (entry, liveness) in scan.entries.into_iter().zip(liveness) {
+        match liveness {
+            Some(Liveness::Gone(reason)) => {
+                prune(&entry);
+                sweep.pruned.push(Pruned {
+                    path: entry.path,
+                    reason,
+                });
+            }
+            Some(Liveness::Unreachable(why)) => sweep.kept.push(Kept {
+                entry,
+                unreachable: Some(why),
+            }),
+            Some(Liveness::Live) | None => sweep.kept.push(Kept {
+                entry,
+                unreachable: None,
+            }),
+        }
+    }
+    Ok(sweep)
+}
+
+/// Remove one record and its control token file. For a [`Liveness::Gone`] reading only.
+pub fn prune(entry: &Entry) {
+    let _ = fs::remove_if_present(&entry.path);
+    let _ = fs::remove_if_present(&entry.path.with_extension(CONTROL_EXTENSION));
+}
+
+/// `<dir>/<session_id>.json`.
+pub fn record_path(dir: &Path, session_id: &str) -> PathBuf {
+    dir.join(format!("{session_id}.{RECORD_EXTENSION}"))
+}
+
+/// `<dir>/<session_id>.control`: where a session declaring `control` keeps its control token.
+pub fn control_path(dir: &Path, session_id: &str) -> PathBuf {
+    dir.join(format!("{session_id}.{CONTROL_EXTENSION}"))
+}
+
+/// One session's record, on disk for exactly as long as this guard lives.
+///
+/// A guard rather than a removal at each return, because a session that ended without retiring
+/// its record would leave an address that resolves to a port nothing holds.
+pub struct RecordGuard {
+    path: PathBuf,
+}
+
+impl RecordGuard {
+    /// Write `record` into `dir` (staged, `0600`). The `Err` names the path; failing to record
+    /// never fails a session — its caller warns and runs on, unaddressable.
+    pub fn write(dir: &Path, record: &RunningRecord) -> Result<Self, String> {
+        let path = record_path(dir, record.session_id.as_str());
+        fs::write_private(&path, &record.to_bytes())?;
+        Ok(Self { path })
+    }
+}
+
+impl Drop for RecordGuard {
+    fn drop(&mut self) {
+        let _ = fs::remove_if_present(&self.path);
+        // The control token goes with the record, whichever guard drops first.
+        let _ = fs::remove_if_present(&self.path.with_extension(CONTROL_EXTENSION));
+    }
+}
+
+/// One session's control token file, on disk for exactly as long as this guard lives.
+///
+/// Separate from [`RecordGuard`] because the token is written *before* the record, and a session
+/// whose record could not be written still runs and still holds a token.
+pub struct ControlGuard {
+    path: PathBuf,
+}
+
+impl ControlGuard {
+    /// Write `token` to `<dir>/<session_id>.control` at `0600`. The `Err` never carries the token.
+    pub fn write(
+        dir: &Path,
+        session_id: &str,
+        token: &crate::secret::Secret,
+    ) -> Result<Self, String> {
+        let path = control_path(dir, session_id);
+        fs::write_private(&path, token.expose().as_bytes())?;
+        Ok(Self { path })
+    }
+}
+
+impl Drop for ControlGuard {
+    fn drop(&mut self) {
+        let _ = fs::remove_if_present(&self.path);
+        let _ = fs::remove_if_present(&self.path.with_extension(RECORD_EXTENSION));
+    }
+}
+
+/// Whether this process has a controlling terminal — what decides `outlives_launcher`: a capsule
+/// attached to a terminal dies with that window. `/dev/tty` rather than `isatty` on stdio, so
+/// redirecting a stream does not change the answer.
+pub fn has_controlling_terminal() -> bool {
+    std::fs::File::open("/dev/tty").is_ok()
+}

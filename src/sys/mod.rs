@@ -1,0 +1,10 @@
+//! Every libc call `mur` makes, each behind a safe function whose doc comment states what it
+//! guarantees and what it refuses.
+//!
+//! Nothing outside this module writes `unsafe`. The functions here take readings and make calls;
+//! they decide nothing. What a reading *means* — whether a record names a live capsule, whether a
+//! pid may be signalled — is [`crate::process`]'s and [`crate::running`]'s business.
+
+pub mod fs;
+pub mod proc;
+pub mod signal;

@@ -1,0 +1,199 @@
+//! Reading the process table: layer 1 (is the pid held?) and layer 2 (when did its holder start?).
+
+/// Layer 1: whether some process holds `pid` and has not exited.
+///
+/// - `kill(pid, 0)` succeeding or failing with `EPERM` means the pid is held (by a process this
+///   user may not signal, in the second case).
+/// - A pid outside `1..=pid_t::MAX` is held by nobody: `kill(2)` reads `0` as the caller's own
+///   process group and a negative `pid_t` as a group or every process, so asking about those
+///   would answer for processes no record named.
+/// - A zombie is not alive: it has exited and only waits to be reaped. Counting it would list an
+///   exited capsule for as long as its parent neglects it, and `mur stop` could never see the
+///   process it signalled go.
+pub fn pid_is_alive(pid: u32) -> bool {
+    let Some(target) = as_pid_t(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 runs the existence and permission checks only; no pointer is passed.
+    let held = unsafe { libc::kill(target, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    held && !is_zombie(pid)
+}
+
+/// `pid` as a `pid_t` naming exactly one process, or `None` when it names none (0, or too large).
+pub fn as_pid_t(pid: u32) -> Option<libc::pid_t> {
+    libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)
+}
+
+/// Layer 2's reading: an opaque token for when `pid`'s current holder started, or `None` when it
+/// cannot be read (no such pid, no `/proc`, a malformed line).
+///
+/// Compared only by string equality with a token read the same way on the same machine; nothing
+/// parses it as a number or converts between platforms.
+///
+/// | Platform | Token |
+/// |---|---|
+/// | Linux | field 22 of `/proc/<pid>/stat` (clock ticks since boot) |
+/// | macOS | `pbi_start_tvsec.pbi_start_tvusec` from `proc_pidinfo(PROC_PIDTBSDINFO)` |
+pub fn process_start_token(pid: u32) -> Option<String> {
+    platform::process_start_token(pid)
+}
+
+/// Whether `pid` is a process that has exited and not been reaped. A reading that fails is not a
+/// zombie: failing to look says nothing about the process, and layer 2 refuses it anyway.
+pub fn is_zombie(pid: u32) -> bool {
+    platform::is_zombie(pid)
+}
+
+/// Field 22 (`starttime`) of one `/proc/<pid>/stat` line, or `None` when the line has no `)` or
+/// ends before field 22.
+///
+/// Field 2 is the executable name in parentheses and may itself hold spaces and parentheses
+/// (`a) (b c`), so fields are counted from after the *last* `)`: what follows starts at field 3.
+pub fn start_token_from_stat(stat: &str) -> Option<&str> {
+    fields_after_comm(stat)?.nth(22 - 3)
+}
+
+/// Field 3 (the state letter) of one `/proc/<pid>/stat` line.
+pub fn state_from_stat(stat: &str) -> Option<&str> {
+    fields_after_comm(stat)?.next()
+}
+
+fn fields_after_comm(stat: &str) -> Option<std::str::SplitAsciiWhitespace<'_>> {
+    Some(stat[stat.rfind(')')? + 1..].split_ascii_whitespace())
+}
+
+#[cfg(not(target_os = "macos"))]
+mod platform {
+    /// `/proc/<pid>/stat`, bounded: a stat line is a few hundred bytes, and nothing here needs
+    /// more than its first 4 KiB.
+    fn read_stat(pid: u32) -> Option<String> {
+        use std::io::Read;
+        let mut line = String::new();
+        std::fs::File::open(format!("/proc/{pid}/stat"))
+            .ok()?
+            .take(4096)
+            .read_to_string(&mut line)
+            .ok()?;
+        Some(line)
+    }
+
+    pub(super) fn process_start_token(pid: u32) -> Option<String> {
+        super::start_token_from_stat(&read_stat(pid)?).map(str::to_string)
+    }
+
+    pub(super) fn is_zombie(pid: u32) -> bool {
+        read_stat(pid).is_some_and(|stat| super::state_from_stat(&stat) == Some("Z"))
+    }
+}
+
+#[cfg(target_os = "macos")]
+mod platform {
+    /// The kernel's `PROC_PIDTBSDINFO` description of `pid`; `Err` holds the errno, or no OS
+    /// error when the kernel wrote anything but exactly one `proc_bsdinfo`.
+    fn bsd_info(pid: u32) -> std::io::Result<libc::proc_bsdinfo> {
+        let size = std::mem::size_of::<libc::proc_bsdinfo>();
+        // SAFETY: `proc_bsdinfo` is plain integers and integer arrays; all-zero is a valid value.
+        let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
+        // SAFETY: the buffer is one `proc_bsdinfo` and its own size bounds the kernel's write;
+        // nothing keeps the pointer past the call.
+        let written = unsafe {
+            libc::proc_pidinfo(
+                pid as libc::c_int,
+                libc::PROC_PIDTBSDINFO,
+                0,
+                std::ptr::addr_of_mut!(info).cast(),
+                size as libc::c_int,
+            )
+        };
+        if written <= 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if usize::try_from(written).ok() != Some(size) {
+            return Err(std::io::Error::other("short proc_bsdinfo"));
+        }
+        Ok(info)
+    }
+
+    pub(super) fn process_start_token(pid: u32) -> Option<String> {
+        let info = bsd_info(pid).ok()?;
+        Some(format!(
+            "{}.{:06}",
+            info.pbi_start_tvsec, info.pbi_start_tvusec
+        ))
+    }
+
+    /// `ESRCH` right after layer 1 found the pid held is a zombie or a process that exited in
+    /// between; both are gone.
+    pub(super) fn is_zombie(pid: u32) -> bool {
+        match bsd_info(pid) {
+            Ok(info) => info.pbi_status == libc::SZOMB,
+            Err(err) => err.raw_os_error() == Some(libc::ESRCH),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stat line whose field 22 is `987654`.
+    fn stat_line(comm: &str) -> String {
+        let middle: Vec<String> = (4..=21).map(|n| n.to_string()).collect();
+        format!("1234 ({comm}) S {} 987654 23 24\n", middle.join(" "))
+    }
+
+    #[test]
+    fn field_22_of_a_plain_line() {
+        assert_eq!(start_token_from_stat(&stat_line("sleep")), Some("987654"));
+        assert_eq!(state_from_stat(&stat_line("sleep")), Some("S"));
+    }
+
+    #[test]
+    fn fields_count_from_the_last_close_paren() {
+        assert_eq!(start_token_from_stat(&stat_line("a) (b c")), Some("987654"));
+        assert_eq!(start_token_from_stat(&stat_line(") Z 1 2")), Some("987654"));
+        assert_eq!(state_from_stat(&stat_line(") Z 1 2")), Some("S"));
+    }
+
+    #[test]
+    fn a_line_without_close_paren_or_cut_short_has_no_token() {
+        assert_eq!(start_token_from_stat("1234 sleep S 1 2 3"), None);
+        let line = stat_line("sleep");
+        let cut = &line[..line.find(" 987654").unwrap()];
+        assert_eq!(start_token_from_stat(cut), None);
+        assert_eq!(start_token_from_stat(""), None);
+    }
+
+    #[test]
+    fn pid_zero_negative_and_huge_are_nobody() {
+        assert!(!pid_is_alive(0));
+        assert!(!pid_is_alive(u32::MAX));
+        assert!(!pid_is_alive(1 << 31));
+        assert_eq!(as_pid_t(0), None);
+        assert_eq!(as_pid_t(u32::MAX), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_with_a_stable_token() {
+        let me = std::process::id();
+        assert!(pid_is_alive(me));
+        let token = process_start_token(me).expect("own start time");
+        assert!(!token.is_empty());
+        assert_eq!(process_start_token(me), Some(token));
+    }
+
+    #[test]
+    fn a_zombie_is_not_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pid_is_alive(pid) {
+            assert!(std::time::Instant::now() < deadline, "zombie read as alive");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(is_zombie(pid), "not yet reaped, so it must be a zombie");
+        child.wait().unwrap();
+        assert!(!is_zombie(pid));
+    }
+}
