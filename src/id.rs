@@ -63,6 +63,20 @@ impl<K: Kind> Id<K> {
         }
     }
 
+    /// A fresh id: a UUIDv7 (48-bit Unix-ms time, version 7, RFC 9562 variant, 74 random bits),
+    /// so ids minted later sort later.
+    pub fn mint() -> Result<Self, String> {
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut uuid = crate::sys::random::bytes::<16>()?;
+        uuid[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+        uuid[6] = 0x70 | (uuid[6] & 0x0f);
+        uuid[8] = 0x80 | (uuid[8] & 0x3f);
+        let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+        Self::parse(&format!("{}{hex}", K::PREFIX))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.text
     }
@@ -115,6 +129,21 @@ mod tests {
         assert_eq!(id.hex(), &GOOD[4..]);
         let json = serde_json::to_string(&id).unwrap();
         assert_eq!(serde_json::from_str::<SessionId>(&json).unwrap(), id);
+    }
+
+    #[test]
+    fn minted_ids_are_well_formed_v7_and_time_ordered() {
+        let first = SessionId::mint().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let second = SessionId::mint().unwrap();
+        assert!(first < second, "{first} then {second}");
+        let hex = second.hex();
+        assert_eq!(&hex[12..13], "7", "version nibble");
+        assert!(
+            matches!(&hex[16..17], "8" | "9" | "a" | "b"),
+            "variant bits"
+        );
+        assert!(FormationId::mint().unwrap().as_str().starts_with("frm_"));
     }
 
     #[test]

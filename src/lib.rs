@@ -12,6 +12,7 @@
 
 pub mod address;
 pub mod applets;
+pub mod b64;
 pub mod cli;
 pub mod door_client;
 pub mod home;
@@ -22,3 +23,4 @@ pub mod running;
 pub mod secret;
 pub mod sys;
 pub mod time;
+pub mod token;

@@ -355,3 +355,116 @@ impl Drop for ControlGuard {
 pub fn has_controlling_terminal() -> bool {
     std::fs::File::open("/dev/tty").is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secret::Secret;
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn dir(tag: &str) -> Dir {
+        let path = std::env::temp_dir().join(format!("mur-running-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Dir(path)
+    }
+
+    fn record(hex_tail: char) -> RunningRecord {
+        let id = format!("ses_0199c4e2f1b7712a9d3e4f506172839{hex_tail}");
+        let json = serde_json::json!({
+            "session_id": id, "url": "127.0.0.1:1", "pid": std::process::id(),
+            "process_start": crate::sys::proc::process_start_token(std::process::id()).unwrap(),
+            "capsule_name": "demo", "capsule_version": "0.1.0", "workdir": "/tmp",
+            "outlives_launcher": true, "started_at": "2026-01-01T00:00:00Z"});
+        RunningRecord::from_slice(json.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn scan_orders_newest_first_and_leaves_staging_control_and_broken_files() {
+        let d = dir("scan");
+        let (older, newer) = (record('0'), record('1'));
+        let _a = RecordGuard::write(&d.0, &older).unwrap();
+        let _b = RecordGuard::write(&d.0, &newer).unwrap();
+        std::fs::write(d.0.join("broken.json"), "{").unwrap();
+        std::fs::write(d.0.join(".x.json.1.2.tmp"), "{").unwrap();
+        std::fs::write(control_path(&d.0, older.session_id.as_str()), "ctl1.a.b").unwrap();
+
+        let found = scan(&d.0).unwrap();
+        let ids: Vec<_> = found.entries.iter().map(|e| e.record.clone()).collect();
+        assert_eq!(ids, vec![newer, older]);
+        assert_eq!(found.unreadable.len(), 1);
+        assert!(found.unreadable[0].invalid);
+        assert!(d.0.join("broken.json").exists(), "scan removes nothing");
+
+        let listed = list(&d.0).unwrap();
+        assert_eq!(listed.entries.len(), 2);
+        assert!(
+            !d.0.join("broken.json").exists(),
+            "list prunes what is not a record"
+        );
+        assert!(d.0.join(".x.json.1.2.tmp").exists());
+        assert!(control_path(&d.0, "ses_0199c4e2f1b7712a9d3e4f5061728390").exists());
+    }
+
+    #[test]
+    fn a_missing_dir_is_empty_and_a_file_in_its_place_is_an_error_naming_it() {
+        let d = dir("missing");
+        let missing = d.0.join("running");
+        assert!(scan(&missing).unwrap().entries.is_empty());
+        assert!(!missing.exists());
+        std::fs::write(&missing, "").unwrap();
+        let err = scan(&missing).unwrap_err();
+        assert!(err.starts_with(&missing.display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn prune_and_either_guard_take_the_record_and_its_control_file() {
+        let d = dir("guards");
+        let rec = record('2');
+        let id = rec.session_id.as_str().to_string();
+        let token = Secret::new("ctl1.token.mac".into());
+
+        let control = ControlGuard::write(&d.0, &id, &token).unwrap();
+        let guard = RecordGuard::write(&d.0, &rec).unwrap();
+        assert_eq!(
+            crate::sys::fs::mode_of(&control_path(&d.0, &id)).unwrap(),
+            0o600
+        );
+        assert_eq!(
+            crate::sys::fs::mode_of(&record_path(&d.0, &id)).unwrap(),
+            0o600
+        );
+        let entry = scan(&d.0).unwrap().entries.remove(0);
+        prune(&entry);
+        assert!(!record_path(&d.0, &id).exists() && !control_path(&d.0, &id).exists());
+        std::mem::forget(control);
+        std::mem::forget(guard);
+
+        // The record guard dropping takes the control file too…
+        let _control = ControlGuard::write(&d.0, &id, &token).unwrap();
+        drop(RecordGuard::write(&d.0, &rec).unwrap());
+        assert!(!control_path(&d.0, &id).exists());
+        // …and the control guard dropping takes the record.
+        let _record = RecordGuard::write(&d.0, &rec).unwrap();
+        drop(ControlGuard::write(&d.0, &id, &token).unwrap());
+        assert!(!record_path(&d.0, &id).exists());
+    }
+
+    #[test]
+    fn a_live_process_behind_a_silent_port_is_unreachable_not_gone() {
+        let mut rec = record('3');
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        rec.url = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        assert!(matches!(verify(&rec), Liveness::Unreachable(_)));
+        rec.process_start = "not-this-process".into();
+        assert!(matches!(verify(&rec), Liveness::Gone(why) if why.contains("another time")));
+        rec.pid = 0;
+        assert!(matches!(verify(&rec), Liveness::Gone(_)));
+    }
+}

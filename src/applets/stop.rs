@@ -241,11 +241,11 @@ fn stop_formation(id: &str, members: &[&Entry], timeout: Duration, out: &mut Out
     for member in members {
         let record = &member.record;
         if record.formation_lifeline {
-            if let Ok(target) = Target::open(record.pid, &record.process_start) {
-                if !target.wait_gone(remaining(deadline)) {
-                    ok &= stop_session(member, timeout, out);
-                    continue;
-                }
+            if let Ok(target) = Target::open(record.pid, &record.process_start)
+                && !target.wait_gone(remaining(deadline))
+            {
+                ok &= stop_session(member, timeout, out);
+                continue;
             }
             running::prune(member);
             out.line(&format!(

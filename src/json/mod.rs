@@ -2,4 +2,5 @@
 //! a malformed one.
 
 pub mod card;
+pub mod manifest;
 pub mod record;

@@ -7,4 +7,5 @@
 
 pub mod fs;
 pub mod proc;
+pub mod random;
 pub mod signal;
