@@ -1,0 +1,357 @@
+//! The door's HTTP/1.1 server: std sockets, one thread per connection, `httparse` for heads.
+//!
+//! Every bound is enforced here, before a handler sees anything, so a bad request costs its own
+//! connection and never the door:
+//!
+//! | bound | answer |
+//! |---|---|
+//! | head over 16 KiB | 431, connection closed |
+//! | body over 1 MiB (by `Content-Length`) | 413, connection closed |
+//! | request not complete 10 s after its first byte | 408, connection closed |
+//! | malformed head, bad or duplicate `Content-Length`, `Transfer-Encoding` | 400 / 501, closed |
+//! | more than 128 connections at once | the new one gets 503 and is closed |
+//!
+//! An idle keep-alive connection is closed after the same 10 s without a byte.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub const MAX_HEAD: usize = 16 * 1024;
+pub const MAX_BODY: usize = 1024 * 1024;
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+pub const MAX_CONNECTIONS: usize = 128;
+/// How often the accept loop looks at the stop flag.
+const ACCEPT_POLL: Duration = Duration::from_millis(50);
+
+/// One complete request.
+#[derive(Debug)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// Header names lowercased, values as sent; repeated headers appear repeatedly.
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+    pub peer: SocketAddr,
+}
+
+impl Request {
+    /// Every value of header `name` (lowercase).
+    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// One response; `Content-Length` and `Connection` are added by the server.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn json(status: u16, value: &serde_json::Value) -> Self {
+        Self {
+            status,
+            headers: vec![("Content-Type", "application/json".into())],
+            body: value.to_string().into_bytes(),
+        }
+    }
+
+    pub fn text(status: u16, text: &str) -> Self {
+        Self {
+            status,
+            headers: vec![("Content-Type", "text/plain; charset=utf-8".into())],
+            body: format!("{text}\n").into_bytes(),
+        }
+    }
+}
+
+/// What answers requests. Called from many connection threads at once.
+pub trait Handler: Send + Sync + 'static {
+    fn handle(&self, request: Request) -> Response;
+}
+
+/// Accept connections on `listener` until `stop` is set, serving each on its own thread.
+/// Returns once the accept loop has stopped; connections in flight finish on their own threads.
+pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<AtomicBool>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::Acquire) {
+        if !crate::sys::signal::poll_readable(&listener.as_fd(), ACCEPT_POLL) {
+            continue;
+        }
+        let Ok((stream, peer)) = listener.accept() else {
+            // EMFILE and friends: back off instead of spinning on a listener we cannot drain.
+            std::thread::sleep(ACCEPT_POLL);
+            continue;
+        };
+        if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            active.fetch_sub(1, Ordering::AcqRel);
+            refuse_busy(stream);
+            continue;
+        }
+        let (handler, active_here, stop) = (handler.clone(), active.clone(), stop.clone());
+        let spawned = std::thread::Builder::new()
+            .name("door-conn".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                connection(stream, peer, &*handler, &stop);
+                active_here.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            active.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+fn refuse_busy(mut stream: TcpStream) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = write_response(
+        &mut stream,
+        &Response::text(503, "too many connections"),
+        false,
+    );
+}
+
+/// Serve requests on one connection until it closes, errs, asks to close, or the door stops.
+fn connection(mut stream: TcpStream, peer: SocketAddr, handler: &dyn Handler, stop: &AtomicBool) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    loop {
+        let request = match read_request(&mut stream, &mut buf, peer) {
+            Ok(Some(request)) => request,
+            Ok(None) => return,
+            Err(refusal) => {
+                let _ = write_response(&mut stream, &refusal, false);
+                return;
+            }
+        };
+        let keep_alive = wants_keep_alive(&request) && !stop.load(Ordering::Acquire);
+        let response = handler.handle(request);
+        if write_response(&mut stream, &response, keep_alive).is_err() || !keep_alive {
+            return;
+        }
+    }
+}
+
+fn wants_keep_alive(request: &Request) -> bool {
+    !request
+        .header_values("connection")
+        .any(|v| v.eq_ignore_ascii_case(b"close"))
+}
+
+/// Read one request from `stream`, with any bytes already in `buf` (pipelined). `Ok(None)` is a
+/// connection closed (or idle past the deadline) between requests; `Err` is the response that
+/// refuses a bad one.
+fn read_request(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    peer: SocketAddr,
+) -> Result<Option<Request>, Response> {
+    let mut started = (!buf.is_empty()).then(Instant::now);
+    let idle_since = Instant::now();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(request) = parse_buffered(buf, peer)? {
+            return Ok(Some(request));
+        }
+        let deadline = started.unwrap_or(idle_since) + REQUEST_DEADLINE;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return match started {
+                Some(_) => Err(Response::text(408, "request not complete within 10 s")),
+                None => Ok(None),
+            };
+        }
+        let _ = stream.set_read_timeout(Some(remaining));
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(None),
+            Ok(n) => {
+                started.get_or_insert_with(Instant::now);
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return Ok(None),
+        }
+    }
+}
+
+/// Take one complete request off the front of `buf`, if there is one.
+pub fn parse_buffered(buf: &mut Vec<u8>, peer: SocketAddr) -> Result<Option<Request>, Response> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Request::new(&mut headers);
+    let head_len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(len)) if len <= MAX_HEAD => len,
+        Ok(httparse::Status::Complete(_)) => return Err(head_too_large()),
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(head_too_large()),
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(head_too_large()),
+        Err(err) => return Err(Response::text(400, &format!("malformed request: {err}"))),
+    };
+    let mut content_length: Option<usize> = None;
+    for header in parsed.headers.iter() {
+        if header.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(Response::text(
+                501,
+                "Transfer-Encoding is not supported; send Content-Length",
+            ));
+        }
+        if header.name.eq_ignore_ascii_case("content-length") {
+            let len = std::str::from_utf8(header.value)
+                .ok()
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<usize>().ok())
+                .ok_or_else(|| Response::text(400, "malformed Content-Length"))?;
+            if content_length.is_some_and(|seen| seen != len) {
+                return Err(Response::text(400, "conflicting Content-Length headers"));
+            }
+            content_length = Some(len);
+        }
+    }
+    let body_len = content_length.unwrap_or(0);
+    if body_len > MAX_BODY {
+        return Err(Response::text(413, "body larger than 1 MiB"));
+    }
+    if buf.len() < head_len + body_len {
+        return Ok(None);
+    }
+    let request = Request {
+        method: parsed.method.unwrap_or("").to_string(),
+        path: parsed.path.unwrap_or("").to_string(),
+        headers: parsed
+            .headers
+            .iter()
+            .map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec()))
+            .collect(),
+        body: buf[head_len..head_len + body_len].to_vec(),
+        peer,
+    };
+    buf.drain(..head_len + body_len);
+    Ok(Some(request))
+}
+
+fn head_too_large() -> Response {
+    Response::text(431, "request head larger than 16 KiB")
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        431 => "Request Header Fields Too Large",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+fn write_response(
+    stream: &mut TcpStream,
+    response: &Response,
+    keep_alive: bool,
+) -> std::io::Result<()> {
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        response.status,
+        reason(response.status)
+    );
+    for (name, value) in &response.headers {
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    out.push_str(&format!(
+        "Content-Length: {}\r\nConnection: {}\r\n\r\n",
+        response.body.len(),
+        if keep_alive { "keep-alive" } else { "close" }
+    ));
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(&response.body);
+    stream.write_all(&bytes)?;
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer() -> SocketAddr {
+        "127.0.0.1:9".parse().unwrap()
+    }
+
+    fn parse(bytes: &[u8]) -> Result<Option<Request>, u16> {
+        let mut buf = bytes.to_vec();
+        parse_buffered(&mut buf, peer()).map_err(|r| r.status)
+    }
+
+    #[test]
+    fn a_complete_request_with_a_body_parses_and_pipelining_keeps_the_rest() {
+        let mut buf =
+            b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET /x HTTP/1.1\r\n\r\n".to_vec();
+        let first = parse_buffered(&mut buf, peer()).unwrap().unwrap();
+        assert_eq!(
+            (first.method.as_str(), first.body.as_slice()),
+            ("POST", &b"hi"[..])
+        );
+        let second = parse_buffered(&mut buf, peer()).unwrap().unwrap();
+        assert_eq!(second.path, "/x");
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn partial_requests_wait_for_more() {
+        assert!(parse(b"GET / HTTP/1.1\r\n").unwrap().is_none());
+        assert!(
+            parse(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhi")
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn every_bound_has_its_status() {
+        let big_head = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD));
+        assert_eq!(parse(big_head.as_bytes()).unwrap_err(), 431);
+        assert_eq!(parse(&vec![b'a'; MAX_HEAD + 1]).unwrap_err(), 431);
+        let unfinished_big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD));
+        assert_eq!(parse(unfinished_big.as_bytes()).unwrap_err(), 431);
+        let too_long = format!(
+            "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            MAX_BODY + 1
+        );
+        assert_eq!(parse(too_long.as_bytes()).unwrap_err(), 413);
+        for bad in ["-1", "", "1x", "99999999999999999999999", "+1"] {
+            let head = format!("POST / HTTP/1.1\r\nContent-Length: {bad}\r\n\r\n");
+            assert_eq!(parse(head.as_bytes()).unwrap_err(), 400, "{bad:?}");
+        }
+        assert_eq!(
+            parse(b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab")
+                .unwrap_err(),
+            400
+        );
+        assert_eq!(
+            parse(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap_err(),
+            501
+        );
+        assert_eq!(parse(b"\xff\xfe / HTTP/1.1\r\n\r\n").unwrap_err(), 400);
+    }
+}
