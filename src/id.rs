@@ -22,6 +22,22 @@ pub struct Session;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Formation;
 
+/// A task at a door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Task;
+/// A conversation context at a door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Context;
+
+impl Kind for Task {
+    const PREFIX: &'static str = "tsk_";
+    const NOUN: &'static str = "task id";
+}
+impl Kind for Context {
+    const PREFIX: &'static str = "ctx_";
+    const NOUN: &'static str = "context id";
+}
+
 impl Kind for Session {
     const PREFIX: &'static str = "ses_";
     const NOUN: &'static str = "session id";
@@ -40,6 +56,8 @@ pub struct Id<K> {
 
 pub type SessionId = Id<Session>;
 pub type FormationId = Id<Formation>;
+pub type TaskId = Id<Task>;
+pub type ContextId = Id<Context>;
 
 /// Number of hex digits after the prefix: one UUID, without dashes.
 pub const HEX_DIGITS: usize = 32;

@@ -2,6 +2,7 @@
 //! safely. `main.rs` is the applet table and dispatch; everything else lives here.
 //!
 //! - [`applets`]: one file per applet (usage, options, main).
+//! - [`session`]: one capsule session (`mur run`): its door and lifecycle.
 //! - [`running`]: the machine-wide map of running sessions and its three-layer check.
 //! - [`address`]: `@N`, full ids and suffixes on the command line.
 //! - [`door_client`]: calling a door (card probe, JSON-RPC) from the host tools.
@@ -21,6 +22,7 @@ pub mod json;
 pub mod net;
 pub mod running;
 pub mod secret;
+pub mod session;
 pub mod sys;
 pub mod time;
 pub mod token;

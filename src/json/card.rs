@@ -7,6 +7,34 @@ use serde_json::Value;
 pub const CAPSULE_EXTENSION_URI: &str =
     "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
 
+/// The agent card of a public door, A2A 0.3.0: `url` is `http://host:port/`, one `task` skill,
+/// JSON-RPC as the one transport, and the capsule extension naming the session.
+pub fn agent_card(name: &str, version: &str, addr: &str, session_id: &str) -> Value {
+    let url = format!("http://{addr}/");
+    serde_json::json!({
+        "protocolVersion": "0.3.0",
+        "name": name,
+        "description": format!("mur capsule {name}@{version}"),
+        "url": url,
+        "preferredTransport": "JSONRPC",
+        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"}],
+        "version": version,
+        "capabilities": {
+            "streaming": false,
+            "pushNotifications": false,
+            "extensions": [{"uri": CAPSULE_EXTENSION_URI, "params": {"sessionId": session_id}}],
+        },
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{
+            "id": "task",
+            "name": "task",
+            "description": format!("Run one task with {name}"),
+            "tags": ["task"],
+        }],
+    })
+}
+
 /// The session a card names: `params.sessionId` of its capsule extension in
 /// `capabilities.extensions`. `None` for a card with no such extension (a public card of an
 /// authenticated door, or a door that is not a capsule's).
@@ -25,6 +53,15 @@ pub fn session_id_from_card(card: &Value) -> Option<&str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_built_card_names_its_session_and_the_0_3_interface() {
+        let card = agent_card("echo", "0.1.0", "127.0.0.1:5", "ses_x");
+        assert_eq!(session_id_from_card(&card), Some("ses_x"));
+        assert_eq!(card["url"], "http://127.0.0.1:5/");
+        assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "0.3.0");
+        assert_eq!(card["capabilities"]["streaming"], false);
+    }
 
     #[test]
     fn the_session_is_read_from_the_capsule_extension_only() {

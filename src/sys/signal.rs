@@ -147,6 +147,43 @@ impl Target {
     }
 }
 
+/// The termination signal caught by [`catch_termination`], or 0.
+static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn record_signal(signal: libc::c_int) {
+    // Async-signal-safe: one atomic store. A second signal while one is pending ends the process
+    // at once, as a second ^C should.
+    if CAUGHT.swap(signal, std::sync::atomic::Ordering::SeqCst) != 0 {
+        // SAFETY: `_exit` is async-signal-safe and takes an integer.
+        unsafe { libc::_exit(128 + signal) };
+    }
+}
+
+/// Turn SIGINT, SIGTERM and SIGHUP into a flag ([`caught_termination`]) for the rest of this
+/// process's life, so a session winds down in order instead of dying with its record in place.
+/// A second such signal exits at once with 128 + that signal.
+pub fn catch_termination() {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installs a handler that only stores to an atomic (and `_exit`s); the function
+        // pointer lives for the whole program.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = record_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The first termination signal caught since [`catch_termination`], if any.
+pub fn caught_termination() -> Option<libc::c_int> {
+    match CAUGHT.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
+
 #[cfg(target_os = "linux")]
 fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
     // SAFETY: `pidfd_open(pid, flags)` takes two integers and returns a new descriptor or -1.
