@@ -1,53 +1,70 @@
 //! `mur run`: one capsule session behind an A2A door.
 
+use std::io::Read;
+use std::path::PathBuf;
+
 use super::Applet;
 use crate::cli::{self, Failure, Outcome};
-use crate::session::{self, Options};
+use crate::session::{self, Options, Source};
 
 pub const APPLET: Applet = Applet {
     name: "run",
     summary: "run one capsule session behind an A2A door",
     usage: "\
-Usage: mur run [--json] [--bind ADDR] [--port N] [--workdir DIR]
+Usage: mur run [MANIFEST|DIR] [--task TEXT|-] [--json] [--workdir DIR]
+               [--bind ADDR] [--port N] [--capsule-sha256 HEX]
 
-Run one capsule session: an A2A door (HTTP, JSON-RPC 2.0) on loopback, listed
-by 'mur ps' for as long as it runs, ended by 'mur stop', ^C or SIGTERM.
+Run one capsule session: an A2A door (HTTP/1.1, JSON-RPC 2.0, A2A 0.3) on
+loopback whose tasks are run by the capsule's handler, listed by 'mur ps' for
+as long as it runs, ended by 'mur stop', ^C or SIGTERM.
 
-This version runs the embedded 'echo' capsule, which answers each task with its
-text. Capsules with a handler (murmur.json) are not built yet: naming a
-manifest is refused.
+MANIFEST is a murmur.json (or a directory holding one); default ./murmur.json,
+and without one the embedded 'echo' capsule, which answers each task with its
+text. See README.md, 'Writing a capsule', for the manifest and the handler
+contract.
 
 Options:
-  --json          print one readiness line on stdout:
+  --task TEXT     run this one task, print its answer on stdout, and exit
+                  (0 if it completed, 1 otherwise); '-' reads it from stdin
+  --json          print one readiness line on stdout once the door listens:
                   {\"session_id\",\"url\",\"pid\",\"name\",\"version\",\"workdir\"}
-                  (without it, a human line on stderr)
+                  (without it, a human line on stderr). Never a token.
+  --workdir DIR   the handler's working directory (default: the current one)
   --bind ADDR     listen address (default 127.0.0.1; a wildcard only if given)
   --port N        listen port (default 0: any free port)
-  --workdir DIR   the session's working directory (default: the current one)
+  --capsule-sha256 HEX
+                  refuse to start unless the manifest's sha256 is HEX
   -h, --help      this text
 
+An authenticated door's tokens are never printed: 'mur token' prints them.
 When NOTIFY_SOCKET is set, READY=1 is sent to it once the door listens and the
 record is written (systemd Type=notify).
 
-Exit status: 143 after SIGTERM, SIGHUP or session/stop, 130 after SIGINT (the
-record removed); 1 if the session could not start; 2 on a usage error. A
-second signal ends it at once.
+Exit status: 143 after SIGTERM, SIGHUP, session/stop or lifeline EOF, 130
+after SIGINT (live tasks canceled, record removed; a second signal, or 20 s,
+ends it at once); with --task 0 or 1; 1 if the session could not start (bad
+manifest: the path, key and what is allowed are named); 2 on a usage error.
 ",
     main,
 };
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
+    let mut manifest: Option<PathBuf> = None;
     let mut options = Options {
+        source: Source::Embedded,
+        task: None,
         bind: std::net::Ipv4Addr::LOCALHOST.into(),
         port: 0,
         workdir: std::env::current_dir()
             .map_err(|err| Failure::Failed(format!("cannot read the current directory: {err}")))?,
         json: false,
+        capsule_sha256: None,
     };
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
             lexopt::Arg::Long("json") => options.json = true,
+            lexopt::Arg::Long("task") => options.task = Some(cli::utf8(parser.value()?)?),
             lexopt::Arg::Long("bind") => {
                 let text = cli::utf8(parser.value()?)?;
                 options.bind = text.parse().map_err(|_| {
@@ -56,14 +73,25 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             }
             lexopt::Arg::Long("port") => options.port = cli::number("--port", parser.value()?)?,
             lexopt::Arg::Long("workdir") => options.workdir = parser.value()?.into(),
-            lexopt::Arg::Value(manifest) => {
-                return Err(Failure::Failed(format!(
-                    "{}: capsules with a handler are not built yet in this version; run 'mur run' alone for the embedded echo capsule",
-                    std::path::Path::new(&manifest).display()
-                )));
+            lexopt::Arg::Long("capsule-sha256") => {
+                let hex = cli::utf8(parser.value()?)?;
+                if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(Failure::Usage(format!(
+                        "--capsule-sha256 wants 64 hex digits, not '{hex}'"
+                    )));
+                }
+                options.capsule_sha256 = Some(hex);
             }
+            lexopt::Arg::Value(path) if manifest.is_none() => manifest = Some(path.into()),
             other => return Err(other.unexpected().into()),
         }
+    }
+    if options.task.as_deref() == Some("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|err| Failure::Failed(format!("cannot read the task from stdin: {err}")))?;
+        options.task = Some(text);
     }
     if !options.workdir.is_dir() {
         return Err(Failure::Failed(format!(
@@ -72,5 +100,17 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         )));
     }
     options.workdir = std::fs::canonicalize(&options.workdir).unwrap_or(options.workdir);
-    session::run_echo(&options).map_err(Failure::Failed)
+    options.source = match manifest {
+        Some(path) => Source::Manifest(path),
+        None if std::path::Path::new("murmur.json").exists() => {
+            Source::Manifest(PathBuf::from("murmur.json"))
+        }
+        None => Source::Embedded,
+    };
+    if options.capsule_sha256.is_some() && matches!(options.source, Source::Embedded) {
+        return Err(Failure::Usage(
+            "--capsule-sha256 needs a MANIFEST to check".into(),
+        ));
+    }
+    session::run(&options).map_err(Failure::Failed)
 }

@@ -7,11 +7,26 @@ use serde_json::Value;
 pub const CAPSULE_EXTENSION_URI: &str =
     "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
 
-/// The agent card of a public door, A2A 0.3.0: `url` is `http://host:port/`, one `task` skill,
-/// JSON-RPC as the one transport, and the capsule extension naming the session.
-pub fn agent_card(name: &str, version: &str, addr: &str, session_id: &str) -> Value {
+/// An A2A 0.3.0 agent card: `url` is `http://host:port/`, one `task` skill, JSON-RPC as the one
+/// transport (also in `supportedInterfaces`, which 1.x SDK clients choose their 0.3 transport
+/// from).
+///
+/// `session` adds the capsule extension naming the session; `bearer` declares the door's http
+/// bearer scheme and its extended card. An authenticated door's public card is built with
+/// `bearer` and no `session`, its extended card with both.
+pub fn agent_card(
+    name: &str,
+    version: &str,
+    addr: &str,
+    session: Option<&str>,
+    bearer: bool,
+) -> Value {
     let url = format!("http://{addr}/");
-    serde_json::json!({
+    let extensions: Vec<Value> = session
+        .map(|id| serde_json::json!({"uri": CAPSULE_EXTENSION_URI, "params": {"sessionId": id}}))
+        .into_iter()
+        .collect();
+    let mut card = serde_json::json!({
         "protocolVersion": "0.3.0",
         "name": name,
         "description": format!("mur capsule {name}@{version}"),
@@ -19,11 +34,7 @@ pub fn agent_card(name: &str, version: &str, addr: &str, session_id: &str) -> Va
         "preferredTransport": "JSONRPC",
         "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"}],
         "version": version,
-        "capabilities": {
-            "streaming": false,
-            "pushNotifications": false,
-            "extensions": [{"uri": CAPSULE_EXTENSION_URI, "params": {"sessionId": session_id}}],
-        },
+        "capabilities": {"streaming": false, "pushNotifications": false, "extensions": extensions},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{
@@ -32,7 +43,14 @@ pub fn agent_card(name: &str, version: &str, addr: &str, session_id: &str) -> Va
             "description": format!("Run one task with {name}"),
             "tags": ["task"],
         }],
-    })
+    });
+    if bearer {
+        card["securitySchemes"] =
+            serde_json::json!({"bearer": {"type": "http", "scheme": "bearer"}});
+        card["security"] = serde_json::json!([{"bearer": []}]);
+        card["supportsAuthenticatedExtendedCard"] = Value::Bool(true);
+    }
+    card
 }
 
 /// The session a card names: `params.sessionId` of its capsule extension in
@@ -56,8 +74,13 @@ mod tests {
 
     #[test]
     fn a_built_card_names_its_session_and_the_0_3_interface() {
-        let card = agent_card("echo", "0.1.0", "127.0.0.1:5", "ses_x");
+        let card = agent_card("echo", "0.1.0", "127.0.0.1:5", Some("ses_x"), false);
         assert_eq!(session_id_from_card(&card), Some("ses_x"));
+        assert!(card.get("securitySchemes").is_none());
+        let public = agent_card("echo", "0.1.0", "127.0.0.1:5", None, true);
+        assert_eq!(session_id_from_card(&public), None);
+        assert_eq!(public["supportsAuthenticatedExtendedCard"], true);
+        assert_eq!(public["securitySchemes"]["bearer"]["scheme"], "bearer");
         assert_eq!(card["url"], "http://127.0.0.1:5/");
         assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "0.3.0");
         assert_eq!(card["capabilities"]["streaming"], false);

@@ -1,16 +1,19 @@
-//! The session's door: the agent card and JSON-RPC 2.0 on `POST /`, answered by the embedded
-//! `echo` capsule.
+//! The session's door: the agent card, JSON-RPC 2.0 on `POST /`, and the control routes.
 //!
 //! JSON-RPC errors travel with HTTP 200 and the A2A codes; a malformed request costs only its
-//! own answer.
+//! own answer. At an authenticated door every `POST /` is checked before its body is even
+//! parsed, so an unauthenticated caller learns nothing but 401.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::id::{ContextId, SessionId, TaskId};
+use super::auth::{self, Caller, DoorAuth};
+use super::control::Control;
+use super::tasks::{Engine, Lookup, Refused};
+use crate::id::SessionId;
+use crate::json::card::agent_card;
 use crate::net::server::{Handler, Request, Response};
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -20,10 +23,8 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 pub const TASK_NOT_FOUND: i64 = -32001;
 pub const TASK_NOT_CANCELABLE: i64 = -32002;
+pub const UNSUPPORTED_OPERATION: i64 = -32004;
 pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
-
-/// Finished tasks kept for `tasks/get`: the newest this many.
-pub const KEPT_TASKS: usize = 1000;
 
 /// One session's door.
 pub struct Door {
@@ -32,61 +33,31 @@ pub struct Door {
     pub version: String,
     /// `host:port`.
     pub addr: String,
+    pub engine: Arc<Engine>,
+    pub auth: Option<DoorAuth>,
+    pub control: Option<Arc<Control>>,
     /// Set by `session/stop`; the session's main loop winds down when it sees it.
     pub stop_requested: AtomicBool,
-    tasks: Mutex<TaskStore>,
-}
-
-#[derive(Default)]
-struct TaskStore {
-    by_id: BTreeMap<String, Value>,
-    order: VecDeque<String>,
-}
-
-impl TaskStore {
-    fn insert(&mut self, id: String, task: Value) {
-        if self.by_id.insert(id.clone(), task).is_none() {
-            self.order.push_back(id);
-        }
-        while self.order.len() > KEPT_TASKS {
-            if let Some(old) = self.order.pop_front() {
-                self.by_id.remove(&old);
-            }
-        }
-    }
 }
 
 /// A JSON-RPC error, before it is given the request's id.
 struct RpcError(i64, String);
 
 impl Door {
-    pub fn new(session_id: SessionId, name: &str, version: &str, addr: String) -> Self {
-        Self {
-            session_id,
-            name: name.into(),
-            version: version.into(),
-            addr,
-            stop_requested: AtomicBool::new(false),
-            tasks: Mutex::new(TaskStore::default()),
-        }
+    fn card(&self, extended: bool) -> Value {
+        let bearer = self.auth.is_some();
+        let session = (extended || !bearer).then_some(self.session_id.as_str());
+        agent_card(&self.name, &self.version, &self.addr, session, bearer)
     }
 
-    fn card(&self) -> Value {
-        crate::json::card::agent_card(
-            &self.name,
-            &self.version,
-            &self.addr,
-            self.session_id.as_str(),
-        )
-    }
-
-    fn rpc(&self, body: &[u8]) -> Value {
+    /// Answer one JSON-RPC request body from `caller`. `Err` is an HTTP-level refusal (403).
+    fn rpc(&self, body: &[u8], caller: &Caller) -> Result<Value, Response> {
         let Ok(request) = serde_json::from_slice::<Value>(body) else {
-            return error(
+            return Ok(error(
                 Value::Null,
                 PARSE_ERROR,
                 "parse error: the body is not JSON",
-            );
+            ));
         };
         let id = request.get("id").cloned().unwrap_or(Value::Null);
         let scalar_id = matches!(id, Value::Null | Value::String(_) | Value::Number(_));
@@ -97,32 +68,41 @@ impl Door {
             scalar_id,
         ) else {
             let id = if scalar_id { id } else { Value::Null };
-            return error(
+            return Ok(error(
                 id,
                 INVALID_REQUEST,
-                "invalid request: needs jsonrpc \"2.0\", a method and a scalar id",
-            );
+                "invalid request: needs \"jsonrpc\": \"2.0\", a string method and a scalar id",
+            ));
         };
+        let known = crate::json::manifest::DOOR_METHODS.contains(&method)
+            || method == "GetExtendedAgentCard";
+        let scope = if method == "GetExtendedAgentCard" {
+            "agent/getAuthenticatedExtendedCard"
+        } else {
+            method
+        };
+        if known && !caller.may_call(scope) {
+            return Err(auth::forbidden(scope));
+        }
         let params = request.get("params").cloned().unwrap_or(json!({}));
         let outcome = match method {
-            "message/send" => self.message_send(&params),
-            "tasks/get" => self.task_lookup(&params).map(|(_, task)| task),
-            "tasks/cancel" => self.task_lookup(&params).and_then(|(_, task)| {
-                Err(RpcError(
-                    TASK_NOT_CANCELABLE,
-                    format!(
-                        "task {} has already ended",
-                        task["id"].as_str().unwrap_or("")
-                    ),
-                ))
-            }),
-            "agent/getAuthenticatedExtendedCard" | "GetExtendedAgentCard" => Err(RpcError(
-                EXTENDED_CARD_NOT_CONFIGURED,
-                "this door is public: its card is at /.well-known/agent-card.json".into(),
-            )),
+            "message/send" => self.message_send(&params, caller),
+            "tasks/get" => {
+                task_id(&params).and_then(|t| lookup(self.engine.get(t, caller.viewer())))
+            }
+            "tasks/cancel" => {
+                task_id(&params).and_then(|t| lookup(self.engine.cancel(t, caller.viewer())))
+            }
+            "agent/getAuthenticatedExtendedCard" | "GetExtendedAgentCard" => match self.auth {
+                Some(_) => Ok(self.card(true)),
+                None => Err(RpcError(
+                    EXTENDED_CARD_NOT_CONFIGURED,
+                    "this door is public: its card is at /.well-known/agent-card.json".into(),
+                )),
+            },
             "session/stop" => {
                 self.stop_requested.store(true, Ordering::Release);
-                Ok(json!({"stopping": true}))
+                Ok(json!({"stopping": true, "sessionId": self.session_id}))
             }
             other => Err(RpcError(
                 METHOD_NOT_FOUND,
@@ -132,82 +112,81 @@ impl Door {
                 ),
             )),
         };
-        match outcome {
+        Ok(match outcome {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(RpcError(code, message)) => error(id, code, &message),
-        }
+        })
     }
 
-    fn message_send(&self, params: &Value) -> Result<Value, RpcError> {
+    fn message_send(&self, params: &Value, caller: &Caller) -> Result<Value, RpcError> {
         if self.stop_requested.load(Ordering::Acquire) {
             return Err(RpcError(INTERNAL_ERROR, "the session is stopping".into()));
         }
         let message = params
             .get("message")
             .filter(|m| m.is_object())
-            .ok_or_else(|| RpcError(INVALID_PARAMS, "params.message is required".into()))?;
-        let parts = message
-            .get("parts")
-            .and_then(Value::as_array)
             .ok_or_else(|| {
                 RpcError(
                     INVALID_PARAMS,
-                    "params.message.parts must be an array".into(),
+                    "params.message (an object) is required".into(),
                 )
             })?;
-        let text: Vec<&str> = parts
+        let text = message_text(message).ok_or_else(|| {
+            RpcError(
+                INVALID_PARAMS,
+                "params.message.parts must be an array of parts".into(),
+            )
+        })?;
+        let context = message
+            .get("contextId")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let blocking = params
+            .get("configuration")
+            .and_then(|c| c.get("blocking"))
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        let id = self
+            .engine
+            .submit(caller.owner(), message.clone(), text, context)
+            .map_err(|refused| match refused {
+                Refused::NotAccepted(why) => RpcError(UNSUPPORTED_OPERATION, why),
+                Refused::Busy(why) | Refused::Internal(why) => RpcError(INTERNAL_ERROR, why),
+            })?;
+        let task = if blocking {
+            self.engine.wait(&id)
+        } else {
+            self.engine.get(id.as_str(), None).ok()
+        };
+        task.ok_or_else(|| RpcError(INTERNAL_ERROR, "the task was lost".into()))
+    }
+}
+
+/// The text parts of a message joined by newlines; `None` when `parts` is not an array.
+pub fn message_text(message: &Value) -> Option<String> {
+    let parts = message.get("parts")?.as_array()?;
+    Some(
+        parts
             .iter()
             .filter(|p| p.get("kind").and_then(Value::as_str).unwrap_or("text") == "text")
             .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect();
-        let answer = text.join("\n");
-        let mint_err = |e: String| RpcError(INTERNAL_ERROR, e);
-        let task_id = TaskId::mint().map_err(mint_err)?;
-        let context_id = match message.get("contextId").and_then(Value::as_str) {
-            Some(given) => given.to_string(),
-            None => ContextId::mint().map_err(mint_err)?.to_string(),
-        };
-        let agent_message = json!({
-            "kind": "message", "role": "agent", "messageId": format!("msg_{}", task_id.hex()),
-            "taskId": task_id, "contextId": context_id,
-            "parts": [{"kind": "text", "text": answer}],
-        });
-        let task = json!({
-            "kind": "task",
-            "id": task_id,
-            "contextId": context_id,
-            "status": {
-                "state": "completed",
-                "message": agent_message,
-                "timestamp": crate::time::format_rfc3339(crate::time::unix_now()),
-            },
-            "artifacts": [{"artifactId": format!("art_{}", task_id.hex()), "name": "answer",
-                "parts": [{"kind": "text", "text": answer}]}],
-            "history": [message],
-        });
-        self.lock_tasks().insert(task_id.to_string(), task.clone());
-        Ok(task)
-    }
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
 
-    fn task_lookup(&self, params: &Value) -> Result<(String, Value), RpcError> {
-        let id = params
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError(INVALID_PARAMS, "params.id (a task id) is required".into()))?;
-        self.lock_tasks()
-            .by_id
-            .get(id)
-            .cloned()
-            .map(|task| (id.to_string(), task))
-            .ok_or_else(|| RpcError(TASK_NOT_FOUND, "task not found".into()))
-    }
+fn task_id(params: &Value) -> Result<&str, RpcError> {
+    params
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError(INVALID_PARAMS, "params.id (a task id) is required".into()))
+}
 
-    fn lock_tasks(&self) -> std::sync::MutexGuard<'_, TaskStore> {
-        // A panic aborts the process (panic = "abort"), so a poisoned lock holds consistent data.
-        self.tasks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
+fn lookup(found: Result<Value, Lookup>) -> Result<Value, RpcError> {
+    found.map_err(|l| match l {
+        Lookup::NotFound => RpcError(TASK_NOT_FOUND, "task not found".into()),
+        Lookup::NotCancelable(why) => RpcError(TASK_NOT_CANCELABLE, why),
+    })
 }
 
 fn error(id: Value, code: i64, message: &str) -> Value {
@@ -216,110 +195,30 @@ fn error(id: Value, code: i64, message: &str) -> Value {
 
 impl Handler for Door {
     fn handle(&self, request: Request) -> Response {
-        match (request.method.as_str(), request.path.as_str()) {
+        let path = request.path.split('?').next().unwrap_or("");
+        match (request.method.as_str(), path) {
             ("GET", "/.well-known/agent-card.json" | "/.well-known/agent.json") => {
-                Response::json(200, &self.card())
+                Response::json(200, &self.card(false))
             }
-            ("POST", "/") => Response::json(200, &self.rpc(&request.body)),
+            ("POST", "/") => {
+                let caller = match &self.auth {
+                    Some(auth) => match auth.check(&request) {
+                        Ok(caller) => caller,
+                        Err(refusal) => return refusal,
+                    },
+                    None => Caller::Public,
+                };
+                match self.rpc(&request.body, &caller) {
+                    Ok(answer) => Response::json(200, &answer),
+                    Err(refusal) => refusal,
+                }
+            }
+            (_, p) if p == "/control" || p.starts_with("/control/") => match &self.control {
+                Some(control) => control.handle(&request),
+                None => Response::text(404, "this capsule declares no control"),
+            },
             (_, "/.well-known/agent-card.json" | "/") => Response::text(405, "method not allowed"),
             _ => Response::text(404, "not found"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn door() -> Door {
-        Door::new(
-            SessionId::mint().unwrap(),
-            "echo",
-            "0.1.0",
-            "127.0.0.1:1".into(),
-        )
-    }
-
-    fn call(door: &Door, body: &str) -> Value {
-        door.rpc(body.as_bytes())
-    }
-
-    #[test]
-    fn echo_answers_and_the_task_can_be_read_back() {
-        let d = door();
-        let sent = call(
-            &d,
-            r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"hello"},{"kind":"text","text":"world"}]}}}"#,
-        );
-        let task = &sent["result"];
-        assert_eq!(task["status"]["state"], "completed");
-        assert_eq!(task["artifacts"][0]["parts"][0]["text"], "hello\nworld");
-        let id = task["id"].as_str().unwrap();
-        let got = call(
-            &d,
-            &format!(
-                r#"{{"jsonrpc":"2.0","id":"x","method":"tasks/get","params":{{"id":"{id}"}}}}"#
-            ),
-        );
-        assert_eq!(got["result"], *task);
-        assert_eq!(got["id"], "x");
-        let cancel = call(
-            &d,
-            &format!(
-                r#"{{"jsonrpc":"2.0","id":2,"method":"tasks/cancel","params":{{"id":"{id}"}}}}"#
-            ),
-        );
-        assert_eq!(cancel["error"]["code"], TASK_NOT_CANCELABLE);
-    }
-
-    #[test]
-    fn each_bad_request_gets_its_code() {
-        let d = door();
-        for (body, code) in [
-            ("{", PARSE_ERROR),
-            ("\u{0}", PARSE_ERROR),
-            ("[]", INVALID_REQUEST),
-            (
-                r#"{"jsonrpc":"1.0","id":1,"method":"tasks/get"}"#,
-                INVALID_REQUEST,
-            ),
-            (r#"{"jsonrpc":"2.0","id":1}"#, INVALID_REQUEST),
-            (
-                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"tasks/get"}"#,
-                INVALID_REQUEST,
-            ),
-            (
-                r#"{"jsonrpc":"2.0","id":1,"method":"nope"}"#,
-                METHOD_NOT_FOUND,
-            ),
-            (
-                r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}"#,
-                INVALID_PARAMS,
-            ),
-            (
-                r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"tsk_x"}}"#,
-                TASK_NOT_FOUND,
-            ),
-            (
-                r#"{"jsonrpc":"2.0","id":1,"method":"agent/getAuthenticatedExtendedCard"}"#,
-                EXTENDED_CARD_NOT_CONFIGURED,
-            ),
-        ] {
-            assert_eq!(call(&d, body)["error"]["code"], code, "{body}");
-        }
-    }
-
-    #[test]
-    fn session_stop_sets_the_flag_and_refuses_new_tasks() {
-        let d = door();
-        assert!(
-            call(&d, r#"{"jsonrpc":"2.0","id":1,"method":"session/stop"}"#)["result"].is_object()
-        );
-        assert!(d.stop_requested.load(Ordering::Acquire));
-        let sent = call(
-            &d,
-            r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"parts":[]}}}"#,
-        );
-        assert_eq!(sent["error"]["code"], INTERNAL_ERROR);
     }
 }

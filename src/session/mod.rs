@@ -1,54 +1,190 @@
-//! One capsule session: a door on loopback, a running record for exactly as long as it lives,
-//! and an orderly end on the first SIGTERM/SIGINT/SIGHUP or `session/stop`.
+//! One capsule session: a door on loopback, tasks run by the capsule, a running record for
+//! exactly as long as it lives, and an orderly end.
 //!
-//! This version serves the embedded `echo` capsule only; handler capsules from a manifest are
-//! refused with a clear error until task execution lands.
+//! Ending: the first SIGTERM/SIGINT/SIGHUP, `session/stop`, or EOF on the formation lifeline
+//! stops the door taking tasks, cancels live ones, closes the door, removes the record and
+//! control file, and exits 143 (130 for SIGINT). A second signal, or 20 s, ends it at once:
+//! every handler group is SIGKILLed first, so nothing outlives the session either way.
 
+pub mod auth;
+pub mod control;
 pub mod door;
+pub mod tasks;
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
 
 use crate::id::SessionId;
+use crate::json::manifest::{Lifecycle, Manifest};
 use crate::json::record::RunningRecord;
-use crate::running::RecordGuard;
+use crate::running::{ControlGuard, RecordGuard};
 use crate::sys::signal;
+use control::Control;
+use tasks::{Capsule, Engine};
 
 /// How often the main loop looks for a reason to stop.
 const WATCH_INTERVAL: Duration = Duration::from_millis(20);
+/// How long an orderly end may take before it becomes an immediate one.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+/// The environment variable naming an inherited lifeline descriptor.
+pub const LIFELINE_ENV: &str = "MURMUR_FORMATION_LIFELINE";
+
+/// Which capsule to run.
+pub enum Source {
+    /// The embedded `echo` capsule.
+    Embedded,
+    /// A manifest file or a directory holding `murmur.json`.
+    Manifest(PathBuf),
+}
 
 /// What `mur run` was asked for.
 pub struct Options {
+    pub source: Source,
+    pub task: Option<String>,
     pub bind: IpAddr,
     pub port: u16,
     pub workdir: PathBuf,
     pub json: bool,
+    pub capsule_sha256: Option<String>,
 }
 
-/// Run the embedded echo capsule until asked to stop; the exit code.
-pub fn run_echo(options: &Options) -> Result<i32, String> {
-    let name = "echo";
-    let version = env!("CARGO_PKG_VERSION");
+/// What a capsule declares, whichever way it came.
+struct Declared {
+    name: String,
+    version: String,
+    capsule: Capsule,
+    lifecycle: Lifecycle,
+    credentials: Option<Vec<(String, Vec<String>)>>,
+    control: Option<(Vec<String>, Vec<String>)>,
+}
+
+fn declare(options: &Options) -> Result<Declared, String> {
+    let path = match &options.source {
+        Source::Embedded => {
+            return Ok(Declared {
+                name: "echo".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                capsule: Capsule::Echo,
+                lifecycle: Lifecycle::default(),
+                credentials: None,
+                control: None,
+            });
+        }
+        Source::Manifest(path) => path,
+    };
+    let loaded = Manifest::load(path)?;
+    if let Some(expected) = &options.capsule_sha256
+        && !expected.eq_ignore_ascii_case(&loaded.sha256)
+    {
+        return Err(format!(
+            "{}: its sha256 is {}, not the {} it was admitted with; the manifest changed since",
+            loaded.path.display(),
+            loaded.sha256,
+            expected
+        ));
+    }
+    let m = loaded.manifest;
+    Ok(Declared {
+        name: m.name,
+        version: m.version,
+        capsule: Capsule::Handler {
+            argv: loaded.handler,
+            workdir: options.workdir.clone(),
+        },
+        lifecycle: m.lifecycle,
+        credentials: m.network.authentication.map(|a| {
+            a.credentials
+                .into_iter()
+                .map(|c| (c.name, c.scopes))
+                .collect()
+        }),
+        control: m.control.map(|c| (c.settings, c.secrets)),
+    })
+}
+
+/// Why the session is ending.
+enum Ending {
+    Signal(i32),
+    Stop,
+    Lifeline,
+    TaskDone(bool),
+}
+
+/// Run one session until it ends; its exit code.
+pub fn run(options: &Options) -> Result<i32, String> {
     signal::catch_termination();
+    let declared = declare(options)?;
+    let lifeline = match std::env::var(LIFELINE_ENV) {
+        Ok(fd) => Some(
+            fd.parse::<i32>()
+                .map_err(|_| format!("{LIFELINE_ENV}={fd}: not a descriptor number"))
+                .and_then(crate::sys::pipe::take_inherited)
+                .map_err(|why| format!("{LIFELINE_ENV}: {why}"))?,
+        ),
+        Err(_) => None,
+    };
     let session_id = SessionId::mint()?;
+
+    let auth = match &declared.credentials {
+        Some(_) => Some(auth::DoorAuth::new(&declared.name)?),
+        None => None,
+    };
+    let door_token = auth.as_ref().map(auth::DoorAuth::mint_operator);
+    let credentials: BTreeMap<_, _> = match (&auth, &declared.credentials) {
+        (Some(auth), Some(list)) => list
+            .iter()
+            .map(|(name, scopes)| (name.clone(), auth.mint(name, scopes)))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    let (control, control_token) = match &declared.control {
+        Some((settings, secrets)) => {
+            let (control, token) = Control::new(session_id.as_str(), settings, secrets)?;
+            (Some(Arc::new(control)), Some(token))
+        }
+        None => (None, None),
+    };
+
+    let capsule_label = format!("{}@{}", declared.name, declared.version);
+    let base_env: Vec<(String, OsString)> = vec![
+        ("MUR_SESSION_ID".into(), session_id.to_string().into()),
+        ("MUR_CAPSULE".into(), capsule_label.into()),
+    ];
+    let env_control = control.clone();
+    let engine = Engine::new(
+        declared.capsule.clone(),
+        declared.lifecycle.clone(),
+        base_env,
+        Arc::new(move || env_control.as_ref().map(|c| c.env()).unwrap_or_default()),
+    );
+
     let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
         .map_err(|err| format!("cannot listen on {}:{}: {err}", options.bind, options.port))?;
     let addr = listener
         .local_addr()
         .map_err(|err| format!("cannot read the door's address: {err}"))?
         .to_string();
-    let door = Arc::new(door::Door::new(
-        session_id.clone(),
-        name,
-        version,
-        addr.clone(),
-    ));
-    let stop = Arc::new(AtomicBool::new(false));
+    let door = Arc::new(door::Door {
+        session_id: session_id.clone(),
+        name: declared.name.clone(),
+        version: declared.version.clone(),
+        addr: addr.clone(),
+        engine: engine.clone(),
+        auth,
+        control: control.clone(),
+        stop_requested: AtomicBool::new(false),
+    });
+    let stop_door = Arc::new(AtomicBool::new(false));
     let server = {
-        let (door, stop) = (door.clone(), stop.clone());
+        let (door, stop) = (door.clone(), stop_door.clone());
         std::thread::Builder::new()
             .name("door".into())
             .spawn(move || crate::net::server::serve(listener, door, stop))
@@ -58,43 +194,140 @@ pub fn run_echo(options: &Options) -> Result<i32, String> {
     let pid = std::process::id();
     let record = RunningRecord {
         session_id: session_id.clone(),
-        url: addr.clone(),
+        url: addr,
         pid,
         process_start: crate::sys::proc::process_start_token(pid).unwrap_or_default(),
-        capsule_name: name.into(),
-        capsule_version: version.into(),
+        capsule_name: declared.name.clone(),
+        capsule_version: declared.version.clone(),
         workdir: options.workdir.clone(),
         outlives_launcher: !crate::running::has_controlling_terminal(),
         started_at: crate::time::format_rfc3339(crate::time::unix_now()),
-        door_token: None,
-        credentials: Default::default(),
+        door_token,
+        credentials,
         formation_id: None,
-        formation_lifeline: false,
+        formation_lifeline: lifeline.is_some(),
         formation_launcher: None,
         spawned_by: None,
         records_dir: Some(options.workdir.clone()),
     };
-    // Failing to record never fails the session: it runs on, unaddressable by `mur ps`.
-    let guard = crate::home::running_dir()
-        .and_then(|dir| RecordGuard::write(&dir, &record))
-        .map_err(|why| crate::cli::warn("run", &format!("{why}; running without a record")))
-        .ok();
+    // The control token is written before the record; failing to write either never fails the
+    // session: it runs on, unaddressable (the seed's rule), and says so.
+    let (control_guard, record_guard) = write_files(&record, control_token.as_ref());
+
+    let lifeline_closed = Arc::new(AtomicBool::new(false));
+    if let Some(mut pipe) = lifeline {
+        let closed = lifeline_closed.clone();
+        let _ = std::thread::Builder::new()
+            .name("lifeline".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let mut byte = [0u8; 64];
+                while matches!(pipe.read(&mut byte), Ok(n) if n > 0) {}
+                closed.store(true, Ordering::Release);
+            });
+    }
 
     announce(options, &record);
 
-    let code = loop {
+    let one_shot = options.task.clone().map(|text| {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let message = json!({"kind": "message", "role": "user", "messageId": "task",
+                "parts": [{"kind": "text", "text": text}]});
+            match engine.submit("operator", message, text, None) {
+                Ok(id) => engine.wait(&id).map(|task| {
+                    let completed = task["status"]["state"] == "completed";
+                    let text = task["status"]["message"]["parts"][0]["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    (completed, text)
+                }),
+                Err(refused) => Some((false, format!("{refused:?}"))),
+            }
+        })
+    });
+
+    let ending = loop {
         if let Some(caught) = signal::caught_termination() {
-            break 128 + caught;
+            break Ending::Signal(caught);
         }
         if door.stop_requested.load(Ordering::Acquire) {
-            break 128 + libc::SIGTERM;
+            break Ending::Stop;
+        }
+        if lifeline_closed.load(Ordering::Acquire) {
+            break Ending::Lifeline;
+        }
+        if one_shot
+            .as_ref()
+            .is_some_and(std::thread::JoinHandle::is_finished)
+        {
+            let (completed, text) = one_shot
+                .expect("checked above")
+                .join()
+                .ok()
+                .flatten()
+                .unwrap_or((false, "the task was lost".into()));
+            print_answer(completed, &text);
+            break Ending::TaskDone(completed);
         }
         std::thread::sleep(WATCH_INTERVAL);
     };
-    stop.store(true, Ordering::Release);
-    drop(guard);
+
+    // Stop taking tasks and cancel live ones; a second signal or 20 s makes it immediate.
+    door.stop_requested.store(true, Ordering::Release);
+    engine.begin_shutdown();
+    let signals_at_stop = signal::termination_count();
+    let give_up = Instant::now() + STOP_GRACE;
+    while !engine.wait_idle(WATCH_INTERVAL) {
+        // Any signal after the one (if any) that began the end means "now".
+        let second_signal = signal::termination_count() > signals_at_stop;
+        if second_signal || Instant::now() >= give_up {
+            engine.kill_all();
+            break;
+        }
+    }
+    stop_door.store(true, Ordering::Release);
+    drop(record_guard);
+    drop(control_guard);
     let _ = server.join();
-    Ok(code)
+    Ok(match ending {
+        Ending::Signal(libc::SIGINT) => 130,
+        Ending::Signal(_) | Ending::Stop | Ending::Lifeline => 143,
+        Ending::TaskDone(completed) => i32::from(!completed),
+    })
+}
+
+fn write_files(
+    record: &RunningRecord,
+    control_token: Option<&crate::secret::Secret>,
+) -> (Option<ControlGuard>, Option<RecordGuard>) {
+    let dir = match crate::home::running_dir() {
+        Ok(dir) => dir,
+        Err(why) => {
+            crate::cli::warn("run", &format!("{why}; running without a record"));
+            return (None, None);
+        }
+    };
+    let control = control_token.and_then(|token| {
+        ControlGuard::write(&dir, record.session_id.as_str(), token)
+            .map_err(|why| crate::cli::warn("run", &format!("{why}; control token not written")))
+            .ok()
+    });
+    let guard = RecordGuard::write(&dir, record)
+        .map_err(|why| crate::cli::warn("run", &format!("{why}; running without a record")))
+        .ok();
+    (control, guard)
+}
+
+fn print_answer(completed: bool, text: &str) {
+    use std::io::Write;
+    if completed {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+    } else {
+        crate::cli::warn("run", &format!("the task failed: {text}"));
+    }
 }
 
 /// The readiness line: one JSON line on stdout with `--json`, a human line on stderr otherwise;
@@ -102,7 +335,7 @@ pub fn run_echo(options: &Options) -> Result<i32, String> {
 fn announce(options: &Options, record: &RunningRecord) {
     use std::io::Write;
     if options.json {
-        let line = serde_json::json!({
+        let line = json!({
             "session_id": record.session_id,
             "url": record.url,
             "pid": record.pid,
@@ -112,7 +345,7 @@ fn announce(options: &Options, record: &RunningRecord) {
         });
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-    } else {
+    } else if options.task.is_none() {
         let _ = writeln!(
             std::io::stderr(),
             "mur run: {} {} serving at http://{}/ (stop: mur stop {} or ^C)",
@@ -123,14 +356,9 @@ fn announce(options: &Options, record: &RunningRecord) {
         );
     }
     if let Some(socket) = std::env::var_os("NOTIFY_SOCKET") {
-        notify_ready(&socket);
-    }
-}
-
-fn notify_ready(socket: &std::ffi::OsStr) {
-    use std::os::unix::net::UnixDatagram;
-    let path = std::path::Path::new(socket);
-    if let Ok(sock) = UnixDatagram::unbound() {
-        let _ = sock.send_to(b"READY=1", path);
+        let path = std::path::Path::new(&socket);
+        if let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() {
+            let _ = sock.send_to(b"READY=1", path);
+        }
     }
 }

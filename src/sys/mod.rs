@@ -5,7 +5,9 @@
 //! they decide nothing. What a reading *means* — whether a record names a live capsule, whether a
 //! pid may be signalled — is [`crate::process`]'s and [`crate::running`]'s business.
 
+pub mod child;
 pub mod fs;
+pub mod pipe;
 pub mod proc;
 pub mod random;
 pub mod signal;

@@ -147,25 +147,25 @@ impl Target {
     }
 }
 
-/// The termination signal caught by [`catch_termination`], or 0.
+/// The first termination signal caught by [`catch_termination`], or 0.
 static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// How many termination signals have been caught.
+static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 extern "C" fn record_signal(signal: libc::c_int) {
-    // Async-signal-safe: one atomic store. A second signal while one is pending ends the process
-    // at once, as a second ^C should.
-    if CAUGHT.swap(signal, std::sync::atomic::Ordering::SeqCst) != 0 {
-        // SAFETY: `_exit` is async-signal-safe and takes an integer.
-        unsafe { libc::_exit(128 + signal) };
-    }
+    use std::sync::atomic::Ordering;
+    // Async-signal-safe: atomic operations only.
+    let _ = CAUGHT.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+    COUNT.fetch_add(1, Ordering::SeqCst);
 }
 
-/// Turn SIGINT, SIGTERM and SIGHUP into a flag ([`caught_termination`]) for the rest of this
-/// process's life, so a session winds down in order instead of dying with its record in place.
-/// A second such signal exits at once with 128 + that signal.
+/// Turn SIGINT, SIGTERM and SIGHUP into flags ([`caught_termination`], [`termination_count`])
+/// for the rest of this process's life, so a session winds down in order — cancelling its tasks
+/// and removing its record — instead of dying with its record in place.
 pub fn catch_termination() {
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installs a handler that only stores to an atomic (and `_exit`s); the function
-        // pointer lives for the whole program.
+        // SAFETY: installs a handler that only touches atomics; the function pointer lives for the
+        // whole program, and the zeroed `sigaction` is then filled field by field.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = record_signal as *const () as libc::sighandler_t;
@@ -184,8 +184,13 @@ pub fn caught_termination() -> Option<libc::c_int> {
     }
 }
 
+/// How many termination signals have arrived; a second one means "now".
+pub fn termination_count() -> u32 {
+    COUNT.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 #[cfg(target_os = "linux")]
-fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
     // SAFETY: `pidfd_open(pid, flags)` takes two integers and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -196,7 +201,7 @@ fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn pidfd_open(_pid: libc::pid_t) -> std::io::Result<OwnedFd> {
+pub(crate) fn pidfd_open(_pid: libc::pid_t) -> std::io::Result<OwnedFd> {
     Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
