@@ -3,6 +3,7 @@
 //!
 //! - [`applets`]: one file per applet (usage, options, main).
 //! - [`session`]: one capsule session (`mur run`): its door and lifecycle.
+//! - [`formation`]: admission, launch and teardown of a roster; the member channel.
 //! - [`running`]: the machine-wide map of running sessions and its three-layer check.
 //! - [`address`]: `@N`, full ids and suffixes on the command line.
 //! - [`door_client`]: calling a door (card probe, JSON-RPC) from the host tools.
@@ -16,6 +17,7 @@ pub mod applets;
 pub mod b64;
 pub mod cli;
 pub mod door_client;
+pub mod formation;
 pub mod home;
 pub mod id;
 pub mod json;

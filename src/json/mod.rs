@@ -4,3 +4,4 @@
 pub mod card;
 pub mod manifest;
 pub mod record;
+pub mod roster;

@@ -70,6 +70,18 @@ pub struct ProcessIdentity {
     pub process_start: String,
 }
 
+impl ProcessIdentity {
+    /// The calling process; `None` when its own start time cannot be read, because an identity
+    /// without one names nothing anyone could verify.
+    pub fn of_this_process() -> Option<Self> {
+        let pid = std::process::id();
+        Some(Self {
+            pid,
+            process_start: crate::sys::proc::process_start_token(pid)?,
+        })
+    }
+}
+
 impl RunningRecord {
     /// Parse one record file's bytes; the `Err` says what was wrong with it.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, String> {

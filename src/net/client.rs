@@ -92,9 +92,11 @@ pub fn send(addr: SocketAddr, request: &Request, deadlines: Deadlines) -> Result
                 deadlines.response.as_secs()
             ));
         }
-        stream
-            .set_read_timeout(Some(remaining))
-            .map_err(|err| fail("cannot set a timeout", &err))?;
+        // poll(2) rather than a socket receive timeout: the kernel fires long SO_RCVTIMEO
+        // timeouts up to a tick late, and a probe's deadline is the whole point.
+        if !crate::sys::signal::poll_readable(&stream, remaining) {
+            continue;
+        }
         match stream.read(&mut chunk) {
             Ok(0) => {
                 return finish_at_eof(&buf).map_err(|err| fail("bad response", &err));

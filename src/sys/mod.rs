@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod fs;
+pub mod panic_kill;
 pub mod pipe;
 pub mod proc;
 pub mod random;

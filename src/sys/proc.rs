@@ -2,6 +2,8 @@
 
 /// Layer 1: whether some process holds `pid` and has not exited.
 ///
+/// (See [`holder_start`], which takes this reading and layer 2's in one pass.)
+///
 /// - `kill(pid, 0)` succeeding or failing with `EPERM` means the pid is held (by a process this
 ///   user may not signal, in the second case).
 /// - A pid outside `1..=pid_t::MAX` is held by nobody: `kill(2)` reads `0` as the caller's own
@@ -11,13 +13,24 @@
 ///   exited capsule for as long as its parent neglects it, and `mur stop` could never see the
 ///   process it signalled go.
 pub fn pid_is_alive(pid: u32) -> bool {
-    let Some(target) = as_pid_t(pid) else {
-        return false;
-    };
+    holder_start(pid).is_some()
+}
+
+/// Layers 1 and 2 in one reading: `None` when no process holds `pid` (or only a zombie does);
+/// `Some(None)` when one does and its start time cannot be read; `Some(Some(token))` otherwise.
+///
+/// One `kill(pid, 0)` and, on Linux, one read of `/proc/<pid>/stat` for both the zombie test and
+/// the start time. A stat that cannot be read is not taken for a zombie: failing to look says
+/// nothing about the process, and it reads as unverified.
+pub fn holder_start(pid: u32) -> Option<Option<String>> {
+    let target = as_pid_t(pid)?;
     // SAFETY: signal 0 runs the existence and permission checks only; no pointer is passed.
     let held = unsafe { libc::kill(target, 0) } == 0
         || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    held && !is_zombie(pid)
+    if !held {
+        return None;
+    }
+    platform::state_and_start(pid)
 }
 
 /// `pid` as a `pid_t` naming exactly one process, or `None` when it names none (0, or too large).
@@ -37,12 +50,6 @@ pub fn as_pid_t(pid: u32) -> Option<libc::pid_t> {
 /// | macOS | `pbi_start_tvsec.pbi_start_tvusec` from `proc_pidinfo(PROC_PIDTBSDINFO)` |
 pub fn process_start_token(pid: u32) -> Option<String> {
     platform::process_start_token(pid)
-}
-
-/// Whether `pid` is a process that has exited and not been reaped. A reading that fails is not a
-/// zombie: failing to look says nothing about the process, and layer 2 refuses it anyway.
-pub fn is_zombie(pid: u32) -> bool {
-    platform::is_zombie(pid)
 }
 
 /// Field 22 (`starttime`) of one `/proc/<pid>/stat` line, or `None` when the line has no `)` or
@@ -65,25 +72,40 @@ fn fields_after_comm(stat: &str) -> Option<std::str::SplitAsciiWhitespace<'_>> {
 
 #[cfg(not(target_os = "macos"))]
 mod platform {
-    /// `/proc/<pid>/stat`, bounded: a stat line is a few hundred bytes, and nothing here needs
-    /// more than its first 4 KiB.
+    /// `/proc/<pid>/stat` in one read: a stat line is a few hundred bytes (the executable name is
+    /// at most 16), and procfs renders it whole into a buffer that large.
     fn read_stat(pid: u32) -> Option<String> {
         use std::io::Read;
-        let mut line = String::new();
-        std::fs::File::open(format!("/proc/{pid}/stat"))
-            .ok()?
-            .take(4096)
-            .read_to_string(&mut line)
-            .ok()?;
-        Some(line)
+        let mut buf = [0u8; 4096];
+        let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+        let mut len = 0;
+        loop {
+            match file.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+            if len == buf.len() {
+                break;
+            }
+        }
+        String::from_utf8(buf[..len].to_vec()).ok()
+    }
+
+    /// `None` for a zombie; otherwise the start token if it could be read.
+    pub(super) fn state_and_start(pid: u32) -> Option<Option<String>> {
+        let Some(stat) = read_stat(pid) else {
+            return Some(None);
+        };
+        if super::state_from_stat(&stat) == Some("Z") {
+            return None;
+        }
+        Some(super::start_token_from_stat(&stat).map(str::to_string))
     }
 
     pub(super) fn process_start_token(pid: u32) -> Option<String> {
         super::start_token_from_stat(&read_stat(pid)?).map(str::to_string)
-    }
-
-    pub(super) fn is_zombie(pid: u32) -> bool {
-        read_stat(pid).is_some_and(|stat| super::state_from_stat(&stat) == Some("Z"))
     }
 }
 
@@ -123,9 +145,16 @@ mod platform {
         ))
     }
 
+    pub(super) fn state_and_start(pid: u32) -> Option<Option<String>> {
+        if is_zombie(pid) {
+            return None;
+        }
+        Some(process_start_token(pid))
+    }
+
     /// `ESRCH` right after layer 1 found the pid held is a zombie or a process that exited in
     /// between; both are gone.
-    pub(super) fn is_zombie(pid: u32) -> bool {
+    fn is_zombie(pid: u32) -> bool {
         match bsd_info(pid) {
             Ok(info) => info.pbi_status == libc::SZOMB,
             Err(err) => err.raw_os_error() == Some(libc::ESRCH),
@@ -192,8 +221,12 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "zombie read as alive");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        assert!(is_zombie(pid), "not yet reaped, so it must be a zombie");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        assert_eq!(
+            state_from_stat(&stat),
+            Some("Z"),
+            "not yet reaped, so a zombie"
+        );
         child.wait().unwrap();
-        assert!(!is_zombie(pid));
     }
 }

@@ -53,15 +53,13 @@ pub struct Target {
 /// A recorded start of `""` (what a writer that could not read its own start time stores) never
 /// matches a token the host reports.
 pub fn check(pid: u32, start: &str) -> Result<(), NotSignallable> {
-    if !proc::pid_is_alive(pid) {
-        return Err(NotSignallable::Gone(format!("no process holds pid {pid}")));
-    }
-    match proc::process_start_token(pid) {
-        Some(token) if token == start => Ok(()),
-        Some(_) => Err(NotSignallable::Gone(format!(
+    match proc::holder_start(pid) {
+        None => Err(NotSignallable::Gone(format!("no process holds pid {pid}"))),
+        Some(Some(token)) if token == start => Ok(()),
+        Some(Some(_)) => Err(NotSignallable::Gone(format!(
             "pid {pid} is held by a process that started at another time"
         ))),
-        None => Err(NotSignallable::Unverified(format!(
+        Some(None) => Err(NotSignallable::Unverified(format!(
             "pid {pid}'s start time could not be read"
         ))),
     }

@@ -1,0 +1,164 @@
+//! The formation channel: a pipe from the launcher that only one member inherits
+//! (`MURMUR_FORMATION_CHANNEL=<fd>`), carrying what that member must know and nothing may print.
+//!
+//! Line 1 ([`Hello`]), written before the member is spawned: the formation id, the member's name,
+//! the launcher's identity, the member's own door key (to verify calls into itself) and one
+//! token per member it may call. Line 2 ([`Addresses`]), once every peer's door answers: where
+//! each of them is. Tokens and keys travel here and nowhere else — never argv, the environment,
+//! a file, stdout or stderr.
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::FormationId;
+use crate::json::record::ProcessIdentity;
+use crate::secret::Secret;
+
+/// The longest channel line read.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// The environment variable naming the channel's read end in a member.
+pub const CHANNEL_ENV: &str = "MURMUR_FORMATION_CHANNEL";
+/// The environment variable naming the formation a member belongs to.
+pub const FORMATION_ENV: &str = "MURMUR_FORMATION_ID";
+
+/// A member's first line. `Debug` redacts the key and the tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    pub formation_id: FormationId,
+    pub member: String,
+    pub launcher: ProcessIdentity,
+    /// base64url of this member's 32-byte door key.
+    pub door_key: Secret,
+    pub calls: Vec<Call>,
+}
+
+/// One member this member may call, and the `mft1` token that lets it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    pub name: String,
+    pub token: Secret,
+}
+
+/// A later line: the doors of the members this one calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Addresses {
+    pub addresses: Vec<Address>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Address {
+    pub name: String,
+    /// `host:port`.
+    pub url: String,
+}
+
+impl Hello {
+    /// The door key as bytes; `Err` when it is not 32 bytes of base64url.
+    pub fn key(&self) -> Result<crate::token::Key, String> {
+        crate::b64::decode(self.door_key.expose())
+            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+            .map(crate::token::Key::from_bytes)
+            .ok_or_else(|| "the channel's door key is not 32 bytes of base64url".to_string())
+    }
+}
+
+/// A line as the launcher writes it: JSON and `\n`.
+pub fn line<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(value).expect("channel lines always serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Read one line (without its `\n`) from `reader`, at most [`MAX_LINE`] bytes; `Ok(None)` at EOF.
+pub fn read_line(reader: &mut impl std::io::BufRead) -> Result<Option<Vec<u8>>, String> {
+    use std::io::{BufRead, Read};
+    let mut line = Vec::new();
+    let n = reader
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', &mut line)
+        .map_err(|err| format!("the formation channel failed: {err}"))?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(if line.len() > MAX_LINE {
+            "a formation channel line is longer than 64 KiB".into()
+        } else {
+            "the formation channel closed mid-line".into()
+        });
+    }
+    line.pop();
+    Ok(Some(line))
+}
+
+/// Parse one channel line as `T`; the `Err` says what was expected, never the line itself (it
+/// holds secrets).
+pub fn parse<T: for<'de> Deserialize<'de>>(line: &[u8], what: &str) -> Result<T, String> {
+    serde_json::from_slice(line).map_err(|err| {
+        // serde's message names a key or a type, not the value, except for unknown variants;
+        // only its category is kept, so no token can leak through it.
+        format!(
+            "the formation channel's {what} line is malformed ({:?} error at column {})",
+            err.classify(),
+            err.column()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> Hello {
+        Hello {
+            formation_id: FormationId::parse("frm_0199c4e2f1b7712a9d3e4f5061728390").unwrap(),
+            member: "reviewer".into(),
+            launcher: ProcessIdentity {
+                pid: 42,
+                process_start: "7".into(),
+            },
+            door_key: Secret::new(crate::b64::encode(&[7u8; 32])),
+            calls: vec![Call {
+                name: "summarizer".into(),
+                token: Secret::new("mft1.a.b".into()),
+            }],
+        }
+    }
+
+    #[test]
+    fn lines_round_trip_and_debug_redacts() {
+        let bytes = line(&hello());
+        let mut reader = std::io::BufReader::new(&bytes[..]);
+        let read = read_line(&mut reader).unwrap().unwrap();
+        assert_eq!(parse::<Hello>(&read, "first").unwrap(), hello());
+        assert_eq!(read_line(&mut reader).unwrap(), None);
+        assert_eq!(hello().key().unwrap().as_bytes(), &[7u8; 32]);
+        let debug = format!("{:?}", hello());
+        assert!(
+            !debug.contains("mft1") && !debug.contains(&crate::b64::encode(&[7u8; 32])),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn bad_lines_are_refused_without_echoing_them() {
+        let bytes = vec![b'a'; MAX_LINE + 10];
+        let mut long = std::io::BufReader::new(bytes.as_slice());
+        assert!(read_line(&mut long).unwrap_err().contains("64 KiB"));
+        let mut cut = std::io::BufReader::new(&b"{\"a\":1}"[..]);
+        assert!(read_line(&mut cut).unwrap_err().contains("mid-line"));
+        let err = parse::<Hello>(br#"{"formation_id":"frm_x","secret":"mft1.leak"}"#, "first")
+            .unwrap_err();
+        assert!(
+            !err.contains("mft1.leak") && !err.contains("frm_x"),
+            "{err}"
+        );
+        let mut short_key = hello();
+        short_key.door_key = Secret::new("AAAA".into());
+        assert!(short_key.key().is_err());
+    }
+}

@@ -1,0 +1,580 @@
+//! Launching a formation: every member of an admitted roster as a `mur run` process the launcher
+//! owns, peers first and all at once, the entry member last, and every member stopped however
+//! the launch or the entry member ends.
+//!
+//! - **Lifelines.** Each member inherits the read end of a pipe of its own whose write end only
+//!   the launcher holds (`pipe2(O_CLOEXEC)`, created before the first spawn, cleared of
+//!   close-on-exec in that one child only). A member reading EOF winds down as on SIGTERM. The
+//!   launcher ends a formation by closing lifelines; if the launcher dies — SIGKILL, OOM — the
+//!   kernel closes them, so no member outlives it.
+//! - **Ready** means the readiness line arrived and the door at its URL answers as the session it
+//!   named (authenticated doors probed with the operator token from the member's record). One
+//!   deadline per member, from its spawn.
+//! - **All or nothing.** A peer that exits, prints garbage, names another formation or misses
+//!   its deadline refuses the launch; every started member is stopped and reaped before the
+//!   refusal, which names each failed member and why, is returned. The entry is never started.
+//! - **One owner.** [`Members`] holds every started member; every return path and its `Drop`
+//!   stop them: lifelines closed, up to 25 s each to end, SIGKILL to what is left (a peer's
+//!   process group; the entry member alone, as it shares our group), reap. No member is sent
+//!   SIGTERM. Under `panic = "abort"` the panic hook SIGKILLs every registered member instead.
+//! - SIGINT, SIGTERM and SIGHUP to the launcher become a flag every wait polls, so a signalled
+//!   launcher stops its members before it exits (130, 143, 129).
+
+use std::io::{BufReader, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::admission::{Admitted, Formation};
+use super::channel::{self, Address, Addresses, CHANNEL_ENV, Call, FORMATION_ENV, Hello};
+use super::dirs;
+use crate::id::{FormationId, SessionId};
+use crate::json::record::ProcessIdentity;
+use crate::secret::Secret;
+use crate::session::LIFELINE_ENV;
+use crate::sys::child::{ChildWatch, signal_group};
+use crate::sys::panic_kill::{self, Kill};
+use crate::sys::{pipe, signal};
+use crate::token::{self, Key};
+
+/// How long a member has, after its lifeline closes, to end in order.
+pub const MEMBER_STOP_GRACE: Duration = Duration::from_secs(25);
+/// Default time a member has from its spawn to be ready.
+pub const MEMBER_READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// How often waits look at the launcher's signal flag.
+const TICK: Duration = Duration::from_millis(10);
+/// Domain of a member's door key derived from the formation's master key.
+const DOOR_KEY_DOMAIN: &str = "murmur-formation-door-v1";
+
+pub struct Options {
+    pub roster: PathBuf,
+    pub task: Option<String>,
+    pub json: bool,
+    pub ready_timeout: Duration,
+}
+
+/// One member process the launcher started.
+struct Started {
+    name: String,
+    entry: bool,
+    child: Child,
+    watch: ChildWatch,
+    /// The write end of its lifeline; dropping it is how the member is told to end.
+    lifeline: Option<OwnedFd>,
+    /// The write end of its channel.
+    channel: Option<OwnedFd>,
+    slot: Option<usize>,
+    reaped: bool,
+}
+
+/// The one owner of every started member.
+#[derive(Default)]
+struct Members {
+    list: Vec<Started>,
+}
+
+impl Members {
+    /// Close every lifeline, give each member up to the grace to end, SIGKILL what is left,
+    /// reap. The members that were still running when this began.
+    fn stop_all(&mut self) -> Vec<(String, u32)> {
+        let was_running: Vec<(String, u32)> = self
+            .list
+            .iter()
+            .filter(|m| !m.reaped && !m.watch.wait_exit(Duration::ZERO))
+            .map(|m| (m.name.clone(), m.child.id()))
+            .collect();
+        for member in &mut self.list {
+            member.lifeline = None;
+            member.channel = None;
+        }
+        let deadline = Instant::now() + MEMBER_STOP_GRACE;
+        for member in &mut self.list {
+            if member.reaped {
+                continue;
+            }
+            let exited = member
+                .watch
+                .wait_exit(deadline.saturating_duration_since(Instant::now()));
+            // Unreaped, so its pid (and, for a peer, its pgid) still names only it.
+            if member.entry {
+                if !exited {
+                    let _ = member.child.kill();
+                }
+            } else {
+                let _ = signal_group(member.child.id(), libc::SIGKILL);
+            }
+            let _ = member.child.wait();
+            member.reaped = true;
+            if let Some(slot) = member.slot.take() {
+                panic_kill::unregister(slot);
+            }
+        }
+        was_running
+    }
+}
+
+impl Drop for Members {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// What the readiness line and the door probe proved about one member.
+#[derive(Debug, Clone)]
+struct Ready {
+    session_id: SessionId,
+    url: String,
+    pid: u32,
+}
+
+/// Launch the formation `options.roster` describes; its exit code (the entry member's, or
+/// 128 + the signal that ended the launcher). A refusal is the `Err`.
+pub fn launch(options: &Options) -> Result<i32, String> {
+    let formation = super::admission::admit(&options.roster)?;
+    signal::catch_termination();
+    panic_kill::install_hook();
+
+    let id = FormationId::mint()?;
+    let master = Key::generate()?;
+    let launcher = ProcessIdentity::of_this_process().ok_or(
+        "cannot read this process's own start time, so members could not verify their launcher",
+    )?;
+    let formations = dirs::formations_dir()?;
+    dirs::prune_ended(&formations, &formation.project_dir);
+    let dir = dirs::create(
+        &formations,
+        &id,
+        &dirs::Marker {
+            project_dir: formation.project_dir.clone(),
+            launcher_pid: launcher.pid,
+            launcher_start: launcher.process_start.clone(),
+        },
+    )?;
+    let exe =
+        std::env::current_exe().map_err(|err| format!("cannot find the mur binary: {err}"))?;
+
+    // Every lifeline and channel exists before the first spawn, so no member can inherit another's.
+    let mut pipes = Vec::new();
+    for _ in &formation.members {
+        let (lifeline_r, lifeline_w) = pipe::pipe()?;
+        let (channel_r, channel_w) = pipe::pipe()?;
+        pipes.push(Some((lifeline_r, lifeline_w, channel_r, channel_w)));
+    }
+
+    let mut members = Members::default();
+    let mut ready: Vec<(String, Ready)> = Vec::new();
+    let (tx, rx) = mpsc::channel::<(String, Result<Ready, String>)>();
+    let mut deadlines = Vec::new();
+    for (i, member) in formation.members.iter().enumerate() {
+        if member.entry {
+            continue;
+        }
+        let workdir = dir.join(&member.name);
+        crate::sys::fs::ensure_private_dir(&workdir)?;
+        let (lifeline_r, lifeline_w, channel_r, channel_w) =
+            pipes[i].take().expect("one set per member");
+        write_line(
+            &channel_w,
+            &channel::line(&hello(&id, member, &launcher, &master)),
+        )?;
+        let mut command = member_command(&exe, member, &workdir, &id, None);
+        command.process_group(0);
+        let child = spawn(command, &lifeline_r, &channel_r, &member.name)?;
+        let slot = panic_kill::register(Kill::Group(child.id()));
+        let mut started = Started {
+            name: member.name.clone(),
+            entry: false,
+            watch: ChildWatch::new(child.id()),
+            child,
+            lifeline: Some(lifeline_w),
+            channel: Some(channel_w),
+            slot,
+            reaped: false,
+        };
+        let stdout = started.child.stdout.take();
+        let deadline = Instant::now() + options.ready_timeout;
+        deadlines.push((member.name.clone(), deadline));
+        let (tx, name, frm, pid) = (
+            tx.clone(),
+            member.name.clone(),
+            id.clone(),
+            started.child.id(),
+        );
+        std::thread::spawn(move || {
+            let _ = tx.send((name, await_ready(stdout, &frm, pid, deadline)));
+        });
+        members.list.push(started);
+    }
+    drop(tx);
+
+    // Wait for every peer, all or nothing.
+    let mut failures: Vec<String> = Vec::new();
+    while ready.len() + failures.len() < deadlines.len() {
+        if let Some(caught) = signal::caught_termination() {
+            report_stopped(&mut members);
+            return Ok(128 + caught);
+        }
+        match rx.recv_timeout(TICK) {
+            Ok((name, Ok(r))) => ready.push((name, r)),
+            Ok((name, Err(why))) => failures.push(format!("{name}: {why}")),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        let now = Instant::now();
+        for (name, deadline) in &deadlines {
+            let settled = ready.iter().any(|(n, _)| n == name)
+                || failures.iter().any(|f| f.starts_with(&format!("{name}: ")));
+            if settled {
+                continue;
+            }
+            let member = members
+                .list
+                .iter()
+                .find(|m| &m.name == name)
+                .expect("started");
+            if member.watch.wait_exit(Duration::ZERO) {
+                failures.push(format!("{name}: exited before it was ready"));
+            } else if now >= *deadline {
+                failures.push(format!(
+                    "{name}: not ready within {}s",
+                    options.ready_timeout.as_secs()
+                ));
+            }
+        }
+        if !failures.is_empty() {
+            break;
+        }
+    }
+    if !failures.is_empty() {
+        members.stop_all();
+        return Err(format!(
+            "the formation was not launched: {}",
+            failures.join("; ")
+        ));
+    }
+
+    // Tell each peer that calls others where they are.
+    for member in formation.peers().filter(|m| !m.callees.is_empty()) {
+        let line = channel::line(&addresses(member, &ready));
+        let started = members
+            .list
+            .iter()
+            .find(|m| m.name == member.name)
+            .expect("started");
+        write_line(
+            started.channel.as_ref().expect("open until teardown"),
+            &line,
+        )?;
+    }
+
+    // The entry member last, in our process group, both its lines written before its spawn.
+    let entry = formation.entry();
+    let i = formation
+        .members
+        .iter()
+        .position(|m| m.entry)
+        .expect("one entry");
+    let (lifeline_r, lifeline_w, channel_r, channel_w) =
+        pipes[i].take().expect("one set per member");
+    write_line(
+        &channel_w,
+        &channel::line(&hello(&id, entry, &launcher, &master)),
+    )?;
+    write_line(&channel_w, &channel::line(&addresses(entry, &ready)))?;
+    let command = member_command(
+        &exe,
+        entry,
+        &formation.project_dir,
+        &id,
+        options.task.as_deref(),
+    );
+    let child = spawn(command, &lifeline_r, &channel_r, &entry.name)?;
+    drop((lifeline_r, channel_r));
+    let slot = panic_kill::register(Kill::Process(child.id()));
+    let mut started = Started {
+        name: entry.name.clone(),
+        entry: true,
+        watch: ChildWatch::new(child.id()),
+        child,
+        lifeline: Some(lifeline_w),
+        channel: Some(channel_w),
+        slot,
+        reaped: false,
+    };
+    let entry_out = started.child.stdout.take();
+    members.list.push(started);
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let relay = std::thread::spawn(move || relay_entry(entry_out, ready_tx));
+
+    let mut announced = false;
+    let code = loop {
+        if !announced && let Ok(line) = ready_rx.try_recv() {
+            announce(options, &id, &formation, &ready, line);
+            announced = true;
+        }
+        if let Some(caught) = signal::caught_termination() {
+            break 128 + caught;
+        }
+        let entry = members.list.last_mut().expect("the entry was pushed last");
+        if entry.watch.wait_exit(TICK) {
+            let status = entry.child.wait();
+            entry.reaped = true;
+            if let Some(slot) = entry.slot.take() {
+                panic_kill::unregister(slot);
+            }
+            use std::os::unix::process::ExitStatusExt;
+            break match status {
+                Ok(s) => s
+                    .code()
+                    .or_else(|| s.signal().map(|sig| 128 + sig))
+                    .unwrap_or(1),
+                Err(_) => 1,
+            };
+        }
+    };
+    report_stopped(&mut members);
+    let _ = relay.join();
+    Ok(code)
+}
+
+/// Stop every member and say on stderr which were still running.
+fn report_stopped(members: &mut Members) {
+    let stopped = members.stop_all();
+    let list = if stopped.is_empty() {
+        "none".to_string()
+    } else {
+        stopped
+            .iter()
+            .map(|(name, pid)| format!("{name} (pid {pid})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    crate::cli::warn("formation", &format!("stopped: {list}"));
+}
+
+/// A member's door key: `HMAC(master, "murmur-formation-door-v1" 0x1f frm_id 0x1f member)`.
+fn door_key(master: &Key, id: &FormationId, member: &str) -> Key {
+    master.derive(&[DOOR_KEY_DOMAIN, id.as_str(), member])
+}
+
+/// The first channel line for `member`: its own door key and one token per callee, each MACed
+/// with the callee's door key.
+fn hello(id: &FormationId, member: &Admitted, launcher: &ProcessIdentity, master: &Key) -> Hello {
+    Hello {
+        formation_id: id.clone(),
+        member: member.name.clone(),
+        launcher: launcher.clone(),
+        door_key: Secret::new(crate::b64::encode(
+            door_key(master, id, &member.name).as_bytes(),
+        )),
+        calls: member
+            .callees
+            .iter()
+            .map(|to| Call {
+                name: to.clone(),
+                token: token::mint(
+                    &door_key(master, id, to),
+                    token::FORMATION,
+                    &json!({"formation": id, "from": member.name, "to": to}),
+                ),
+            })
+            .collect(),
+    }
+}
+
+fn addresses(member: &Admitted, ready: &[(String, Ready)]) -> Addresses {
+    Addresses {
+        addresses: ready
+            .iter()
+            .filter(|(name, _)| member.callees.contains(name))
+            .map(|(name, r)| Address {
+                name: name.clone(),
+                url: r.url.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn member_command(
+    exe: &std::path::Path,
+    member: &Admitted,
+    workdir: &std::path::Path,
+    id: &FormationId,
+    task: Option<&str>,
+) -> Command {
+    let mut command = Command::new(exe);
+    command
+        .arg("run")
+        .arg(&member.manifest)
+        .args([
+            "--json",
+            "--bind",
+            "127.0.0.1",
+            "--capsule-sha256",
+            &member.sha256,
+        ])
+        .arg("--workdir")
+        .arg(workdir)
+        .env(FORMATION_ENV, id.as_str())
+        .env_remove(LIFELINE_ENV)
+        .env_remove(CHANNEL_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    if let Some(task) = task {
+        command.arg("--task").arg(task);
+    }
+    command
+}
+
+fn spawn(
+    mut command: Command,
+    lifeline: &OwnedFd,
+    channel: &OwnedFd,
+    name: &str,
+) -> Result<Child, String> {
+    command
+        .env(LIFELINE_ENV, lifeline.as_raw_fd().to_string())
+        .env(CHANNEL_ENV, channel.as_raw_fd().to_string());
+    pipe::keep_open_in_child(
+        &mut command,
+        vec![lifeline.as_raw_fd(), channel.as_raw_fd()],
+    );
+    command
+        .spawn()
+        .map_err(|err| format!("member '{name}' could not be started: {err}"))
+}
+
+fn write_line(fd: &OwnedFd, line: &[u8]) -> Result<(), String> {
+    let mut file = std::fs::File::from(
+        fd.try_clone()
+            .map_err(|err| format!("the formation channel: {err}"))?,
+    );
+    file.write_all(line)
+        .map_err(|err| format!("the formation channel: {err}"))
+}
+
+/// Read a peer's readiness line and probe its door until it answers as that session.
+fn await_ready(
+    stdout: Option<std::process::ChildStdout>,
+    id: &FormationId,
+    pid: u32,
+    deadline: Instant,
+) -> Result<Ready, String> {
+    let mut reader = BufReader::new(stdout.ok_or("no stdout to read its readiness from")?);
+    let line = channel::read_line(&mut reader)
+        .map_err(|_| "its readiness line was malformed".to_string())?
+        .ok_or("exited before it was ready")?;
+    let ready = parse_ready(&line, id, pid)?;
+    let token = operator_token(&ready.session_id);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match crate::door_client::probe_session_id(&ready.url, token.as_ref()) {
+            Ok(sid) if sid == ready.session_id.as_str() => return Ok(ready),
+            Ok(other) => {
+                last = format!(
+                    "the door at {} answers as {}",
+                    ready.url,
+                    other.escape_debug()
+                )
+            }
+            Err(why) => last = why,
+        }
+        std::thread::sleep(TICK);
+    }
+    Err(format!("its door never answered as its session ({last})"))
+}
+
+fn parse_ready(line: &[u8], id: &FormationId, pid: u32) -> Result<Ready, String> {
+    let value: Value = serde_json::from_slice(line)
+        .map_err(|_| "printed something that is not a readiness line".to_string())?;
+    let field = |key: &str| value.get(key).and_then(Value::as_str);
+    let session_id = field("session_id")
+        .and_then(|s| SessionId::parse(s).ok())
+        .ok_or("its readiness line names no session")?;
+    if field("formation_id") != Some(id.as_str()) {
+        return Err(format!(
+            "its readiness line names formation {}, not {id}",
+            field("formation_id").unwrap_or("none")
+        ));
+    }
+    if value.get("pid").and_then(Value::as_u64) != Some(u64::from(pid)) {
+        return Err("its readiness line names another process".into());
+    }
+    let url = field("url")
+        .ok_or("its readiness line names no door")?
+        .to_string();
+    Ok(Ready {
+        session_id,
+        url,
+        pid,
+    })
+}
+
+/// The operator token in a member's record, for probing an authenticated door.
+fn operator_token(session: &SessionId) -> Option<Secret> {
+    let dir = crate::home::running_location().ok()?;
+    let path = crate::running::record_path(&dir, session.as_str());
+    let bytes =
+        crate::sys::fs::read_small_regular(&path, crate::json::record::MAX_RECORD_BYTES).ok()?;
+    crate::json::record::RunningRecord::from_slice(&bytes)
+        .ok()?
+        .door_token
+}
+
+/// Pass the entry member's readiness line to `ready`, then copy the rest of its stdout (the
+/// answer of a `--task`) to ours.
+fn relay_entry(stdout: Option<std::process::ChildStdout>, ready: mpsc::Sender<Vec<u8>>) {
+    let Some(stdout) = stdout else { return };
+    let mut reader = BufReader::new(stdout);
+    if let Ok(Some(line)) = channel::read_line(&mut reader) {
+        let _ = ready.send(line);
+    }
+    let _ = std::io::copy(&mut reader, &mut std::io::stdout());
+}
+
+/// The formation's readiness: a JSON line on stdout with `--json`, else a human line on stderr
+/// (none with `--task`, whose stdout is the answer).
+fn announce(
+    options: &Options,
+    id: &FormationId,
+    formation: &Formation,
+    ready: &[(String, Ready)],
+    entry_line: Vec<u8>,
+) {
+    let entry: Value = serde_json::from_slice(&entry_line).unwrap_or(Value::Null);
+    let mut listed: Vec<Value> = vec![json!({
+        "name": formation.entry().name, "entry": true, "session_id": entry["session_id"],
+        "url": entry["url"], "pid": entry["pid"],
+    })];
+    listed.extend(ready.iter().map(|(name, r)| {
+        json!({"name": name, "entry": false, "session_id": r.session_id, "url": r.url, "pid": r.pid})
+    }));
+    if options.json {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", json!({"formation_id": id, "members": listed}))
+            .and_then(|()| out.flush());
+    } else if options.task.is_none() {
+        let members: Vec<String> = listed
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {}",
+                    m["name"].as_str().unwrap_or("?"),
+                    m["url"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        crate::cli::warn(
+            "formation",
+            &format!(
+                "{id} ready: {} (stop: mur stop {id} or ^C)",
+                members.join(", ")
+            ),
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! Formations: a roster of capsules launched as one all-or-nothing unit, every member tied to the
+//! launcher by a lifeline so none outlives it.
+
+pub mod admission;
+pub mod channel;
+pub mod dirs;
+pub mod launch;

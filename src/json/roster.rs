@@ -1,0 +1,117 @@
+//! The formation roster, `roster.json`: who is in the team, which one takes the formation's
+//! tasks, and who may call whom. Strict: unknown keys are refused, naming the key.
+
+use serde::Deserialize;
+
+/// A roster as written; [`crate::formation::admission`] checks what serde cannot.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Roster {
+    pub members: Vec<Member>,
+    /// Who may call whom: `"all"`, a list of rules, or absent (nobody calls anybody).
+    #[serde(default, deserialize_with = "reachability")]
+    pub reachability: Reachability,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Member {
+    pub name: String,
+    /// A `murmur.json` path or its directory, relative to the roster's directory.
+    pub capsule: String,
+    #[serde(default)]
+    pub entry: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Reachability {
+    /// No member calls another.
+    #[default]
+    Nothing,
+    /// Every member may call every member but itself and the entry member.
+    All,
+    /// Explicit edges.
+    Rules(Vec<Rule>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub from: String,
+    pub to: Vec<String>,
+}
+
+fn reachability<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Reachability, D::Error> {
+    use serde::de::Error;
+    match serde_json::Value::deserialize(deserializer)? {
+        serde_json::Value::String(text) if text == "all" => Ok(Reachability::All),
+        serde_json::Value::Array(rules) => serde_json::from_value(serde_json::Value::Array(rules))
+            .map(Reachability::Rules)
+            .map_err(|err| D::Error::custom(format!("reachability: {err}"))),
+        other => Err(D::Error::custom(format!(
+            "reachability: {other} is neither \"all\" nor a list of {{\"from\",\"to\":[…]}} rules"
+        ))),
+    }
+}
+
+impl Roster {
+    /// Parse roster bytes; the `Err` names what is wrong.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, String> {
+        serde_json::from_slice(bytes).map_err(|err| err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_reachability_forms_and_its_absence_parse() {
+        let all = Roster::from_slice(
+            br#"{"members":[{"name":"a","capsule":"x","entry":true}],"reachability":"all"}"#,
+        )
+        .unwrap();
+        assert_eq!(all.reachability, Reachability::All);
+        let rules =
+            Roster::from_slice(br#"{"members":[],"reachability":[{"from":"a","to":["b"]}]}"#)
+                .unwrap();
+        assert_eq!(
+            rules.reachability,
+            Reachability::Rules(vec![Rule {
+                from: "a".into(),
+                to: vec!["b".into()]
+            }])
+        );
+        let none = Roster::from_slice(br#"{"members":[]}"#).unwrap();
+        assert_eq!(none.reachability, Reachability::Nothing);
+    }
+
+    #[test]
+    fn a_bad_reachability_is_named() {
+        let err = Roster::from_slice(br#"{"members":[],"reachability":"some"}"#).unwrap_err();
+        assert!(err.contains("reachability"), "{err}");
+        let err = Roster::from_slice(
+            br#"{"members":[],"reachability":[{"from":"a","to":["b"],"why":1}]}"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("why"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_shapes_are_refused() {
+        for bad in [
+            &br#"{"members":[],"colour":1}"#[..],
+            br#"{"members":[{"name":"a","capsule":"x","extra":1}]}"#,
+            br#"{"members":[],"reachability":"some"}"#,
+            br#"{"members":[],"reachability":[{"from":"a","to":["b"],"why":1}]}"#,
+            br#"{"members":{}}"#,
+            br#"{}"#,
+            b"[",
+        ] {
+            let err = Roster::from_slice(bad).unwrap_err();
+            assert!(!err.is_empty(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! Interop with the official A2A Python SDK (`a2a-sdk` 0.3.x): the real `mur run` door, unmodified,
+//! is driven by `tests/sdk/a2a_client.py`, which uses only the SDK's own client code — its card
+//! resolver, its JSON-RPC client, and for an authenticated door its `AuthInterceptor` with an
+//! in-memory credential store and the authenticated extended card.
+//!
+//! The SDK lives in the venv `target/a2a-venv` that `tests/sdk/setup.sh` makes (or the Python
+//! that `MUR_A2A_PYTHON` names). Without it each test prints a loud `*** SKIPPED … ***` line on
+//! stderr and passes, so `cargo test` works on a machine that cannot reach PyPI.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+const MUR: &str = env!("CARGO_BIN_EXE_mur");
+/// How long the SDK script, `mur token` or a session's readiness may take.
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// Say loudly, past libtest's output capture (it captures only the `print!` macros), that the
+/// test did not run.
+fn skip(reason: &str) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n*** SKIPPED: A2A SDK interop test: {reason} ***\n"
+    );
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The Python that has a2a-sdk 0.3.x, or why there is none. `MUR_A2A_PYTHON`, when set, must
+/// work: a Python named on purpose that cannot import the SDK is a failure, not a skip.
+fn sdk_python() -> Result<PathBuf, String> {
+    let explicit = std::env::var_os("MUR_A2A_PYTHON").map(PathBuf::from);
+    let python = explicit
+        .clone()
+        .unwrap_or_else(|| repo().join("target/a2a-venv/bin/python"));
+    let found = || -> Result<(), String> {
+        if !python.exists() {
+            return Err(format!(
+                "{} does not exist (run tests/sdk/setup.sh to make the venv)",
+                python.display()
+            ));
+        }
+        let probe = Command::new(&python)
+            .args([
+                "-c",
+                "import a2a.client, importlib.metadata as m; print(m.version('a2a-sdk'))",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{} cannot run: {e}", python.display()))?;
+        let version = String::from_utf8_lossy(&probe.stdout).trim().to_string();
+        if !probe.status.success() {
+            return Err(format!(
+                "{} cannot import a2a-sdk (run tests/sdk/setup.sh): {}",
+                python.display(),
+                String::from_utf8_lossy(&probe.stderr).trim()
+            ));
+        }
+        if !version.starts_with("0.3.") {
+            return Err(format!(
+                "{} has a2a-sdk {version}, not 0.3.x (run tests/sdk/setup.sh)",
+                python.display()
+            ));
+        }
+        Ok(())
+    };
+    match found() {
+        Ok(()) => Ok(python),
+        Err(why) if explicit.is_some() => panic!("MUR_A2A_PYTHON is set, but {why}"),
+        Err(why) => Err(why),
+    }
+}
+
+/// A fresh `HOME`, removed on drop.
+struct Home(PathBuf);
+
+impl Home {
+    fn new() -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let path = std::env::temp_dir().join(format!(
+            "mur-a2a-sdk-{}-{}-{nanos:x}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir(&path).expect("create the temporary HOME");
+        Home(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// `mur ARGS` with this `HOME`, run from it.
+    fn mur(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(MUR);
+        cmd.args(args)
+            .current_dir(&self.0)
+            .env("HOME", &self.0)
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("MURMUR_FORMATION_LIFELINE")
+            .env_remove("MURMUR_FORMATION_CHANNEL");
+        cmd
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `mur run --json` session: its readiness line and its process, SIGTERMed and reaped by
+/// [`Session::stop`] (or killed on drop, should the test panic first).
+struct Session {
+    child: Child,
+    ready: Value,
+    stderr: PathBuf,
+}
+
+impl Session {
+    fn start(home: &Home, args: &[&str]) -> Session {
+        let stderr = home.path().join(format!("mur-run-{}.stderr", args.len()));
+        let mut child = home
+            .mur(&[&["run", "--json"], args].concat())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("spawn mur run");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let mut lines = BufReader::new(stdout);
+            let mut first = String::new();
+            let _ = lines.read_line(&mut first);
+            let _ = tx.send(first);
+            // Keep the pipe drained (and open) for the session's life.
+            let _ = lines.read_to_end(&mut Vec::new());
+        });
+        let mut session = Session {
+            child,
+            ready: Value::Null,
+            stderr,
+        };
+        let line = rx.recv_timeout(DEADLINE).unwrap_or_default();
+        session.ready = serde_json::from_str(&line).unwrap_or_else(|e| {
+            panic!(
+                "mur run {args:?}: no readiness line ({e}): {line:?}; stderr: {}",
+                session.stderr_text()
+            )
+        });
+        session
+    }
+
+    fn field(&self, name: &str) -> &str {
+        self.ready[name]
+            .as_str()
+            .unwrap_or_else(|| panic!("readiness line without {name}: {}", self.ready))
+    }
+
+    fn stderr_text(&self) -> String {
+        fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// SIGTERM, then wait for it to exit (143, DESIGN.md §5).
+    fn stop(mut self) -> ExitStatus {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: a plain kill(2) on the child this test spawned and has not reaped yet.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for mur run") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "mur run did not end within 30 s of SIGTERM"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Run `cmd` with `input` on its stdin; its output, or a panic past [`DEADLINE`].
+fn run(mut cmd: Command, input: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(DEADLINE) {
+        Ok(output) => output.expect("wait"),
+        Err(_) => {
+            // SAFETY: kill(2) on the child spawned above; its waiter thread reaps it.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{cmd:?} did not finish within {DEADLINE:?}");
+        }
+    }
+}
+
+/// Run the SDK script against `session` (bearer `token` on its stdin, never in argv) and check
+/// its summary: every SDK check passed, the answer is `text`, the card named the session.
+fn sdk_round_trip(python: &Path, session: &Session, text: &str, token: Option<&str>) -> Value {
+    let mut cmd = Command::new(python);
+    cmd.arg(repo().join("tests/sdk/a2a_client.py"))
+        .args([session.field("url"), "--text", text])
+        .args(["--session-id", session.field("session_id")])
+        .env_remove("MUR_A2A_TOKEN");
+    if token.is_some() {
+        cmd.arg("--token-stdin");
+    }
+    let output = run(cmd, &token.map(|t| format!("{t}\n")).unwrap_or_default());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("a2a_client.py: {}", stdout.trim());
+    assert!(
+        output.status.success(),
+        "the SDK client failed ({}):\nstdout: {stdout}\nstderr: {stderr}\nmur run stderr: {}",
+        output.status,
+        session.stderr_text()
+    );
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("the SDK client's summary is not JSON ({e}): {stdout}"));
+    assert_eq!(summary["ok"], true, "{summary}");
+    assert!(
+        summary["sdk"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("a2a-sdk 0.3.")),
+        "{summary}"
+    );
+    assert_eq!(summary["task"]["state"], "completed", "{summary}");
+    assert_eq!(summary["task"]["answer"], text, "{summary}");
+    assert_eq!(
+        summary["session_id"],
+        session.field("session_id"),
+        "{summary}"
+    );
+    assert_eq!(summary["authenticated"], token.is_some(), "{summary}");
+    if let Some(token) = token {
+        assert!(!stdout.contains(token) && !stderr.contains(token));
+        assert_eq!(summary["extended_card"], true, "{summary}");
+    }
+    summary
+}
+
+#[test]
+fn the_sdk_sends_a_task_to_the_embedded_echo_door_and_gets_it_back() {
+    let python = match sdk_python() {
+        Ok(python) => python,
+        Err(why) => return skip(&why),
+    };
+    let home = Home::new();
+    let session = Session::start(&home, &[]);
+    assert_eq!(session.field("name"), "echo");
+
+    let text = "hello from the A2A SDK: ünïcode ✓";
+    let summary = sdk_round_trip(&python, &session, text, None);
+    assert_eq!(summary["card"]["name"], "echo");
+
+    let status = session.stop();
+    assert_eq!(status.code(), Some(143), "mur run after SIGTERM: {status}");
+}
+
+#[test]
+fn the_sdk_authenticates_with_the_operator_token_and_reads_the_extended_card() {
+    let python = match sdk_python() {
+        Ok(python) => python,
+        Err(why) => return skip(&why),
+    };
+    let home = Home::new();
+    let capsule = home.path().join("capsule");
+    fs::create_dir(&capsule).unwrap();
+    fs::write(
+        capsule.join("murmur.json"),
+        serde_json::json!({
+            "name": "sdk-auth",
+            "version": "1.2.3",
+            "run": ["/bin/sh", "-c", "cat"],
+            "network": {"authentication": {"credentials": [
+                {"name": "reader", "scopes": ["tasks/get"]},
+            ]}},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let session = Session::start(&home, &[capsule.to_str().unwrap()]);
+    assert_eq!(session.field("name"), "sdk-auth");
+
+    let mut token = home.mur(&["token", session.field("session_id")]);
+    token.env_remove("MUR_A2A_TOKEN");
+    let token = run(token, "");
+    assert!(
+        token.status.success(),
+        "mur token: {}",
+        String::from_utf8_lossy(&token.stderr)
+    );
+    let token = String::from_utf8(token.stdout).unwrap();
+    let token = token.trim();
+    assert!(token.starts_with("mdt1."), "mur token printed {token:?}");
+
+    let text = "two lines\nthrough /bin/sh cat";
+    let summary = sdk_round_trip(&python, &session, text, Some(token));
+    assert_eq!(summary["card"]["name"], "sdk-auth");
+    assert_eq!(summary["security_scheme"], "bearer", "{summary}");
+
+    let status = session.stop();
+    assert_eq!(status.code(), Some(143), "mur run after SIGTERM: {status}");
+}
