@@ -1,22 +1,167 @@
-//! `mur formation`: a formation. Not built yet; the applet answers so rather than pretending.
+//! `mur formation`: launch a roster of capsules as one all-or-nothing unit, and `mur formation
+//! call`, which a member's handler uses to ask a peer.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use super::Applet;
-use crate::cli::{Failure, Outcome};
+use crate::cli::{self, Failure, Out, Outcome};
+use crate::formation::launch::{self, Options};
 
 pub const APPLET: Applet = Applet {
     name: "formation",
-    summary: "run a roster of capsules as one unit (not yet built)",
+    summary: "launch a roster of capsules that may call each other, as one unit",
     usage: "\
-Usage: mur formation [ROSTER] [--task TEXT] [--json]
+Usage: mur formation [ROSTER] [--task TEXT|-] [--json] [--ready-timeout SECS]
+       mur formation call PEER [TEXT|-]
 
-Launch a formation. This applet is not built yet in this version of mur:
-it exits 1 without starting anything.
+Launch every member of ROSTER (default ./roster.json) as a 'mur run' session:
+the peers all at once, each in its own process group, then -- once every peer's
+door answers as its session -- the entry member, which takes the formation's
+tasks. All or nothing: if any peer fails to come up, every started member is
+stopped and the refusal names each failed member and why.
+
+Every member holds a lifeline (a pipe only the launcher can close), so however
+the launcher ends -- its entry member finishing, ^C, mur stop, SIGKILL -- no
+member outlives it. On the way out it says which members were still running:
+'stopped: reviewer (pid 4242), ...' or 'stopped: none'.
+
+roster.json:
+  {\"members\": [{\"name\": \"lead\", \"capsule\": \"lead/\", \"entry\": true},
+               {\"name\": \"reviewer\", \"capsule\": \"reviewer/murmur.json\"}],
+   \"reachability\": [{\"from\": \"lead\", \"to\": [\"reviewer\"]}]}   (or \"all\")
+Member names: a lowercase letter, then up to 31 of a-z, 0-9, -. A callee must
+accept peer tasks (exports.peer_tasks.accept); if anyone calls anyone, every
+member's door must authenticate (network.authentication).
+
+Options:
+  --task TEXT          give the entry member this one task, print the
+                       formation's answer on stdout, and exit with its outcome;
+                       '-' reads the task from stdin
+  --json               print one line once the formation is ready:
+                       {\"formation_id\",\"members\":[{\"name\",\"entry\",\"session_id\",\"url\",\"pid\"}]}
+  --ready-timeout SECS how long each member has to come up (default 180)
+  -h, --help           this text
+
+mur formation call PEER [TEXT|-]
+  From inside a member's handler: ask PEER (a member the roster lets this one
+  call) to run TEXT as a task, wait for it, print its answer. The handler
+  never sees a token or an address: its own session makes the call. Exit 0
+  when the peer's task completed, 1 otherwise.
+
+Exit status: the entry member's code (with --task: 0 completed, 1 not);
+128+N if it died of signal N; 130, 143, 129 when the launcher got SIGINT,
+SIGTERM, SIGHUP; 1 when the roster was refused or a member failed to come up;
+2 on a usage error.
 ",
     main,
 };
 
-fn main(_args: Vec<std::ffi::OsString>) -> Outcome {
-    Err(Failure::Failed(
-        "not yet built in this version of mur".into(),
-    ))
+fn main(args: Vec<std::ffi::OsString>) -> Outcome {
+    if args.first().is_some_and(|a| a == "call") {
+        return call(args.into_iter().skip(1).collect());
+    }
+    let mut roster: Option<PathBuf> = None;
+    let mut options = Options {
+        roster: PathBuf::from("roster.json"),
+        task: None,
+        json: false,
+        ready_timeout: launch::MEMBER_READY_TIMEOUT,
+    };
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            lexopt::Arg::Long("task") => options.task = Some(cli::utf8(parser.value()?)?),
+            lexopt::Arg::Long("json") => options.json = true,
+            lexopt::Arg::Long("ready-timeout") => {
+                let secs: u64 = cli::number("--ready-timeout", parser.value()?)?;
+                if secs == 0 {
+                    return Err(Failure::Usage("--ready-timeout must be at least 1".into()));
+                }
+                options.ready_timeout = Duration::from_secs(secs);
+            }
+            lexopt::Arg::Value(path) if roster.is_none() => roster = Some(path.into()),
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    if let Some(path) = roster {
+        options.roster = if path.is_dir() {
+            path.join("roster.json")
+        } else {
+            path
+        };
+    }
+    if options.task.as_deref() == Some("-") {
+        options.task = Some(read_stdin()?);
+    }
+    launch::launch(&options).map_err(Failure::Failed)
+}
+
+fn read_stdin() -> Result<String, Failure> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|err| Failure::Failed(format!("cannot read the task from stdin: {err}")))?;
+    Ok(text)
+}
+
+/// `mur formation call PEER [TEXT|-]`: one call through the handler's call socket.
+fn call(args: Vec<std::ffi::OsString>) -> Outcome {
+    let mut positional = vec![];
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            lexopt::Arg::Value(value) => positional.push(cli::utf8(value)?),
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    let (peer, text) = match positional.as_slice() {
+        [peer] => (peer.clone(), read_stdin()?),
+        [peer, dash] if dash == "-" => (peer.clone(), read_stdin()?),
+        [peer, text] => (peer.clone(), text.clone()),
+        _ => {
+            return Err(Failure::Usage(
+                "call wants PEER and optionally TEXT (or - for stdin)".into(),
+            ));
+        }
+    };
+    let env = crate::session::member::CALL_FD_ENV;
+    let fd = std::env::var(env)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        .ok_or_else(|| {
+            Failure::Failed(format!(
+                "{env} is not set: 'mur formation call' works only inside a formation member's handler"
+            ))
+        })?;
+    let socket = crate::sys::pipe::take_inherited(fd)
+        .map_err(|why| Failure::Failed(format!("{env}: {why}")))?;
+    let mut request = serde_json::json!({"peer": peer, "text": text})
+        .to_string()
+        .into_bytes();
+    request.push(b'\n');
+    let mut writer = socket
+        .try_clone()
+        .map_err(|err| Failure::Failed(format!("{env}: {err}")))?;
+    writer
+        .write_all(&request)
+        .map_err(|err| Failure::Failed(format!("the session did not take the call: {err}")))?;
+    let mut line = String::new();
+    BufReader::new(socket)
+        .read_line(&mut line)
+        .map_err(|err| Failure::Failed(format!("no answer from the session: {err}")))?;
+    let answer: serde_json::Value = serde_json::from_str(&line)
+        .map_err(|_| Failure::Failed("the session's answer is not JSON".into()))?;
+    if answer["ok"] == true {
+        Out::default().line(answer["answer"].as_str().unwrap_or(""));
+        Ok(0)
+    } else {
+        Err(Failure::Failed(
+            answer["error"]
+                .as_str()
+                .unwrap_or("the call failed")
+                .to_string(),
+        ))
+    }
 }

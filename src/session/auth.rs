@@ -22,13 +22,20 @@ pub enum Caller {
     Operator,
     /// A declared credential: its scopes, its own tasks.
     Credential { name: String, scopes: Vec<String> },
+    /// Another member of this session's formation, by an `mft1` token for this door: the three
+    /// call methods, its own tasks.
+    Member { from: String, owner: String },
 }
+
+/// The methods a formation peer may call at a member's door.
+pub const MEMBER_SCOPES: &[&str] = &["message/send", "tasks/get", "tasks/cancel"];
 
 impl Caller {
     pub fn may_call(&self, method: &str) -> bool {
         match self {
             Caller::Public | Caller::Operator => true,
             Caller::Credential { scopes, .. } => scopes.iter().any(|s| s == method),
+            Caller::Member { .. } => MEMBER_SCOPES.contains(&method),
         }
     }
 
@@ -37,6 +44,7 @@ impl Caller {
         match self {
             Caller::Public | Caller::Operator => None,
             Caller::Credential { name, .. } => Some(name),
+            Caller::Member { owner, .. } => Some(owner),
         }
     }
 
@@ -46,21 +54,32 @@ impl Caller {
             Caller::Public => "public",
             Caller::Operator => "operator",
             Caller::Credential { name, .. } => name,
+            Caller::Member { owner, .. } => owner,
         }
     }
 }
 
-/// One authenticated door's key and realm.
+/// One authenticated door's key and realm, and, for a formation member, what verifies calls
+/// from its peers.
 pub struct DoorAuth {
     key: Key,
     realm: String,
+    formation: Option<FormationDoor>,
+}
+
+/// A member's side of formation tokens: its door key, its formation, its name.
+pub struct FormationDoor {
+    pub key: Key,
+    pub formation_id: String,
+    pub member: String,
 }
 
 impl DoorAuth {
-    pub fn new(realm: &str) -> Result<Self, String> {
+    pub fn new(realm: &str, formation: Option<FormationDoor>) -> Result<Self, String> {
         Ok(Self {
             key: Key::generate()?,
             realm: realm.to_string(),
+            formation,
         })
     }
 
@@ -90,7 +109,13 @@ impl DoorAuth {
             .and_then(|v| v.split_once(' '))
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, token)| token.trim());
-        let payload = token.and_then(|t| token::verify(&self.key, token::DOOR, t));
+        let Some(token) = token else {
+            return Err(self.unauthorized());
+        };
+        if token.starts_with("mft1.") {
+            return self.check_member(token);
+        }
+        let payload = token::verify(&self.key, token::DOOR, token);
         let caller = payload.as_ref().and_then(|p| {
             let name = p.get("credential")?.as_str()?;
             let scopes: Option<Vec<String>> = p
@@ -109,6 +134,53 @@ impl DoorAuth {
             })
         });
         caller.ok_or_else(|| self.unauthorized())
+    }
+
+    /// A formation token: accepted only if it verifies with this member's door key, names this
+    /// formation, and is addressed to this member. One naming this formation and *another*
+    /// member is refused 403 — this door cannot check another door's MAC, and such a token
+    /// grants nothing here whether genuine or not; anything else is 401.
+    fn check_member(&self, token: &str) -> Result<Caller, Response> {
+        let Some(door) = &self.formation else {
+            return Err(self.unauthorized());
+        };
+        let names = |p: &serde_json::Value, key: &str| {
+            p.get(key).and_then(|v| v.as_str()).map(str::to_string)
+        };
+        if let Some(payload) = token::verify(&door.key, token::FORMATION, token) {
+            let (formation, from, to) = (
+                names(&payload, "formation"),
+                names(&payload, "from"),
+                names(&payload, "to"),
+            );
+            if formation.as_deref() == Some(door.formation_id.as_str())
+                && to.as_deref() == Some(door.member.as_str())
+                && let Some(from) = from
+            {
+                return Ok(Caller::Member {
+                    owner: format!("member:{from}"),
+                    from,
+                });
+            }
+            return Err(self.unauthorized());
+        }
+        let claimed = token
+            .split('.')
+            .nth(1)
+            .and_then(crate::b64::decode)
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+        match claimed {
+            Some(p)
+                if names(&p, "formation").as_deref() == Some(door.formation_id.as_str())
+                    && names(&p, "to").is_some_and(|to| to != door.member) =>
+            {
+                Err(Response::json(
+                    403,
+                    &json!({"error": "this formation token is for another member's door"}),
+                ))
+            }
+            _ => Err(self.unauthorized()),
+        }
     }
 
     pub fn unauthorized(&self) -> Response {

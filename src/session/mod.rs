@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod control;
 pub mod door;
+pub mod member;
 pub mod tasks;
 
 use std::collections::BTreeMap;
@@ -131,10 +132,31 @@ pub fn run(options: &Options) -> Result<i32, String> {
         ),
         Err(_) => None,
     };
+    let member = match std::env::var(crate::formation::channel::CHANNEL_ENV) {
+        Ok(fd) => Some(
+            fd.parse::<i32>()
+                .map_err(|_| "not a descriptor number".to_string())
+                .and_then(|fd| {
+                    member::Member::join(
+                        fd,
+                        Duration::from_secs(declared.lifecycle.task_timeout_secs),
+                    )
+                })
+                .map_err(|why| format!("{}: {why}", crate::formation::channel::CHANNEL_ENV))?,
+        ),
+        Err(_) => None,
+    };
     let session_id = SessionId::mint()?;
 
     let auth = match &declared.credentials {
-        Some(_) => Some(auth::DoorAuth::new(&declared.name)?),
+        Some(_) => Some(auth::DoorAuth::new(
+            &declared.name,
+            member.as_ref().map(|m| auth::FormationDoor {
+                key: m.door_key.clone(),
+                formation_id: m.formation_id.to_string(),
+                member: m.name.clone(),
+            }),
+        )?),
         None => None,
     };
     let door_token = auth.as_ref().map(auth::DoorAuth::mint_operator);
@@ -154,16 +176,25 @@ pub fn run(options: &Options) -> Result<i32, String> {
     };
 
     let capsule_label = format!("{}@{}", declared.name, declared.version);
-    let base_env: Vec<(String, OsString)> = vec![
+    let mut base_env: Vec<(String, OsString)> = vec![
         ("MUR_SESSION_ID".into(), session_id.to_string().into()),
         ("MUR_CAPSULE".into(), capsule_label.into()),
     ];
+    // So a handler can run `"$MUR" formation call …` without mur on its PATH.
+    if let Ok(exe) = std::env::current_exe() {
+        base_env.push(("MUR".into(), exe.into()));
+    }
     let env_control = control.clone();
+    let calls: Option<tasks::CallService> = member.as_ref().filter(|m| m.calls_anyone()).map(|m| {
+        let m = m.clone();
+        Arc::new(move |socket| m.serve_calls(socket)) as tasks::CallService
+    });
     let engine = Engine::new(
         declared.capsule.clone(),
         declared.lifecycle.clone(),
         base_env,
         Arc::new(move || env_control.as_ref().map(|c| c.env()).unwrap_or_default()),
+        calls,
     );
 
     let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
@@ -204,9 +235,9 @@ pub fn run(options: &Options) -> Result<i32, String> {
         started_at: crate::time::format_rfc3339(crate::time::unix_now()),
         door_token,
         credentials,
-        formation_id: None,
+        formation_id: member.as_ref().map(|m| m.formation_id.clone()),
         formation_lifeline: lifeline.is_some(),
-        formation_launcher: None,
+        formation_launcher: member.as_ref().map(|m| m.launcher.clone()),
         spawned_by: None,
         records_dir: Some(options.workdir.clone()),
     };
@@ -335,7 +366,7 @@ fn print_answer(completed: bool, text: &str) {
 fn announce(options: &Options, record: &RunningRecord) {
     use std::io::Write;
     if options.json {
-        let line = json!({
+        let mut line = json!({
             "session_id": record.session_id,
             "url": record.url,
             "pid": record.pid,
@@ -343,6 +374,9 @@ fn announce(options: &Options, record: &RunningRecord) {
             "version": record.capsule_version,
             "workdir": record.workdir,
         });
+        if let Some(formation) = &record.formation_id {
+            line["formation_id"] = json!(formation);
+        }
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     } else if options.task.is_none() {

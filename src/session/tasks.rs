@@ -126,12 +126,17 @@ pub enum Lookup {
 /// Where the environment extras for the next task come from (the control plane).
 pub type EnvSource = Arc<dyn Fn() -> Vec<(String, OsString)> + Send + Sync>;
 
+/// What serves a handler's call socket (a formation member's calls to its peers), when the
+/// session has one: each handler then inherits its own end as `MURMUR_CALL_FD`.
+pub type CallService = Arc<dyn Fn(std::os::unix::net::UnixStream) + Send + Sync>;
+
 pub struct Engine {
     capsule: Capsule,
     lifecycle: Lifecycle,
     /// `MUR_SESSION_ID`, `MUR_CAPSULE`, and anything else every handler gets.
     base_env: Vec<(String, OsString)>,
     extra_env: EnvSource,
+    calls: Option<CallService>,
     state: Mutex<Tasks>,
     changed: Condvar,
 }
@@ -154,12 +159,14 @@ impl Engine {
         lifecycle: Lifecycle,
         base_env: Vec<(String, OsString)>,
         extra_env: EnvSource,
+        calls: Option<CallService>,
     ) -> Arc<Self> {
         Arc::new(Self {
             capsule,
             lifecycle,
             base_env,
             extra_env,
+            calls,
             state: Mutex::new(Tasks::default()),
             changed: Condvar::new(),
         })
@@ -298,18 +305,43 @@ impl Engine {
         env: &[(String, OsString)],
         text: String,
     ) -> (State, String) {
-        let spawned = Command::new(&argv[0])
+        let mut command = Command::new(&argv[0]);
+        command
             .args(&argv[1..])
             .env_remove("MURMUR_FORMATION_LIFELINE")
             .env_remove("MURMUR_FORMATION_CHANNEL")
+            .env_remove(super::member::CALL_FD_ENV)
             .env_remove("NOTIFY_SOCKET")
             .current_dir(workdir)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn();
+            .process_group(0);
+        // A call socket of its own, inherited by this handler alone (both ends close-on-exec;
+        // the flag is cleared on the handler's end in the handler only).
+        let call_socket = match &self.calls {
+            Some(service) => match std::os::unix::net::UnixStream::pair() {
+                Ok((ours, theirs)) => {
+                    use std::os::fd::AsRawFd;
+                    command.env(super::member::CALL_FD_ENV, theirs.as_raw_fd().to_string());
+                    crate::sys::pipe::keep_open_in_child(&mut command, vec![theirs.as_raw_fd()]);
+                    Some((service.clone(), ours, theirs))
+                }
+                Err(err) => {
+                    return (
+                        State::Failed,
+                        format!("no call socket for the handler: {err}"),
+                    );
+                }
+            },
+            None => None,
+        };
+        let spawned = command.spawn();
+        let call_thread = call_socket.map(|(service, ours, theirs)| {
+            drop(theirs);
+            std::thread::spawn(move || service(ours))
+        });
         let mut child = match spawned {
             Ok(child) => child,
             Err(err) => {
@@ -356,6 +388,9 @@ impl Engine {
         self.lock().groups.remove(id);
         let status = child.wait();
         let _ = writer.join();
+        if let Some(call_thread) = call_thread {
+            let _ = call_thread.join();
+        }
         let answer = reader.join().unwrap_or_default();
         let stderr_tail = err_reader.join().unwrap_or_default();
         match why_ended {

@@ -1,0 +1,171 @@
+//! A session launched as a formation member: what its channel told it, and the calls its
+//! handlers make to peers through `MURMUR_CALL_FD`.
+//!
+//! The member learns its formation, its own door key and one token per member it may call from
+//! the first channel line, and the peers' doors from a later one. A handler never sees a token or
+//! an address: it asks its own session, over a socket only it inherited, to call a peer by name,
+//! and gets the answer back.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::formation::channel::{self, Addresses, Hello};
+use crate::id::FormationId;
+use crate::json::record::ProcessIdentity;
+use crate::net::client::Deadlines;
+use crate::secret::Secret;
+use crate::token::Key;
+
+/// The environment variable naming a handler's call socket.
+pub const CALL_FD_ENV: &str = "MURMUR_CALL_FD";
+/// The longest call request or answer line.
+const MAX_CALL_LINE: u64 = 8 << 20;
+
+/// What a member knows about its formation.
+pub struct Member {
+    pub formation_id: FormationId,
+    pub name: String,
+    pub launcher: ProcessIdentity,
+    pub door_key: Key,
+    calls: BTreeMap<String, Secret>,
+    addresses: Mutex<BTreeMap<String, String>>,
+    /// How long a call may wait for the peer's answer: the caller's own task timeout.
+    call_timeout: Duration,
+}
+
+impl Member {
+    /// Read the first line of the channel on descriptor `fd`, and keep reading later lines
+    /// (addresses) on a thread of their own. The `Err` never holds the line.
+    pub fn join(fd: i32, call_timeout: Duration) -> Result<Arc<Self>, String> {
+        let pipe = crate::sys::pipe::take_inherited(fd)?;
+        let mut reader = BufReader::new(pipe);
+        let first = channel::read_line(&mut reader)?
+            .ok_or("the formation channel closed before its first line")?;
+        let hello: Hello = channel::parse(&first, "first")?;
+        if let Ok(named) = std::env::var(channel::FORMATION_ENV)
+            && named != hello.formation_id.as_str()
+        {
+            return Err(format!(
+                "{} names {named}, the channel {}",
+                channel::FORMATION_ENV,
+                hello.formation_id
+            ));
+        }
+        let member = Arc::new(Self {
+            door_key: hello.key()?,
+            formation_id: hello.formation_id,
+            name: hello.member,
+            launcher: hello.launcher,
+            calls: hello.calls.into_iter().map(|c| (c.name, c.token)).collect(),
+            addresses: Mutex::new(BTreeMap::new()),
+            call_timeout,
+        });
+        let listener = member.clone();
+        let _ = std::thread::Builder::new()
+            .name("channel".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                while let Ok(Some(line)) = channel::read_line(&mut reader) {
+                    match channel::parse::<Addresses>(&line, "address") {
+                        Ok(update) => listener.learn(update),
+                        Err(why) => crate::cli::warn("run", &why),
+                    }
+                }
+            });
+        Ok(member)
+    }
+
+    fn learn(&self, update: Addresses) {
+        let mut known = self.addresses.lock().unwrap_or_else(|p| p.into_inner());
+        for address in update.addresses {
+            known.insert(address.name, address.url);
+        }
+    }
+
+    /// Whether any handler of this member may call a peer (and so gets a call socket).
+    pub fn calls_anyone(&self) -> bool {
+        !self.calls.is_empty()
+    }
+
+    /// Serve one handler's call socket until the handler closes it: one JSON line per call,
+    /// `{"peer","text"}`, answered `{"ok":true,"answer"}` or `{"ok":false,"error"}`.
+    pub fn serve_calls(&self, stream: UnixStream) {
+        let Ok(writer) = stream.try_clone() else {
+            return;
+        };
+        let mut writer = writer;
+        let mut reader = BufReader::new(stream).take(MAX_CALL_LINE);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            reader.set_limit(MAX_CALL_LINE);
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            let answer = match self.call(&line) {
+                Ok(text) => json!({"ok": true, "answer": text}),
+                Err(why) => json!({"ok": false, "error": why}),
+            };
+            let mut out = answer.to_string().into_bytes();
+            out.push(b'\n');
+            if writer.write_all(&out).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn call(&self, request: &[u8]) -> Result<String, String> {
+        let request: Value = serde_json::from_slice(request)
+            .map_err(|_| "a call is one JSON line: {\"peer\",\"text\"}".to_string())?;
+        let peer = request
+            .get("peer")
+            .and_then(Value::as_str)
+            .ok_or("a call names its peer")?;
+        let text = request.get("text").and_then(Value::as_str).unwrap_or("");
+        let Some(token) = self.calls.get(peer) else {
+            let allowed: Vec<&str> = self.calls.keys().map(String::as_str).collect();
+            return Err(format!(
+                "{} may not call '{}' (the roster lets it call: {})",
+                self.name,
+                peer.escape_debug(),
+                if allowed.is_empty() {
+                    "nobody".into()
+                } else {
+                    allowed.join(", ")
+                }
+            ));
+        };
+        let url = self
+            .addresses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(peer)
+            .cloned()
+            .ok_or_else(|| format!("the address of '{peer}' is not known yet"))?;
+        let params = json!({"message": {"kind": "message", "role": "user",
+            "messageId": format!("call-{}", crate::time::unix_now()),
+            "parts": [{"kind": "text", "text": text}]}});
+        let deadlines = Deadlines {
+            connect: Duration::from_secs(2),
+            response: self.call_timeout + Duration::from_secs(5),
+        };
+        let task = crate::door_client::call(&url, Some(token), "message/send", params, deadlines)
+            .map_err(|err| format!("calling '{peer}': {err}"))?;
+        let state = task["status"]["state"].as_str().unwrap_or("unknown");
+        let text = task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if state == "completed" {
+            Ok(text)
+        } else {
+            Err(format!("'{peer}' answered {state}: {text}"))
+        }
+    }
+}
