@@ -26,8 +26,8 @@ a full ses_/frm_ id, or a case-insensitive suffix of at least 4 characters that
 matches exactly one session or formation.
 
 A session is first asked to stop at its door (session/stop, with its operator
-token); if it has not gone within 2 s it gets SIGTERM, and SIGKILL once the
-timeout has passed. Every signal goes to the recorded process only: its start
+token); if it has not gone within 2 s (at most half the timeout) it gets
+SIGTERM, and SIGKILL once the timeout has passed. Every signal goes to the recorded process only: its start
 time is checked first (through a pidfd where the kernel has one), so a pid that
 now belongs to another process is never signalled. Its record is removed once
 it is gone.
@@ -158,10 +158,14 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
 
     let mut how = None;
     if !timeout.is_zero() {
+        // The door and its grace get at most half the timeout, so SIGTERM always has the other
+        // half before SIGKILL.
+        let door_budget = DOOR_GRACE.min(timeout / 2);
         let ask = Deadlines {
-            connect: Duration::from_secs(2),
-            response: timeout.min(Duration::from_secs(5)),
+            connect: door_budget,
+            response: door_budget,
         };
+        let asked_at = Instant::now();
         if door_client::call(
             &record.url,
             record.door_token.as_ref(),
@@ -170,7 +174,7 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
             ask,
         )
         .is_ok()
-            && target.wait_gone(DOOR_GRACE.min(remaining(deadline)))
+            && target.wait_gone(door_budget.saturating_sub(asked_at.elapsed()))
         {
             how = Some("session/stop");
         }

@@ -46,8 +46,11 @@ use crate::token::{self, Key};
 pub const MEMBER_STOP_GRACE: Duration = Duration::from_secs(25);
 /// Default time a member has from its spawn to be ready.
 pub const MEMBER_READY_TIMEOUT: Duration = Duration::from_secs(180);
-/// How often waits look at the launcher's signal flag.
+/// How often readiness waits look at the launcher's signal flag and the peers' exits.
 const TICK: Duration = Duration::from_millis(10);
+/// The longest the launcher sleeps while the entry member runs (it is woken at once by the
+/// entry's exit where the kernel has pidfds, by a signal, and by the entry's readiness line).
+const ENTRY_WAIT: Duration = Duration::from_millis(20);
 /// Domain of a member's door key derived from the formation's master key.
 const DOOR_KEY_DOMAIN: &str = "murmur-formation-door-v1";
 
@@ -321,7 +324,9 @@ pub fn launch(options: &Options) -> Result<i32, String> {
             break 128 + caught;
         }
         let entry = members.list.last_mut().expect("the entry was pushed last");
-        if entry.watch.wait_exit(TICK) {
+        // Woken at once by the entry's exit (its pidfd), a signal, or its readiness line.
+        crate::sys::wake::wait(entry.watch.pidfd(), ENTRY_WAIT);
+        if entry.watch.wait_exit(Duration::ZERO) {
             let status = entry.child.wait();
             entry.reaped = true;
             if let Some(slot) = entry.slot.take() {
@@ -533,6 +538,7 @@ fn relay_entry(stdout: Option<std::process::ChildStdout>, ready: mpsc::Sender<Ve
     let mut reader = BufReader::new(stdout);
     if let Ok(Some(line)) = channel::read_line(&mut reader) {
         let _ = ready.send(line);
+        crate::sys::wake::notify();
     }
     let _ = std::io::copy(&mut reader, &mut std::io::stdout());
 }

@@ -15,7 +15,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -24,8 +23,11 @@ pub const MAX_HEAD: usize = 16 * 1024;
 pub const MAX_BODY: usize = 1024 * 1024;
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 pub const MAX_CONNECTIONS: usize = 128;
-/// How often the accept loop looks at the stop flag.
-const ACCEPT_POLL: Duration = Duration::from_millis(50);
+/// The longest the accept loop sleeps without looking at its stop flag (it is woken at once by
+/// [`Stopper::stop`]; this only bounds a lost wake-up).
+const ACCEPT_POLL: Duration = Duration::from_secs(1);
+/// How long the accept loop backs off after a failed accept (`EMFILE` and the like).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// One complete request.
 #[derive(Debug)]
@@ -79,17 +81,50 @@ pub trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request) -> Response;
 }
 
-/// Accept connections on `listener` until `stop` is set, serving each on its own thread.
+/// How a door is told to stop: a flag its connections read, and a pipe that wakes its accept
+/// loop at once.
+pub struct Stopper {
+    flag: AtomicBool,
+    read: std::os::fd::OwnedFd,
+    write: std::os::fd::OwnedFd,
+}
+
+impl Stopper {
+    pub fn new() -> Result<Arc<Self>, String> {
+        let (read, write) = crate::sys::pipe::pipe()?;
+        Ok(Arc::new(Self {
+            flag: AtomicBool::new(false),
+            read,
+            write,
+        }))
+    }
+
+    /// Stop accepting; connections finish the request in hand and close.
+    pub fn stop(&self) {
+        self.flag.store(true, Ordering::Release);
+        let _ = std::fs::File::from(self.write.try_clone().expect("dup of our own pipe"))
+            .write_all(b"x");
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+}
+
+/// Accept connections on `listener` until `stop` says so, serving each on its own thread.
 /// Returns once the accept loop has stopped; connections in flight finish on their own threads.
-pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<AtomicBool>) {
+pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper>) {
+    use std::os::fd::AsRawFd;
     let active = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Acquire) {
-        if !crate::sys::signal::poll_readable(&listener.as_fd(), ACCEPT_POLL) {
+    while !stop.is_stopped() {
+        let ready =
+            crate::sys::wake::poll_fds(&[listener.as_raw_fd(), stop.read.as_raw_fd()], ACCEPT_POLL);
+        if !ready[0] {
             continue;
         }
         let Ok((stream, peer)) = listener.accept() else {
             // EMFILE and friends: back off instead of spinning on a listener we cannot drain.
-            std::thread::sleep(ACCEPT_POLL);
+            std::thread::sleep(ACCEPT_BACKOFF);
             continue;
         };
         if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
@@ -121,7 +156,7 @@ fn refuse_busy(mut stream: TcpStream) {
 }
 
 /// Serve requests on one connection until it closes, errs, asks to close, or the door stops.
-fn connection(mut stream: TcpStream, peer: SocketAddr, handler: &dyn Handler, stop: &AtomicBool) {
+fn connection(mut stream: TcpStream, peer: SocketAddr, handler: &dyn Handler, stop: &Stopper) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
@@ -134,7 +169,7 @@ fn connection(mut stream: TcpStream, peer: SocketAddr, handler: &dyn Handler, st
                 return;
             }
         };
-        let keep_alive = wants_keep_alive(&request) && !stop.load(Ordering::Acquire);
+        let keep_alive = wants_keep_alive(&request) && !stop.is_stopped();
         let response = handler.handle(request);
         if write_response(&mut stream, &response, keep_alive).is_err() || !keep_alive {
             return;

@@ -102,6 +102,7 @@ impl Door {
             },
             "session/stop" => {
                 self.stop_requested.store(true, Ordering::Release);
+                crate::sys::wake::notify();
                 Ok(json!({"stopping": true, "sessionId": self.session_id}))
             }
             other => Err(RpcError(

@@ -31,8 +31,11 @@ use crate::sys::signal;
 use control::Control;
 use tasks::{Capsule, Engine};
 
-/// How often the main loop looks for a reason to stop.
-const WATCH_INTERVAL: Duration = Duration::from_millis(20);
+/// The longest the main loop sleeps without looking for a reason to stop. Every reason also
+/// wakes it at once (`sys::wake`); this bounds only a lost wake-up.
+const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+/// How often an orderly end looks for a second signal while tasks wind down.
+const SHUTDOWN_TICK: Duration = Duration::from_millis(20);
 /// How long an orderly end may take before it becomes an immediate one.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// The environment variable naming an inherited lifeline descriptor.
@@ -213,7 +216,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         control: control.clone(),
         stop_requested: AtomicBool::new(false),
     });
-    let stop_door = Arc::new(AtomicBool::new(false));
+    let stop_door = crate::net::server::Stopper::new()?;
     let server = {
         let (door, stop) = (door.clone(), stop_door.clone());
         std::thread::Builder::new()
@@ -255,17 +258,20 @@ pub fn run(options: &Options) -> Result<i32, String> {
                 let mut byte = [0u8; 64];
                 while matches!(pipe.read(&mut byte), Ok(n) if n > 0) {}
                 closed.store(true, Ordering::Release);
+                crate::sys::wake::notify();
             });
     }
 
     announce(options, &record);
 
+    // A `--task` runs on a thread of its own; its outcome arrives here, and wakes the loop below.
     let one_shot = options.task.clone().map(|text| {
         let engine = engine.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let message = json!({"kind": "message", "role": "user", "messageId": "task",
                 "parts": [{"kind": "text", "text": text}]});
-            match engine.submit("operator", message, text, None) {
+            let outcome = match engine.submit("operator", message, text, None) {
                 Ok(id) => engine.wait(&id).map(|task| {
                     let completed = task["status"]["state"] == "completed";
                     let text = task["status"]["message"]["parts"][0]["text"]
@@ -275,8 +281,11 @@ pub fn run(options: &Options) -> Result<i32, String> {
                     (completed, text)
                 }),
                 Err(refused) => Some((false, format!("{refused:?}"))),
-            }
-        })
+            };
+            let _ = tx.send(outcome.unwrap_or((false, "the task was lost".into())));
+            crate::sys::wake::notify();
+        });
+        rx
     });
 
     let ending = loop {
@@ -289,20 +298,11 @@ pub fn run(options: &Options) -> Result<i32, String> {
         if lifeline_closed.load(Ordering::Acquire) {
             break Ending::Lifeline;
         }
-        if one_shot
-            .as_ref()
-            .is_some_and(std::thread::JoinHandle::is_finished)
-        {
-            let (completed, text) = one_shot
-                .expect("checked above")
-                .join()
-                .ok()
-                .flatten()
-                .unwrap_or((false, "the task was lost".into()));
+        if let Some(Ok((completed, text))) = one_shot.as_ref().map(|rx| rx.try_recv()) {
             print_answer(completed, &text);
             break Ending::TaskDone(completed);
         }
-        std::thread::sleep(WATCH_INTERVAL);
+        crate::sys::wake::wait(None, WATCH_INTERVAL);
     };
 
     // Stop taking tasks and cancel live ones; a second signal or 20 s makes it immediate.
@@ -310,7 +310,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
     engine.begin_shutdown();
     let signals_at_stop = signal::termination_count();
     let give_up = Instant::now() + STOP_GRACE;
-    while !engine.wait_idle(WATCH_INTERVAL) {
+    while !engine.wait_idle(SHUTDOWN_TICK) {
         // Any signal after the one (if any) that began the end means "now".
         let second_signal = signal::termination_count() > signals_at_stop;
         if second_signal || Instant::now() >= give_up {
@@ -318,7 +318,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
             break;
         }
     }
-    stop_door.store(true, Ordering::Release);
+    stop_door.stop();
     drop(record_guard);
     drop(control_guard);
     let _ = server.join();

@@ -44,6 +44,13 @@ impl ChildWatch {
         }
     }
 
+    /// The pidfd, for a caller that polls it beside other descriptors: readable once the child
+    /// has exited. `None` where the kernel has no pidfds.
+    pub fn pidfd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.pidfd.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
     /// `waitid(WEXITED | WNOHANG | WNOWAIT)`: has it exited, leaving it unreaped.
     fn exited_now(&self) -> bool {
         // SAFETY: `info` is a zeroed `siginfo_t` the kernel fills; no other pointer is passed.

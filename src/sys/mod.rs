@@ -12,3 +12,4 @@ pub mod pipe;
 pub mod proc;
 pub mod random;
 pub mod signal;
+pub mod wake;

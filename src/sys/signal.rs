@@ -155,12 +155,15 @@ extern "C" fn record_signal(signal: libc::c_int) {
     // Async-signal-safe: atomic operations only.
     let _ = CAUGHT.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
     COUNT.fetch_add(1, Ordering::SeqCst);
+    super::wake::notify();
 }
 
 /// Turn SIGINT, SIGTERM and SIGHUP into flags ([`caught_termination`], [`termination_count`])
-/// for the rest of this process's life, so a session winds down in order — cancelling its tasks
+/// for the rest of this process's life (each also wakes [`super::wake::wait`]), so a session
+/// winds down in order — cancelling its tasks
 /// and removing its record — instead of dying with its record in place.
 pub fn catch_termination() {
+    super::wake::init();
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: installs a handler that only touches atomics; the function pointer lives for the
         // whole program, and the zeroed `sigaction` is then filled field by field.

@@ -1,0 +1,28 @@
+//! The three token families: arbitrary text never verifies under a key it was not minted with,
+//! and a token minted over the input's payload verifies to exactly that payload — in its own
+//! family only.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use mur::token::{self, CONTROL, DOOR, FORMATION, Key};
+
+fuzz_target!(|data: &[u8]| {
+    let key = Key::from_bytes([0x5a; 32]);
+    let text = String::from_utf8_lossy(data);
+    for family in [DOOR, CONTROL, FORMATION] {
+        assert_eq!(token::verify(&key, family, &text), None, "forged: {text}");
+    }
+    if let Ok(payload) = serde_json::from_slice::<serde_json::Value>(data)
+        && payload.is_object()
+    {
+        let minted = token::mint(&key, FORMATION, &payload);
+        assert_eq!(
+            token::verify(&key, FORMATION, minted.expose()),
+            Some(payload)
+        );
+        assert_eq!(token::verify(&key, DOOR, minted.expose()), None);
+        assert_eq!(
+            token::verify(&Key::from_bytes([0x5b; 32]), FORMATION, minted.expose()),
+            None
+        );
+    }
+});

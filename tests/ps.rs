@@ -1,0 +1,779 @@
+//! `mur ps` against real processes, real doors and a throwaway `HOME` (DESIGN.md §3, §4, §6).
+
+mod common;
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The table rows of `mur ps` (header excluded), split on whitespace, for `session_id`.
+fn row<'a>(stdout: &'a str, session_id: &str) -> Option<Vec<&'a str>> {
+    stdout
+        .lines()
+        .find(|line| line.starts_with(session_id))
+        .map(|line| line.split_whitespace().collect())
+}
+
+/// Exactly the pruning lines of `-v` stderr.
+fn pruned_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("mur ps: pruned "))
+        .collect()
+}
+
+#[test]
+fn an_empty_home_lists_no_running_capsules_and_creates_nothing() {
+    let home = TempHome::new();
+    let run = home.mur(&["ps"]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "no running capsules\n");
+    assert_eq!(run.stderr, "");
+    assert!(
+        !home.murmur().exists(),
+        "a reader must leave a missing ~/.murmur missing"
+    );
+
+    let run = home.mur(&["ps", "--json"]);
+    run.expect_code(0);
+    assert_eq!(run.json(), json!({"capsules": [], "formations": []}));
+
+    // An existing, empty running directory is an empty machine too.
+    home.running_dir();
+    let run = home.mur(&["ps"]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "no running capsules\n");
+    assert_eq!(run.stderr, "");
+}
+
+#[test]
+fn records_of_exited_processes_are_pruned_and_counted() {
+    // Without -v: a count on stderr.
+    let home = TempHome::new();
+    let mut ids = vec![];
+    for _ in 0..2 {
+        let (pid, start) = exited_pid();
+        let id = session_id();
+        home.write_record(&record(&id, pid, &start, &dead_url()));
+        ids.push(id);
+    }
+    home.write_control(&ids[0], "ctl1.payload.mac");
+    let run = home.mur(&["ps"]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "no running capsules\n");
+    assert!(
+        run.stderr.contains("pruned 2 stale records"),
+        "stderr: {}",
+        run.stderr
+    );
+    assert_eq!(
+        home.running_entries(),
+        Vec::<String>::new(),
+        "records and the control file that went with one are gone"
+    );
+
+    // With -v: one line per record, naming its file and why.
+    let home = TempHome::new();
+    let (pid, start) = exited_pid();
+    let id = session_id();
+    let path = home.write_record(&record(&id, pid, &start, &dead_url()));
+    let run = home.mur(&["ps", "-v"]);
+    run.expect_code(0);
+    let lines = pruned_lines(&run.stderr);
+    assert_eq!(lines.len(), 1, "stderr: {}", run.stderr);
+    assert!(
+        lines[0].contains(&path.display().to_string()),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains(&format!("no process holds pid {pid}")),
+        "{}",
+        lines[0]
+    );
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_reused_pid_is_pruned_and_never_signalled() {
+    let home = TempHome::new();
+    let mut sleeper = Proc::sleeper();
+    let real: u64 = sleeper.start().parse().unwrap();
+    let id = session_id();
+    let path = home.write_record(&record(
+        &id,
+        sleeper.pid(),
+        &(real + 1).to_string(),
+        &dead_url(),
+    ));
+    let run = home.mur(&["ps", "-v"]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "no running capsules\n");
+    let lines = pruned_lines(&run.stderr);
+    assert_eq!(lines.len(), 1, "stderr: {}", run.stderr);
+    assert!(lines[0].contains("another time"), "{}", lines[0]);
+    assert!(!path.exists(), "the record of a reused pid is pruned");
+    // ps never signals anything; and whatever holds the pid now is certainly not ours to end.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        sleeper.alive(),
+        "the process holding the reused pid was hurt"
+    );
+}
+
+#[test]
+fn a_live_process_without_a_door_is_unreachable_and_kept() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+    let id = session_id();
+    let path = home.write_record(&record_for(&id, &sleeper, &dead_url()));
+
+    let run = home.mur(&["ps"]);
+    run.expect_code(0);
+    let cells = row(&run.stdout, &id).unwrap_or_else(|| panic!("not listed:\n{}", run.stdout));
+    assert_eq!(cells[2], "unreachable", "{cells:?}");
+    assert_eq!(run.stderr, "", "nothing pruned, nothing to say");
+    assert!(
+        path.exists(),
+        "an unreachable live session's record is kept"
+    );
+
+    let doc = home.mur(&["ps", "--json"]).json();
+    assert_eq!(status_of(&doc, &id).as_deref(), Some("unreachable"));
+    let reason = capsule(&doc, &id).unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!reason.is_empty());
+    assert!(path.exists());
+}
+
+#[test]
+fn a_door_answering_for_another_session_is_unreachable_and_kept() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+    let id = session_id();
+    let other = session_id();
+    let door = Door::public(&other);
+    let path = home.write_record(&record_for(&id, &sleeper, &door.url()));
+
+    let run = home.mur(&["ps", "--json"]);
+    run.expect_code(0);
+    let doc = run.json();
+    assert_eq!(status_of(&doc, &id).as_deref(), Some("unreachable"));
+    let reason = capsule(&doc, &id).unwrap()["reason"].as_str().unwrap();
+    assert!(reason.contains(&other), "reason: {reason}");
+    assert!(path.exists());
+    assert!(
+        !door.seen_of("/.well-known/agent-card.json").is_empty(),
+        "the door was asked"
+    );
+}
+
+#[test]
+fn a_zombie_is_pruned() {
+    let home = TempHome::new();
+    let mut cat = Proc::cat_on_pipe();
+    let id = session_id();
+    let path = home.write_record(&record_for(&id, &cat, &dead_url()));
+    drop(cat.take_stdin());
+    wait_until(WAIT, "cat to exit unreaped", || cat.is_zombie());
+
+    let run = home.mur(&["ps", "-v"]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "no running capsules\n");
+    assert_eq!(pruned_lines(&run.stderr).len(), 1, "{}", run.stderr);
+    assert!(!path.exists(), "a zombie's record is pruned");
+    assert!(cat.wait_exit(WAIT).success());
+}
+
+#[test]
+fn pid_zero_and_pids_outside_pid_t_are_pruned() {
+    let home = TempHome::new();
+    let mine = start_token(std::process::id()).unwrap();
+    for pid in [0u32, u32::MAX, 1 << 31] {
+        home.write_record(&record(&session_id(), pid, &mine, &dead_url()));
+    }
+    let run = home.mur(&["ps", "-v"]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "no running capsules\n");
+    assert_eq!(pruned_lines(&run.stderr).len(), 3, "{}", run.stderr);
+    assert!(home.running_entries().is_empty());
+}
+
+#[test]
+fn malformed_formation_fields_make_a_record_unreadable_and_pruned() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+    let door_good = session_id();
+    let door = Door::public(&door_good);
+    // A control record proving the sweep reads well-formed records naming the same process.
+    home.write_record(&record_for(&door_good, &sleeper, &door.url()));
+
+    let mut paths = vec![];
+    let bad_cases = [
+        ("formation_id", json!("frm_ABC")),
+        ("formation_launcher", json!({"pid": 4242})),
+        ("formation_launcher", json!(4242)),
+        (
+            "formation_launcher",
+            json!({"pid": "1", "process_start": "1"}),
+        ),
+    ];
+    for (key, bad) in bad_cases {
+        let mut r = record_for(&session_id(), &sleeper, &dead_url());
+        r[key] = bad;
+        paths.push(home.write_record(&r));
+    }
+    let run = home.mur(&["ps", "-v", "--json"]);
+    run.expect_code(0);
+    let doc = run.json();
+    assert_eq!(capsules(&doc).len(), 1, "{doc}");
+    assert_eq!(status_of(&doc, &door_good).as_deref(), Some("running"));
+    let lines = pruned_lines(&run.stderr);
+    assert_eq!(lines.len(), paths.len(), "stderr: {}", run.stderr);
+    for path in &paths {
+        assert!(!path.exists(), "{} kept", path.display());
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(&path.display().to_string())),
+            "{} not named on stderr: {}",
+            path.display(),
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn links_fifos_and_oversized_files_are_refused_and_removed() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+    let running = home.running_dir();
+
+    // A valid record, of a live session behind an answering door, outside the running dir.
+    let linked = session_id();
+    let door = Door::public(&linked);
+    let elsewhere = home.path().join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    let target = elsewhere.join("target.json");
+    let target_body = serde_json::to_vec(&record_for(&linked, &sleeper, &door.url())).unwrap();
+    write_private(&target, &target_body);
+    let link = running.join("x.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+
+    // A record of a live session padded past the size limit: valid JSON, refused for its size.
+    let big = session_id();
+    let big_door = Door::public(&big);
+    let mut big_body = serde_json::to_vec(&record_for(&big, &sleeper, &big_door.url())).unwrap();
+    big_body.resize(2 << 20, b' ');
+    let big_path = running.join(format!("{big}.json"));
+    write_private(&big_path, &big_body);
+
+    // A FIFO named like a record: must be neither read (it would block) nor kept.
+    let fifo = running.join("y.json");
+    mkfifo(&fifo);
+
+    let run = home.mur(&["ps", "--json", "-v"]);
+    run.expect_code(0);
+    let doc = run.json();
+    assert_eq!(capsules(&doc), Vec::<Value>::new(), "{doc}");
+    assert_eq!(pruned_lines(&run.stderr).len(), 3, "{}", run.stderr);
+    assert!(fs::symlink_metadata(&link).is_err(), "the link is removed");
+    assert!(!big_path.exists(), "the oversized file is removed");
+    assert!(fs::symlink_metadata(&fifo).is_err(), "the FIFO is removed");
+    assert_eq!(
+        fs::read(&target).unwrap(),
+        target_body,
+        "the link's target is untouched"
+    );
+    assert_eq!(mode_of(&target), 0o600);
+    assert!(
+        door.seen().is_empty() && big_door.seen().is_empty(),
+        "nothing read through the link or out of the big file was probed"
+    );
+}
+
+#[test]
+fn a_running_dir_that_is_a_regular_file_is_exit_1_naming_it() {
+    let home = TempHome::new();
+    fs::create_dir(home.murmur()).unwrap();
+    fs::set_permissions(home.murmur(), fs::Permissions::from_mode(0o700)).unwrap();
+    fs::write(home.running(), "not a directory").unwrap();
+    for args in [&["ps"][..], &["ps", "--json"]] {
+        let run = home.mur(args);
+        run.expect_code(1);
+        assert!(run.stderr.starts_with("mur ps: "), "stderr: {}", run.stderr);
+        assert!(
+            run.stderr.contains(&home.running().display().to_string()),
+            "stderr: {}",
+            run.stderr
+        );
+        assert_eq!(run.stdout, "");
+    }
+    assert_eq!(
+        fs::read_to_string(home.running()).unwrap(),
+        "not a directory"
+    );
+}
+
+#[test]
+fn a_live_session_behind_its_door_is_running() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+    let id = session_id();
+    let door = Door::public(&id);
+    let path = home.write_record(&record_for(&id, &sleeper, &door.url()));
+
+    let run = home.mur(&["ps"]);
+    run.expect_code(0);
+    assert_eq!(run.stderr, "");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "header and one row:\n{}", run.stdout);
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["SESSION", "CAPSULE", "STATUS", "DETACHED", "UPTIME", "URL"]
+    );
+    let cells = row(&run.stdout, &id).unwrap();
+    assert_eq!(cells.len(), 6, "{cells:?}");
+    assert_eq!(cells[1], "echo@0.1.0");
+    assert_eq!(cells[2], "running");
+    assert_eq!(cells[3], "yes");
+    assert_eq!(cells[5], door.url());
+    assert!(path.exists());
+    assert!(!door.seen_of("/.well-known/agent-card.json").is_empty());
+}
+
+#[test]
+fn an_authenticated_door_is_probed_with_the_operator_token() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+
+    // The right token: running, and the token reached the door as a bearer.
+    let good = session_id();
+    let good_door = Door::start(DoorSpec {
+        session_id: good.clone(),
+        token: Some("mdt1.goodoperator.mac".into()),
+        ..DoorSpec::default()
+    });
+    let mut r = record_for(&good, &sleeper, &good_door.url());
+    r["door_token"] = json!("mdt1.goodoperator.mac");
+    home.write_record(&r);
+
+    // A door of the original runtime's newer kind, answering the A2A 1.0 method name only.
+    let v1 = session_id();
+    let v1_door = Door::start(DoorSpec {
+        session_id: v1.clone(),
+        token: Some("mdt1.v1operator.mac".into()),
+        v1_only: true,
+        ..DoorSpec::default()
+    });
+    let mut r = record_for(&v1, &sleeper, &v1_door.url());
+    r["door_token"] = json!("mdt1.v1operator.mac");
+    home.write_record(&r);
+
+    // A token the door refuses: the door says nothing about the session, so unreachable.
+    let refused = session_id();
+    let refused_door = Door::start(DoorSpec {
+        session_id: refused.clone(),
+        token: Some("mdt1.realtoken.mac".into()),
+        ..DoorSpec::default()
+    });
+    let mut r = record_for(&refused, &sleeper, &refused_door.url());
+    r["door_token"] = json!("mdt1.staletoken.mac");
+    let refused_path = home.write_record(&r);
+
+    // No token recorded for an authenticated door: its public card names no session.
+    let tokenless = session_id();
+    let tokenless_door = Door::start(DoorSpec {
+        session_id: tokenless.clone(),
+        token: Some("mdt1.unknown.mac".into()),
+        ..DoorSpec::default()
+    });
+    home.write_record(&record_for(&tokenless, &sleeper, &tokenless_door.url()));
+
+    let run = home.mur(&["ps", "--json"]);
+    run.expect_code(0);
+    let doc = run.json();
+    assert_eq!(status_of(&doc, &good).as_deref(), Some("running"), "{doc}");
+    assert_eq!(status_of(&doc, &v1).as_deref(), Some("running"), "{doc}");
+    assert_eq!(
+        status_of(&doc, &refused).as_deref(),
+        Some("unreachable"),
+        "{doc}"
+    );
+    assert_eq!(
+        status_of(&doc, &tokenless).as_deref(),
+        Some("unreachable"),
+        "{doc}"
+    );
+    assert!(refused_path.exists(), "an unreachable session is kept");
+    assert_eq!(capsule(&doc, &good).unwrap()["authenticated"], json!(true));
+    assert_eq!(
+        capsule(&doc, &tokenless).unwrap()["authenticated"],
+        json!(false)
+    );
+
+    let calls = good_door.seen_of("agent/getAuthenticatedExtendedCard");
+    assert!(!calls.is_empty(), "{:?}", good_door.seen());
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.authorization.as_deref() == Some("Bearer mdt1.goodoperator.mac")),
+        "{calls:?}"
+    );
+    assert_eq!(v1_door.seen_of("GetExtendedAgentCard").len(), 1);
+    for token in ["goodoperator", "v1operator", "staletoken"] {
+        assert!(!run.stdout.contains(token) && !run.stderr.contains(token));
+    }
+}
+
+#[test]
+fn json_output_has_the_stable_keys_and_never_a_token() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+    let launcher = Proc::sleeper();
+    let frm = formation_id();
+
+    let member = session_id();
+    let door = Door::start(DoorSpec {
+        session_id: member.clone(),
+        token: Some("mdt1.SECRETOPERATOR.mac".into()),
+        ..DoorSpec::default()
+    });
+    let mut r = record_for(&member, &sleeper, &door.url());
+    r["door_token"] = json!("mdt1.SECRETOPERATOR.mac");
+    r["credentials"] = json!({"reader": "mdt1.SECRETREADER.mac"});
+    r["formation_id"] = json!(frm);
+    r["formation_lifeline"] = json!(true);
+    r["formation_launcher"] = json!({"pid": launcher.pid(), "process_start": launcher.start()});
+    home.write_record(&r);
+    home.write_control(&member, "ctl1.SECRETCONTROL.mac");
+
+    let plain = session_id();
+    home.write_record(&record_for(&plain, &sleeper, &dead_url()));
+
+    let run = home.mur(&["ps", "--json", "-v"]);
+    run.expect_code(0);
+    assert_eq!(
+        run.stdout.lines().count(),
+        1,
+        "one JSON document on one line"
+    );
+    let doc = run.json();
+    let object = doc.as_object().unwrap();
+    assert!(object.contains_key("capsules") && object.contains_key("formations"));
+
+    let capsules = capsules(&doc);
+    assert_eq!(capsules.len(), 2);
+    // Most recent first.
+    assert_eq!(capsules[0]["session_id"], json!(plain));
+    assert_eq!(capsules[1]["session_id"], json!(member));
+    type Check = fn(&Value) -> bool;
+    let schema: [(&str, Check); 13] = [
+        ("session_id", Value::is_string),
+        ("capsule_name", Value::is_string),
+        ("capsule_version", Value::is_string),
+        ("status", Value::is_string),
+        ("reason", |v| v.is_string() || v.is_null()),
+        ("pid", Value::is_u64),
+        ("url", Value::is_string),
+        ("workdir", Value::is_string),
+        ("started_at", Value::is_string),
+        ("uptime_secs", |v| v.is_u64() || v.is_null()),
+        ("outlives_launcher", Value::is_boolean),
+        ("authenticated", Value::is_boolean),
+        ("formation_id", |v| v.is_string() || v.is_null()),
+    ];
+    for c in &capsules {
+        for (key, check) in schema {
+            assert!(
+                c.get(key).is_some_and(check),
+                "capsule key {key} missing or mistyped: {c}"
+            );
+        }
+        for key in c.as_object().unwrap().keys() {
+            assert!(
+                !key.contains("token") && key != "credentials",
+                "a token-bearing key in ps --json: {key}"
+            );
+        }
+    }
+    let m = &capsules[1];
+    assert_eq!(m["status"], json!("running"));
+    assert_eq!(m["reason"], Value::Null);
+    assert_eq!(m["pid"], json!(sleeper.pid()));
+    assert_eq!(m["url"], json!(door.url()));
+    assert_eq!(m["capsule_name"], json!("echo"));
+    assert_eq!(m["capsule_version"], json!("0.1.0"));
+    assert_eq!(m["formation_id"], json!(frm));
+    assert_eq!(m["authenticated"], json!(true));
+    let uptime = m["uptime_secs"].as_u64().unwrap();
+    assert!((85..=600).contains(&uptime), "uptime {uptime}");
+    assert_eq!(capsules[0]["status"], json!("unreachable"));
+    assert_eq!(capsules[0]["formation_id"], Value::Null);
+
+    let formations = doc["formations"].as_array().unwrap();
+    assert_eq!(formations.len(), 1, "{doc}");
+    let f = &formations[0];
+    for key in [
+        "formation_id",
+        "members",
+        "running",
+        "unreachable",
+        "launcher",
+    ] {
+        assert!(f.get(key).is_some(), "formation key {key} missing: {f}");
+    }
+    assert_eq!(f["formation_id"], json!(frm));
+    assert_eq!(f["members"], json!([member]));
+    assert_eq!(f["running"], json!(1));
+    assert_eq!(f["unreachable"], json!(0));
+    assert_eq!(f["launcher"]["pid"], json!(launcher.pid()));
+    assert_eq!(f["launcher"]["alive"], json!(true));
+
+    for secret in ["SECRETOPERATOR", "SECRETREADER", "SECRETCONTROL"] {
+        for args in [&["ps", "--json", "-v"][..], &["ps", "-v"], &["ps"]] {
+            let run = home.mur(args);
+            assert!(
+                !run.stdout.contains(secret) && !run.stderr.contains(secret),
+                "{secret} leaked by {args:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn formations_get_a_column_and_a_summary_line() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+    let launcher = Proc::sleeper();
+    let frm = formation_id();
+    let mut members = vec![];
+    for _ in 0..2 {
+        let id = session_id();
+        let mut r = record_for(&id, &sleeper, &dead_url());
+        r["formation_id"] = json!(frm);
+        r["formation_lifeline"] = json!(true);
+        r["formation_launcher"] = json!({"pid": launcher.pid(), "process_start": launcher.start()});
+        home.write_record(&r);
+        members.push(id);
+    }
+    let alone = session_id();
+    let door = Door::public(&alone);
+    home.write_record(&record_for(&alone, &sleeper, &door.url()));
+
+    let run = home.mur(&["ps"]);
+    run.expect_code(0);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "SESSION",
+            "CAPSULE",
+            "STATUS",
+            "DETACHED",
+            "UPTIME",
+            "FORMATION",
+            "URL"
+        ],
+        "{}",
+        run.stdout
+    );
+    for id in &members {
+        let cells = row(&run.stdout, id).unwrap();
+        assert_eq!(cells[5], frm, "{cells:?}");
+        assert_eq!(cells[2], "unreachable");
+    }
+    let cells = row(&run.stdout, &alone).unwrap();
+    assert_eq!(cells[5], "-");
+    assert_eq!(cells[2], "running");
+    let summaries: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("formation "))
+        .collect();
+    assert_eq!(summaries.len(), 1, "{}", run.stdout);
+    let summary = summaries[0];
+    assert!(summary.contains(&frm), "{summary}");
+    assert!(summary.contains("2 members"), "{summary}");
+    assert!(summary.contains("0 running, 2 unreachable"), "{summary}");
+    assert!(
+        summary.contains(&format!("launcher pid {}", launcher.pid())) && !summary.contains("gone"),
+        "{summary}"
+    );
+    assert_eq!(lines.len(), 1 + 3 + 1, "{}", run.stdout);
+}
+
+#[test]
+fn staging_and_control_files_are_left_alone() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+    let id = session_id();
+    let door = Door::public(&id);
+    let record_path = home.write_record(&record_for(&id, &sleeper, &door.url()));
+    let control = home.write_control(&id, "ctl1.live.mac");
+    let running = home.running();
+    // A record mid-write (garbage so far), and a control file whose record is not there.
+    let staging = running.join(format!(".{}.json.4242.0.tmp", session_id()));
+    write_private(&staging, b"{\"session_id\": \"ses_");
+    let orphan_control = home.write_control(&session_id(), "ctl1.orphan.mac");
+
+    let before = home.running_entries();
+    let run = home.mur(&["ps", "-v"]);
+    run.expect_code(0);
+    assert_eq!(run.stderr, "", "nothing pruned, nothing unreadable");
+    assert_eq!(row(&run.stdout, &id).unwrap()[2], "running");
+    assert_eq!(home.running_entries(), before);
+    for path in [&record_path, &control, &staging, &orphan_control] {
+        assert!(path.exists(), "{} removed", path.display());
+    }
+    assert_eq!(
+        fs::read_to_string(&staging).unwrap(),
+        "{\"session_id\": \"ses_"
+    );
+}
+
+#[test]
+fn silent_doors_are_probed_concurrently() {
+    let home = TempHome::new();
+    let mut keep = vec![];
+    let mut ids = vec![];
+    for _ in 0..5 {
+        let sleeper = Proc::sleeper();
+        let id = session_id();
+        let door = Door::start(DoorSpec {
+            session_id: id.clone(),
+            silent: true,
+            ..DoorSpec::default()
+        });
+        home.write_record(&record_for(&id, &sleeper, &door.url()));
+        ids.push(id);
+        keep.push((sleeper, door));
+    }
+    let run = home.mur(&["ps", "--json"]);
+    run.expect_code(0);
+    // Five probes of ~5 s each, run one after the other, would take ~25 s.
+    assert!(
+        run.elapsed < Duration::from_secs(15),
+        "ps took {:?} for 5 silent doors: probes are not concurrent",
+        run.elapsed
+    );
+    let doc = run.json();
+    for id in &ids {
+        assert_eq!(status_of(&doc, id).as_deref(), Some("unreachable"), "{doc}");
+        assert!(home.record_path(id).exists());
+    }
+}
+
+#[test]
+fn a_reader_that_goes_away_is_not_an_error() {
+    let home = TempHome::new();
+    let sleeper = Proc::sleeper();
+    let url = dead_url();
+    // Enough rows that the output overflows a pipe buffer, so ps is mid-write when the reader
+    // leaves, as with `mur ps | head -1`.
+    for _ in 0..1000 {
+        home.write_record(&record_for(&session_id(), &sleeper, &url));
+    }
+    for (args, take) in [(&["ps"][..], 1usize), (&["ps", "--json"], 1), (&["ps"], 0)] {
+        let mut child = home
+            .mur_command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        // `head -1`: read a little, then close the read end.
+        let mut first = vec![0u8; 64];
+        if take > 0 {
+            stdout.read_exact(&mut first).unwrap();
+        }
+        drop(stdout);
+        let mut err = String::new();
+        stderr.read_to_string(&mut err).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{args:?} with a closed stdout: {status:?}, stderr: {err}"
+        );
+        assert_eq!(err, "", "{args:?}: a closed stdout is not worth a word");
+    }
+}
+
+#[test]
+fn pruning_under_umask_000_holds_the_dirs_at_0700() {
+    let home = TempHome::new();
+    let running = home.running_dir();
+    fs::set_permissions(home.murmur(), fs::Permissions::from_mode(0o777)).unwrap();
+    fs::set_permissions(&running, fs::Permissions::from_mode(0o755)).unwrap();
+    let (pid, start) = exited_pid();
+    let stale = home.write_record(&record(&session_id(), pid, &start, &dead_url()));
+
+    let under_umask_000 = |args: &[&str]| {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg("umask 000; exec \"$0\" \"$@\"")
+            .arg(mur_bin())
+            .args(args)
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        run(command)
+    };
+    let run = under_umask_000(&["ps"]);
+    run.expect_code(0);
+    assert!(
+        run.stderr.contains("pruned 1 stale record"),
+        "{}",
+        run.stderr
+    );
+    assert!(!stale.exists());
+    assert_eq!(mode_of(&home.murmur()), 0o700, "~/.murmur re-moded");
+    assert_eq!(mode_of(&running), 0o700, "running re-moded");
+
+    // Again with a 0755 running dir and a stale record, through mur stop's prune.
+    fs::set_permissions(&running, fs::Permissions::from_mode(0o755)).unwrap();
+    let (pid, start) = exited_pid();
+    let stale = home.write_record(&record(&session_id(), pid, &start, &dead_url()));
+    fs::set_permissions(&running, fs::Permissions::from_mode(0o755)).unwrap();
+    let run = under_umask_000(&["stop", "--all"]);
+    run.expect_code(0);
+    assert!(!stale.exists());
+    assert_eq!(mode_of(&home.murmur()), 0o700);
+    assert_eq!(mode_of(&running), 0o700);
+}
+
+#[test]
+fn home_unset_or_relative_is_a_clear_error() {
+    let home = TempHome::new();
+    let mut unset = home.mur_command(&["ps"]);
+    unset.env_remove("HOME");
+    let failed = run(unset);
+    failed.expect_code(1);
+    assert!(failed.stderr.contains("HOME"), "{}", failed.stderr);
+
+    let mut relative = home.mur_command(&["ps"]);
+    relative
+        .env("HOME", "relative/home")
+        .current_dir(home.path());
+    let failed = run(relative);
+    failed.expect_code(1);
+    assert!(failed.stderr.contains("relative/home"), "{}", failed.stderr);
+    assert!(
+        !home.path().join("relative").exists(),
+        "nothing created under a relative HOME"
+    );
+}
