@@ -75,6 +75,28 @@ struct Started {
     reaped: bool,
 }
 
+impl Started {
+    /// A member just spawned, registered with the panic hook: a peer by its process group, the
+    /// entry member (which shares ours) by its pid alone.
+    fn new(name: &str, entry: bool, child: Child, lifeline: OwnedFd, channel: OwnedFd) -> Self {
+        let kill = if entry {
+            Kill::Process(child.id())
+        } else {
+            Kill::Group(child.id())
+        };
+        Self {
+            name: name.to_string(),
+            entry,
+            watch: ChildWatch::new(child.id()),
+            slot: panic_kill::register(kill),
+            child,
+            lifeline: Some(lifeline),
+            channel: Some(channel),
+            reaped: false,
+        }
+    }
+}
+
 /// The one owner of every started member.
 #[derive(Default)]
 struct Members {
@@ -188,17 +210,7 @@ pub fn launch(options: &Options) -> Result<i32, String> {
         let mut command = member_command(&exe, member, &workdir, &id, None);
         command.process_group(0);
         let child = spawn(command, &lifeline_r, &channel_r, &member.name)?;
-        let slot = panic_kill::register(Kill::Group(child.id()));
-        let mut started = Started {
-            name: member.name.clone(),
-            entry: false,
-            watch: ChildWatch::new(child.id()),
-            child,
-            lifeline: Some(lifeline_w),
-            channel: Some(channel_w),
-            slot,
-            reaped: false,
-        };
+        let mut started = Started::new(&member.name, false, child, lifeline_w, channel_w);
         let stdout = started.child.stdout.take();
         let deadline = Instant::now() + options.ready_timeout;
         deadlines.push((member.name.clone(), deadline));
@@ -298,17 +310,7 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     );
     let child = spawn(command, &lifeline_r, &channel_r, &entry.name)?;
     drop((lifeline_r, channel_r));
-    let slot = panic_kill::register(Kill::Process(child.id()));
-    let mut started = Started {
-        name: entry.name.clone(),
-        entry: true,
-        watch: ChildWatch::new(child.id()),
-        child,
-        lifeline: Some(lifeline_w),
-        channel: Some(channel_w),
-        slot,
-        reaped: false,
-    };
+    let mut started = Started::new(&entry.name, true, child, lifeline_w, channel_w);
     let entry_out = started.child.stdout.take();
     members.list.push(started);
     let (ready_tx, ready_rx) = mpsc::channel();

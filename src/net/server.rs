@@ -28,6 +28,9 @@ pub const MAX_CONNECTIONS: usize = 128;
 const ACCEPT_POLL: Duration = Duration::from_secs(1);
 /// How long the accept loop backs off after a failed accept (`EMFILE` and the like).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// How long a stopped door waits for the answers already in hand (`session/stop`'s own among
+/// them) to be written before [`serve`] returns and the process may exit.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
 
 /// One complete request.
 #[derive(Debug)]
@@ -112,10 +115,12 @@ impl Stopper {
 }
 
 /// Accept connections on `listener` until `stop` says so, serving each on its own thread.
-/// Returns once the accept loop has stopped; connections in flight finish on their own threads.
+/// Returns once the accept loop has stopped and every request being answered has had its answer
+/// written (for at most [`ANSWER_GRACE`]); idle connections are left to close on their threads.
 pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper>) {
     use std::os::fd::AsRawFd;
     let active = Arc::new(AtomicUsize::new(0));
+    let answering = Arc::new(AtomicUsize::new(0));
     while !stop.is_stopped() {
         let ready =
             crate::sys::wake::poll_fds(&[listener.as_raw_fd(), stop.read.as_raw_fd()], ACCEPT_POLL);
@@ -133,16 +138,23 @@ pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper
             continue;
         }
         let (handler, active_here, stop) = (handler.clone(), active.clone(), stop.clone());
+        let answering = answering.clone();
         let spawned = std::thread::Builder::new()
             .name("door-conn".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                connection(stream, peer, &*handler, &stop);
+                connection(stream, peer, &*handler, &stop, &answering);
                 active_here.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
             active.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+    // The session exits once this returns: an answer not yet written would be lost (the
+    // `session/stop` that ended it would read as a dropped connection).
+    let give_up = Instant::now() + ANSWER_GRACE;
+    while answering.load(Ordering::Acquire) > 0 && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -156,7 +168,13 @@ fn refuse_busy(mut stream: TcpStream) {
 }
 
 /// Serve requests on one connection until it closes, errs, asks to close, or the door stops.
-fn connection(mut stream: TcpStream, peer: SocketAddr, handler: &dyn Handler, stop: &Stopper) {
+fn connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    handler: &dyn Handler,
+    stop: &Stopper,
+    answering: &AtomicUsize,
+) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
@@ -169,9 +187,14 @@ fn connection(mut stream: TcpStream, peer: SocketAddr, handler: &dyn Handler, st
                 return;
             }
         };
+        // Counted from before the handler runs until its answer is written, so a stop the
+        // handler itself caused waits for this answer.
+        answering.fetch_add(1, Ordering::AcqRel);
         let keep_alive = wants_keep_alive(&request) && !stop.is_stopped();
         let response = handler.handle(request);
-        if write_response(&mut stream, &response, keep_alive).is_err() || !keep_alive {
+        let written = write_response(&mut stream, &response, keep_alive);
+        answering.fetch_sub(1, Ordering::AcqRel);
+        if written.is_err() || !keep_alive {
             return;
         }
     }

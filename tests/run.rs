@@ -1,0 +1,1083 @@
+//! `mur run` end to end (DESIGN.md §2, §3, §5): the real binary, real handler processes
+//! (`/bin/sh` scripts), real sockets, and a throwaway `HOME` per test.
+
+mod session_support;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use session_support::*;
+
+// ---------------------------------------------------------------------------------------------
+// The embedded echo capsule: readiness, ps, the card, tasks
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn readiness_line_ps_and_card_agree_on_the_session() {
+    let home = Home::new();
+    let session = home.start(&[]);
+
+    // Exactly the six keys, no token.
+    let keys: Vec<&str> = session
+        .ready
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut keys = keys;
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["name", "pid", "session_id", "url", "version", "workdir"]
+    );
+    assert_eq!(session.ready["name"], "echo");
+    assert_eq!(session.ready["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        session.ready["workdir"],
+        home.path().to_str().unwrap(),
+        "the default workdir is the current directory"
+    );
+    assert!(
+        session.id.starts_with("ses_")
+            && session.id.len() == 36
+            && session.id[4..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        "{}",
+        session.id
+    );
+    assert!(
+        session.url.starts_with("127.0.0.1:"),
+        "loopback by default: {}",
+        session.url
+    );
+    assert!(!session.ready_line.contains("mdt1."));
+    assert_eq!(session.ready_line.matches('\n').count(), 1, "one line");
+
+    // The record agrees.
+    let record = home.record(&session.id);
+    assert_eq!(record["session_id"], session.id.as_str());
+    assert_eq!(record["url"], session.url.as_str());
+    assert_eq!(record["pid"], session.pid);
+    assert_eq!(record["records_dir"], home.path().to_str().unwrap());
+
+    // mur ps --json shows it running.
+    let ps = home.mur(&["ps", "--json"]);
+    ps.expect_code(0);
+    let listing = ps.json();
+    let capsules = listing["capsules"].as_array().unwrap();
+    assert_eq!(capsules.len(), 1, "{listing}");
+    let entry = &capsules[0];
+    assert_eq!(entry["session_id"], session.id.as_str());
+    assert_eq!(entry["status"], "running", "{entry}");
+    assert_eq!(entry["capsule_name"], "echo");
+    assert_eq!(entry["url"], session.url.as_str());
+    assert_eq!(entry["pid"], session.pid);
+
+    // The card: A2A 0.3 with the 0.3 interface and the capsule extension naming the session.
+    let card = session.card();
+    assert_eq!(card["protocolVersion"], "0.3.0");
+    assert_eq!(card["preferredTransport"], "JSONRPC");
+    let url = format!("http://{}/", session.url);
+    assert_eq!(card["url"], url.as_str());
+    assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "0.3.0");
+    assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
+    assert_eq!(card["supportedInterfaces"][0]["url"], url.as_str());
+    assert_eq!(card["capabilities"]["streaming"], false);
+    assert_eq!(card["skills"][0]["id"], "task");
+    let extension = card["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["uri"] == CAPSULE_EXTENSION_URI)
+        .unwrap_or_else(|| panic!("no capsule extension: {card}"));
+    assert_eq!(extension["params"]["sessionId"], record["session_id"]);
+    assert!(card.get("supportsAuthenticatedExtendedCard").is_none());
+}
+
+#[test]
+fn echo_answers_with_the_text_and_keeps_the_task() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let task = session.call(
+        None,
+        "message/send",
+        send_params(&["first line", "second line"], true),
+    );
+    assert_eq!(task["kind"], "task");
+    assert_eq!(state(&task), "completed", "{task}");
+    assert_eq!(artifact_text(&task), "first line\nsecond line");
+    assert_eq!(status_text(&task), "first line\nsecond line");
+    let id = task["id"].as_str().unwrap();
+    assert!(id.starts_with("tsk_"), "{id}");
+    assert!(task["contextId"].as_str().unwrap().starts_with("ctx_"));
+
+    let got = session.get_task(None, id);
+    assert_eq!(got["id"], id);
+    assert_eq!(state(&got), "completed");
+    assert_eq!(artifact_text(&got), "first line\nsecond line");
+
+    // A second task is a different task.
+    let other = session.send(None, "another", true);
+    assert_ne!(other["id"], task["id"]);
+    assert_eq!(artifact_text(&other), "another");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shell handlers
+// ---------------------------------------------------------------------------------------------
+
+/// A handler that blocks until `<dir>/release` exists, then answers `done <its stdin>`.
+fn gated_script(dir: &Path) -> String {
+    format!(
+        "#!/bin/sh\n\
+         input=$(cat)\n\
+         while [ ! -e '{dir}/release' ]; do sleep 0.02; done\n\
+         echo \"done $input\"\n",
+        dir = dir.display()
+    )
+}
+
+#[test]
+fn a_non_blocking_task_is_working_then_completed() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let manifest = home.capsule(
+        "slow",
+        json!({"name": "slow", "version": "1.0.0"}),
+        Some(&gated_script(&gate)),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let task = session.send(None, "patience", false);
+    let id = task["id"].as_str().unwrap().to_string();
+    assert!(
+        ["working", "submitted"].contains(&state(&task).as_str()),
+        "a non-blocking send returns before the handler ends: {task}"
+    );
+    // Still not done while the gate is shut.
+    let again = session.get_task(None, &id);
+    assert!(
+        ["working", "submitted"].contains(&state(&again).as_str()),
+        "{again}"
+    );
+    fs::write(gate.join("release"), "").unwrap();
+    let done = session.wait_task(None, &id, WAIT);
+    assert_eq!(state(&done), "completed", "{done}");
+    assert_eq!(artifact_text(&done), "done patience");
+}
+
+#[test]
+fn a_shell_handler_gets_stdin_env_and_workdir_and_its_stdout_is_the_answer() {
+    let home = Home::new();
+    let out = home.dir("seen");
+    let workdir = home.dir("work");
+    let script = format!(
+        "#!/bin/sh\n\
+         o='{out}'\n\
+         cat > \"$o/stdin\"\n\
+         pwd -P > \"$o/cwd\"\n\
+         printf '%s' \"$MUR_SESSION_ID\" > \"$o/session\"\n\
+         printf '%s' \"$MUR_TASK_ID\" > \"$o/task\"\n\
+         printf '%s' \"$MUR_CONTEXT_ID\" > \"$o/context\"\n\
+         printf '%s' \"$MUR_CAPSULE\" > \"$o/capsule\"\n\
+         printf 'the answer\\nline two\\n\\n'\n",
+        out = out.display()
+    );
+    let manifest = home.capsule(
+        "shelly",
+        json!({"name": "shelly", "version": "2.3.4"}),
+        Some(&script),
+    );
+    let session = home.start(&[
+        manifest.to_str().unwrap(),
+        "--workdir",
+        workdir.to_str().unwrap(),
+    ]);
+    assert_eq!(session.ready["workdir"], workdir.to_str().unwrap());
+
+    let task = session.call(None, "message/send", send_params(&["one", "two"], true));
+    assert_eq!(state(&task), "completed", "{task}");
+    // One trailing newline dropped, not more.
+    assert_eq!(artifact_text(&task), "the answer\nline two\n");
+    assert_eq!(status_text(&task), "the answer\nline two\n");
+
+    let read = |name: &str| fs::read_to_string(out.join(name)).unwrap();
+    assert_eq!(read("stdin"), "one\ntwo");
+    assert_eq!(read("cwd").trim_end(), workdir.to_str().unwrap());
+    assert_eq!(read("session"), session.id);
+    assert_eq!(read("task"), task["id"].as_str().unwrap());
+    assert_eq!(read("context"), task["contextId"].as_str().unwrap());
+    assert_eq!(read("capsule"), "shelly@2.3.4");
+}
+
+#[test]
+fn a_handler_exiting_non_zero_fails_with_the_tail_of_its_stderr() {
+    let home = Home::new();
+    let manifest = home.capsule(
+        "grumpy",
+        json!({"name": "grumpy", "version": "1"}),
+        Some(
+            "#!/bin/sh\ncat >/dev/null\necho 'partial answer'\necho 'early noise' >&2\necho 'the real reason' >&2\nexit 3\n",
+        ),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let task = session.send(None, "go", true);
+    assert_eq!(state(&task), "failed", "{task}");
+    let message = status_text(&task);
+    assert!(message.contains("the real reason"), "{message}");
+    assert!(message.contains('3'), "the exit code: {message}");
+    assert!(
+        task.get("artifacts")
+            .is_none_or(|a| a.as_array().is_none_or(|a| a.is_empty())),
+        "a failed task has no answer artifact: {task}"
+    );
+}
+
+#[test]
+fn a_timed_out_handler_fails_and_its_whole_process_group_is_gone() {
+    let home = Home::new();
+    let dir = home.dir("pids");
+    let manifest = home.capsule(
+        "sleepy",
+        json!({"name": "sleepy", "version": "1", "lifecycle": {"task_timeout_secs": 1}}),
+        Some(&group_script(&dir)),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let started = Instant::now();
+    let task = session.send(None, "never finishes", false);
+    let id = task["id"].as_str().unwrap().to_string();
+    let pids = group_pids(&dir);
+    let done = session.wait_task(None, &id, WAIT);
+    assert_eq!(state(&done), "failed", "{done}");
+    assert!(status_text(&done).contains("timed out"), "{done}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "not before the timeout"
+    );
+    assert_group_ended(&dir, &pids, "the timed-out handler's group");
+}
+
+#[test]
+fn a_canceled_handler_is_canceled_and_its_whole_process_group_is_gone() {
+    let home = Home::new();
+    let dir = home.dir("pids");
+    let manifest = home.capsule(
+        "cancelme",
+        json!({"name": "cancelme", "version": "1"}),
+        Some(&group_script(&dir)),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let task = session.send(None, "stop me", false);
+    let id = task["id"].as_str().unwrap().to_string();
+    let pids = group_pids(&dir);
+    let canceled = session.call(None, "tasks/cancel", json!({"id": id}));
+    assert_eq!(canceled["id"], id.as_str());
+    let done = session.wait_task(None, &id, WAIT);
+    assert_eq!(state(&done), "canceled", "{done}");
+    assert_group_ended(&dir, &pids, "the canceled handler's group");
+    // A finished task cannot be canceled again.
+    assert_eq!(
+        session.call_err(None, "tasks/cancel", json!({"id": id})),
+        -32002
+    );
+}
+
+#[test]
+fn single_acceptance_refuses_a_second_concurrent_task() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let manifest = home.capsule(
+        "single",
+        json!({"name": "single", "version": "1", "lifecycle": {"task_acceptance": "single"}}),
+        Some(&gated_script(&gate)),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let first = session.send(None, "first", false);
+    // A blocking send must be refused at once, not wait for the first to finish.
+    let mut conn = session.connect();
+    conn.set_read_timeout(Duration::from_secs(5));
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "message/send",
+                      "params": send_params(&["second"], true)});
+    let answer = conn
+        .try_request("POST", "/", &[], body.to_string().as_bytes())
+        .unwrap_or_else(|e| panic!("the second task was not refused promptly: {e}"));
+    assert_eq!(answer.status, 200);
+    let answer = answer.json();
+    assert!(answer.get("result").is_none(), "{answer}");
+    assert!(answer["error"]["code"].is_i64(), "{answer}");
+    assert_ne!(
+        answer["error"]["code"], -32004,
+        "it does take tasks: {answer}"
+    );
+
+    fs::write(gate.join("release"), "").unwrap();
+    let id = first["id"].as_str().unwrap();
+    let done = session.wait_task(None, id, WAIT);
+    assert_eq!(artifact_text(&done), "done first");
+    // With the slot free again, a task is taken.
+    let third = session.send(None, "third", true);
+    assert_eq!(artifact_text(&third), "done third");
+}
+
+#[test]
+fn a_full_queue_refuses_the_next_task_and_the_queued_one_runs_later() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let manifest = home.capsule(
+        "queued",
+        json!({"name": "queued", "version": "1",
+               "lifecycle": {"task_acceptance": "queue", "concurrency": 1, "queue_depth": 1}}),
+        Some(&gated_script(&gate)),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let first = session.send(None, "one", false);
+    let second = session.send(None, "two", false);
+    assert_eq!(
+        state(&second),
+        "submitted",
+        "queued behind the first: {second}"
+    );
+    let third = session.rpc(None, "message/send", send_params(&["three"], false));
+    assert!(third.get("result").is_none(), "{third}");
+    assert!(third["error"]["code"].is_i64(), "{third}");
+
+    fs::write(gate.join("release"), "").unwrap();
+    for (task, text) in [(&first, "done one"), (&second, "done two")] {
+        let done = session.wait_task(None, task["id"].as_str().unwrap(), WAIT);
+        assert_eq!(state(&done), "completed", "{done}");
+        assert_eq!(artifact_text(&done), text);
+    }
+}
+
+#[test]
+fn acceptance_none_takes_no_tasks() {
+    let home = Home::new();
+    let manifest = home.capsule(
+        "closed",
+        json!({"name": "closed", "version": "1", "lifecycle": {"task_acceptance": "none"}}),
+        Some("#!/bin/sh\necho should-not-run\n"),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    assert_eq!(
+        session.call_err(None, "message/send", send_params(&["hi"], true)),
+        -32004
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// --task
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn task_mode_prints_the_answer_and_passes_the_outcome_through() {
+    let home = Home::new();
+    let out = home.mur(&["run", "--task", "hello there"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "hello there\n");
+    assert!(
+        home.running_entries().is_empty(),
+        "{:?}",
+        home.running_entries()
+    );
+
+    let failing = home.capsule(
+        "failing",
+        json!({"name": "failing", "version": "1"}),
+        Some("#!/bin/sh\ncat >/dev/null\necho 'it broke' >&2\nexit 7\n"),
+    );
+    let out = home.mur(&["run", failing.to_str().unwrap(), "--task", "x"]);
+    out.expect_code(1);
+    assert_eq!(out.stdout, "", "no answer on stdout");
+    assert!(out.stderr.contains("it broke"), "{:?}", out.stderr);
+
+    let upper = home.capsule(
+        "upper",
+        json!({"name": "upper", "version": "1"}),
+        Some("#!/bin/sh\ntr a-z A-Z\n"),
+    );
+    let mut command = home.command(&["run", upper.to_str().unwrap(), "--task", "-"]);
+    command.stdin(Stdio::piped());
+    let out = run_to_end(command, Some(b"from stdin\n"), MUR_DEADLINE);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "FROM STDIN\n");
+    assert!(
+        home.running_entries().is_empty(),
+        "{:?}",
+        home.running_entries()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// An authenticated door
+// ---------------------------------------------------------------------------------------------
+
+/// Every token's MAC part, which nothing but `mur token` may ever print.
+fn secret_parts(tokens: &[&str]) -> Vec<String> {
+    tokens
+        .iter()
+        .map(|t| t.rsplit('.').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
+    let home = Home::new();
+    let manifest = home.capsule(
+        "guarded",
+        json!({"name": "guarded", "version": "1",
+        "network": {"authentication": {"credentials": [
+            {"name": "reader", "scopes": ["tasks/get"]},
+            {"name": "writer", "scopes": ["message/send", "tasks/get"]},
+            {"name": "other", "scopes": ["message/send", "tasks/get"]},
+        ]}}}),
+        Some("#!/bin/sh\nread line\necho \"got $line\"\n"),
+    );
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    let operator = home.token(&[]);
+    let reader = home.token(&["@1", "reader"]);
+    let writer = home.token(&["@1", "writer"]);
+    let other = home.token(&[&session.id, "other"]);
+    for token in [&operator, &reader, &writer, &other] {
+        assert!(
+            token.starts_with("mdt1.") && token.split('.').count() == 3,
+            "{token}"
+        );
+    }
+    assert_eq!(home.record(&session.id)["door_token"], operator.as_str());
+
+    // No token: 401 with the realm.
+    let send = send_params(&["hi"], true);
+    let refused = session.rpc_http(None, "message/send", send.clone());
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    assert_eq!(
+        refused.header("www-authenticate"),
+        Some("Bearer realm=\"guarded\"")
+    );
+
+    // Wrong, forged and truncated tokens: 401, whatever part is wrong.
+    let (head, rest) = writer.split_once('.').unwrap();
+    let (_payload, mac) = rest.split_once('.').unwrap();
+    let forged_payload = {
+        // The operator's payload with the writer's MAC.
+        let op_payload = operator.split('.').nth(1).unwrap();
+        format!("{head}.{op_payload}.{mac}")
+    };
+    let bad_mac = {
+        let mut m: Vec<u8> = mac.bytes().collect();
+        m[0] = if m[0] == b'A' { b'B' } else { b'A' };
+        format!(
+            "{head}.{}.{}",
+            rest.split_once('.').unwrap().0,
+            String::from_utf8(m).unwrap()
+        )
+    };
+    let wrong_session = {
+        // A token from another session of the same capsule: another key.
+        let home2 = Home::new();
+        let manifest2 = home2.capsule(
+            "guarded",
+            serde_json::from_slice(&fs::read(&manifest).unwrap()).unwrap(),
+            Some("#!/bin/sh\necho x\n"),
+        );
+        let session2 = home2.start(&[manifest2.to_str().unwrap()]);
+        let token = home2.token(&[]);
+        drop(session2);
+        token
+    };
+    for bad in [
+        "garbage".to_string(),
+        "mdt1.e30.AAAA".to_string(),
+        forged_payload,
+        bad_mac,
+        wrong_session,
+        operator[..operator.len() - 4].to_string(),
+        operator[..operator.len() / 2].to_string(),
+        format!("{operator}x"),
+    ] {
+        let refused = session.rpc_http(Some(&bad), "message/send", send.clone());
+        assert_eq!(refused.status, 401, "token {bad:?}: {}", refused.text());
+        assert_eq!(
+            refused.header("www-authenticate"),
+            Some("Bearer realm=\"guarded\"")
+        );
+    }
+    // Not a bearer scheme.
+    let mut conn = session.connect();
+    let basic = format!("Basic {operator}");
+    let refused = conn.request(
+        "POST",
+        "/",
+        &[("Authorization", &basic)],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(refused.status, 401);
+
+    // The reader may not send: 403.
+    let forbidden = session.rpc_http(Some(&reader), "message/send", send.clone());
+    assert_eq!(forbidden.status, 403, "{}", forbidden.text());
+
+    // The writer's task: visible to the writer and the operator only.
+    let task = session.send(Some(&writer), "mine", true);
+    assert_eq!(state(&task), "completed", "{task}");
+    assert_eq!(artifact_text(&task), "got mine");
+    let id = task["id"].as_str().unwrap();
+    assert_eq!(session.get_task(Some(&writer), id)["id"], id);
+    assert_eq!(session.get_task(Some(&operator), id)["id"], id);
+    let unknown = json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"});
+    for stranger in [&reader, &other] {
+        let hidden = session.rpc(Some(stranger), "tasks/get", json!({"id": id}));
+        let missing = session.rpc(Some(stranger), "tasks/get", unknown.clone());
+        assert_eq!(hidden["error"]["code"], -32001, "{hidden}");
+        assert_eq!(
+            hidden["error"], missing["error"],
+            "someone else's task looks exactly like an unknown one"
+        );
+    }
+
+    // The public card hides the session; the extended card names it.
+    let card = session.card();
+    assert_eq!(session_of(&card), None, "{card}");
+    assert_eq!(card["supportsAuthenticatedExtendedCard"], true);
+    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
+    let extended = session.call(
+        Some(&operator),
+        "agent/getAuthenticatedExtendedCard",
+        json!({}),
+    );
+    assert_eq!(session_of(&extended), Some(session.id.clone()));
+    let v1 = session.call(Some(&operator), "GetExtendedAgentCard", json!({}));
+    assert_eq!(session_of(&v1), Some(session.id.clone()));
+
+    // mur ps probes it with the record's operator token.
+    let ps = home.mur(&["ps", "--json"]);
+    ps.expect_code(0);
+    let entry = &ps.json()["capsules"][0];
+    assert_eq!(entry["session_id"], session.id.as_str());
+    assert_eq!(entry["status"], "running", "{entry}");
+    assert_eq!(entry["authenticated"], true);
+    for part in secret_parts(&[&operator, &reader, &writer]) {
+        assert!(!ps.stdout.contains(&part) && !ps.stderr.contains(&part));
+    }
+
+    // Nothing mur run printed, start to end, holds a token.
+    session.signal(libc::SIGTERM);
+    assert_eq!(session.wait_exit(WAIT).code(), Some(143));
+    let (stdout, stderr) = session.printed();
+    for token in [&operator, &reader, &writer, &other] {
+        assert!(!stdout.contains(token.as_str()) && !stderr.contains(token.as_str()));
+    }
+    for part in secret_parts(&[&operator, &reader, &writer, &other]) {
+        assert!(
+            !stdout.contains(&part) && !stderr.contains(&part),
+            "stdout {stdout:?} stderr {stderr:?}"
+        );
+    }
+    assert!(!stdout.contains("mdt1") && !stderr.contains("mdt1"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
+    let home = Home::new();
+    let seen = home.dir("seen");
+    let script = format!(
+        "#!/bin/sh\n\
+         cat > /dev/null\n\
+         printf '%s' \"${{API_KEY-unset}}\" > '{seen}/api_key'\n\
+         printf 'style=%s' \"${{STYLE-unset}}\"\n",
+        seen = seen.display()
+    );
+    let manifest = home.capsule(
+        "tuned",
+        json!({"name": "tuned", "version": "1",
+               "control": {"settings": ["STYLE"], "secrets": ["API_KEY"]}}),
+        Some(&script),
+    );
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    let control_path = home.control_path(&session.id);
+    assert!(control_path.exists());
+    assert_eq!(mode_of(&control_path), 0o600);
+    let control = home.token(&["--control"]);
+    assert!(control.starts_with("ctl1."), "{control}");
+    assert_eq!(
+        fs::read_to_string(&control_path).unwrap().trim_end(),
+        control
+    );
+
+    let secret = "s3cr3t-VALUE-9f8e7d";
+    let auth = format!("Bearer {control}");
+    let mut responses: Vec<String> = vec![];
+
+    // Before: nothing set.
+    let before = session.send(None, "a", true);
+    assert_eq!(artifact_text(&before), "style=unset");
+    assert_eq!(fs::read_to_string(seen.join("api_key")).unwrap(), "unset");
+
+    // Without (or with a wrong) control token: 401, nothing set.
+    let mut conn = session.connect();
+    for headers in [vec![], vec![("Authorization", "Bearer ctl1.e30.AAAA")]] {
+        let refused = conn.request(
+            "PUT",
+            "/control/settings/STYLE",
+            &headers,
+            br#"{"value":"bad"}"#,
+        );
+        assert_eq!(refused.status, 401, "{}", refused.text());
+        let refused = conn.request("PUT", "/control/secrets/API_KEY", &headers, b"bad");
+        assert_eq!(refused.status, 401);
+        let refused = conn.request("GET", "/control", &headers, b"");
+        assert_eq!(refused.status, 401);
+    }
+    // A door token is not a control token (this door has none; an mdt1-looking one fails too).
+    let refused = conn.request(
+        "GET",
+        "/control",
+        &[("Authorization", "Bearer mdt1.e30.AAAA")],
+        b"",
+    );
+    assert_eq!(refused.status, 401);
+
+    let put = conn.request(
+        "PUT",
+        "/control/settings/STYLE",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        br#"{"value":"terse"}"#,
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+    responses.push(put.text());
+    let put = conn.request(
+        "PUT",
+        "/control/secrets/API_KEY",
+        &[("Authorization", &auth)],
+        secret.as_bytes(),
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+    responses.push(put.text());
+    // Undeclared names are refused.
+    let put = conn.request(
+        "PUT",
+        "/control/settings/OTHER",
+        &[("Authorization", &auth)],
+        br#"{"value":"x"}"#,
+    );
+    assert_eq!(put.status, 404);
+    responses.push(put.text());
+
+    let listing = conn.request("GET", "/control", &[("Authorization", &auth)], b"");
+    assert_eq!(listing.status, 200);
+    responses.push(listing.text());
+    let listing = listing.json();
+    assert_eq!(listing["settings"]["STYLE"]["value"], "terse", "{listing}");
+    assert_eq!(listing["settings"]["STYLE"]["set"], true);
+    assert_eq!(listing["secrets"]["API_KEY"]["set"], true, "{listing}");
+
+    // The next task sees both.
+    let after = session.send(None, "b", true);
+    assert_eq!(artifact_text(&after), "style=terse");
+    assert_eq!(fs::read_to_string(seen.join("api_key")).unwrap(), secret);
+    responses.push(after.to_string());
+    responses.push(
+        session
+            .get_task(None, after["id"].as_str().unwrap())
+            .to_string(),
+    );
+    responses.push(session.card().to_string());
+
+    for response in &responses {
+        assert!(!response.contains(secret), "the secret leaked: {response}");
+    }
+
+    // The control file goes with the record when the session ends.
+    session.signal(libc::SIGTERM);
+    assert_eq!(session.wait_exit(WAIT).code(), Some(143));
+    assert!(!control_path.exists());
+    assert!(!home.record_path(&session.id).exists());
+    assert!(
+        home.running_entries().is_empty(),
+        "{:?}",
+        home.running_entries()
+    );
+    let (stdout, stderr) = session.printed();
+    let control_mac = control.rsplit('.').next().unwrap();
+    for printed in [&stdout, &stderr] {
+        assert!(!printed.contains(secret) && !printed.contains(control_mac));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lifecycle
+// ---------------------------------------------------------------------------------------------
+
+fn control_capsule(home: &Home) -> std::path::PathBuf {
+    home.capsule(
+        "ctl",
+        json!({"name": "ctl", "version": "1", "control": {"settings": ["STYLE"]}}),
+        Some("#!/bin/sh\ncat\n"),
+    )
+}
+
+#[test]
+fn sigterm_ends_the_session_with_143_and_removes_its_files() {
+    let home = Home::new();
+    let manifest = control_capsule(&home);
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    let record = home.record_path(&session.id);
+    let control = home.control_path(&session.id);
+    assert!(record.exists() && control.exists());
+    session.signal(libc::SIGTERM);
+    let status = session.wait_exit(WAIT);
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert!(!record.exists(), "the record is removed");
+    assert!(!control.exists(), "the control file is removed");
+}
+
+#[test]
+fn sigint_ends_the_session_with_130() {
+    let home = Home::new();
+    let mut session = home.start(&[]);
+    let record = home.record_path(&session.id);
+    assert!(record.exists());
+    session.signal(libc::SIGINT);
+    assert_eq!(session.wait_exit(WAIT).code(), Some(130));
+    assert!(!record.exists());
+}
+
+#[test]
+fn sighup_ends_the_session_with_143() {
+    let home = Home::new();
+    let mut session = home.start(&[]);
+    session.signal(libc::SIGHUP);
+    assert_eq!(session.wait_exit(WAIT).code(), Some(143));
+    assert!(home.running_entries().is_empty());
+}
+
+#[test]
+fn after_sigkill_the_record_stays_until_ps_prunes_it() {
+    let home = Home::new();
+    let mut session = home.start(&[]);
+    let record = home.record_path(&session.id);
+    session.signal(libc::SIGKILL);
+    let status = session.wait_exit(WAIT);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    assert!(record.exists(), "a SIGKILLed session writes no farewell");
+    let ps = home.mur(&["ps", "--json"]);
+    ps.expect_code(0);
+    assert_eq!(ps.json()["capsules"], json!([]));
+    assert!(ps.stderr.contains("pruned 1"), "{:?}", ps.stderr);
+    assert!(!record.exists(), "mur ps pruned it");
+}
+
+#[test]
+fn eof_on_the_lifeline_ends_the_session_with_143() {
+    let home = Home::new();
+    let mut command = home.command(&["run", "--json"]);
+    let mut lifeline = Lifeline::attach(&mut command);
+    let mut session = Session::spawn(command);
+    lifeline.spawned();
+    let record = home.record(&session.id);
+    assert_eq!(record["formation_lifeline"], true, "{record}");
+    // Alive while the lifeline is open.
+    assert!(session.alive());
+    assert_eq!(state(&session.send(None, "still here", true)), "completed");
+    lifeline.cut();
+    let status = session.wait_exit(WAIT);
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert!(
+        home.running_entries().is_empty(),
+        "{:?}",
+        home.running_entries()
+    );
+}
+
+#[test]
+fn mur_stop_ends_a_live_session_through_session_stop() {
+    let home = Home::new();
+    let mut session = home.start(&[]);
+    let stop = home.mur(&["stop", "@1"]);
+    stop.expect_code(0);
+    let line = stop.stdout.lines().next().unwrap_or("");
+    assert!(line.starts_with("stopped: "), "{:?}", stop.stdout);
+    assert!(line.contains(&session.id), "{line}");
+    assert!(line.ends_with("session/stop"), "{line}");
+    assert_eq!(session.wait_exit(WAIT).code(), Some(143));
+    assert!(home.running_entries().is_empty());
+}
+
+#[test]
+fn session_stop_over_the_door_ends_the_session() {
+    let home = Home::new();
+    let mut session = home.start(&[]);
+    let result = session.call(None, "session/stop", json!({}));
+    assert_eq!(result["stopping"], true, "{result}");
+    assert_eq!(session.wait_exit(WAIT).code(), Some(143));
+    assert!(home.running_entries().is_empty());
+}
+
+#[test]
+fn sigterm_with_a_task_running_takes_the_handlers_group_down_too() {
+    let home = Home::new();
+    let dir = home.dir("pids");
+    let manifest = home.capsule(
+        "busy",
+        json!({"name": "busy", "version": "1"}),
+        Some(&group_script(&dir)),
+    );
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    let task = session.send(None, "work", false);
+    assert!(["working", "submitted"].contains(&state(&task).as_str()));
+    let pids = group_pids(&dir);
+    session.signal(libc::SIGTERM);
+    let status = session.wait_exit(WAIT);
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert_group_ended(&dir, &pids, "the running handler's group");
+    assert!(home.running_entries().is_empty());
+}
+
+#[test]
+fn a_second_signal_ends_the_session_at_once() {
+    let home = Home::new();
+    let dir = home.dir("pids");
+    // Every process in the group ignores SIGTERM: only the session's SIGKILL ends it, which the
+    // orderly end sends 2 s after SIGTERM, and a second signal sends at once.
+    let script = format!(
+        "#!/bin/sh\n\
+         exec < /dev/null\n\
+         trap '' TERM\n\
+         echo $$ > '{dir}/pids.tmp'\n\
+         sleep 120 &\n\
+         echo $! >> '{dir}/pids.tmp'\n\
+         mv '{dir}/pids.tmp' '{dir}/pids'\n\
+         wait\n",
+        dir = dir.display()
+    );
+    let manifest = home.capsule(
+        "stubborn",
+        json!({"name": "stubborn", "version": "1"}),
+        Some(&script),
+    );
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    session.send(None, "hold on", false);
+    let pids = read_pids(&dir.join("pids"), 2);
+    let first = Instant::now();
+    session.signal(libc::SIGTERM);
+    // Once the session has begun its orderly end it takes no tasks.
+    wait_until(WAIT, "the session to stop taking tasks", || {
+        let answer = session.rpc(None, "message/send", send_params(&["more"], false));
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stopping"))
+    });
+    assert!(
+        session.alive(),
+        "still winding down: its handler ignores SIGTERM"
+    );
+    let second = Instant::now();
+    session.signal(libc::SIGTERM);
+    let status = session.wait_exit(WAIT);
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    assert!(
+        second.elapsed() < Duration::from_millis(1500)
+            && first.elapsed() < Duration::from_millis(1900),
+        "the second signal ended it at once, not after the 2 s grace: {:?} after the first",
+        first.elapsed()
+    );
+    assert_all_dead(&pids, Duration::from_secs(5), "the handler's group");
+    assert!(home.running_entries().is_empty());
+}
+
+#[test]
+fn readiness_reaches_notify_socket_after_the_record_is_written() {
+    let home = Home::new();
+    let socket_path = home.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(WAIT)).unwrap();
+    let mut command = home.command(&["run", "--json"]);
+    command.env("NOTIFY_SOCKET", &socket_path);
+    let session = Session::spawn(command);
+    let mut buf = [0u8; 64];
+    let n = socket.recv(&mut buf).expect("READY=1 on NOTIFY_SOCKET");
+    assert_eq!(&buf[..n], b"READY=1");
+    assert!(home.record_path(&session.id).exists());
+}
+
+#[test]
+fn files_are_private_even_under_umask_000() {
+    let home = Home::new();
+    let manifest = control_capsule(&home);
+    let mut command = Command::new("/bin/sh");
+    command
+        .args([
+            "-c",
+            "umask 000; exec \"$0\" run --json \"$1\"",
+            mur_bin(),
+            manifest.to_str().unwrap(),
+        ])
+        .env("HOME", home.path())
+        .env_remove("MURMUR_FORMATION_LIFELINE")
+        .current_dir(home.path());
+    let session = Session::spawn(command);
+    assert_eq!(mode_of(&home.murmur()), 0o700);
+    assert_eq!(mode_of(&home.running()), 0o700);
+    assert_eq!(mode_of(&home.record_path(&session.id)), 0o600);
+    assert_eq!(mode_of(&home.control_path(&session.id)), 0o600);
+    // No staging files left beside them.
+    let mut expected = vec![
+        format!("{}.control", session.id),
+        format!("{}.json", session.id),
+    ];
+    expected.sort();
+    assert_eq!(home.running_entries(), expected);
+}
+
+#[test]
+fn a_wider_murmur_home_is_re_moded() {
+    let home = Home::new();
+    fs::create_dir_all(home.running()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for dir in [home.murmur(), home.running()] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let _session = home.start(&[]);
+    assert_eq!(mode_of(&home.murmur()), 0o700);
+    assert_eq!(mode_of(&home.running()), 0o700);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad manifests
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn bad_manifests_are_refused_naming_the_path_and_key_and_write_nothing() {
+    let home = Home::new();
+    let good = || json!({"name": "fine", "version": "1", "run": ["./handler.sh"]});
+    let with = |key: &str, value: Value| {
+        let mut m = good();
+        m[key] = value;
+        m
+    };
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("unknown-key", with("colour", json!("blue")), "colour"),
+        ("bad-name", with("name", json!("Bad_Name")), "name"),
+        ("empty-run", with("run", json!([])), "run"),
+        ("missing-handler", with("run", json!(["./nope.sh"])), "run"),
+        (
+            "operator-credential",
+            with(
+                "network",
+                json!({"authentication": {"credentials": [{"name": "operator", "scopes": ["tasks/get"]}]}}),
+            ),
+            "network.authentication.credentials",
+        ),
+        (
+            "bad-scope",
+            with(
+                "network",
+                json!({"authentication": {"credentials": [{"name": "r", "scopes": ["tasks/delete"]}]}}),
+            ),
+            "tasks/delete",
+        ),
+        (
+            "bad-lifecycle",
+            with("lifecycle", json!({"task_acceptance": "maybe"})),
+            "maybe",
+        ),
+    ];
+    let script = "#!/bin/sh\ncat\n";
+    for (dir, manifest, key) in cases {
+        let path = home.capsule(dir, manifest, Some(script));
+        let out = home.mur(&["run", path.to_str().unwrap()]);
+        out.expect_code(1);
+        assert!(
+            out.stderr.starts_with("mur run: "),
+            "{dir}: {:?}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(path.to_str().unwrap()),
+            "{dir}: the path: {:?}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(key),
+            "{dir}: the key {key}: {:?}",
+            out.stderr
+        );
+        assert_eq!(out.stdout, "");
+        assert!(
+            home.running_entries().is_empty(),
+            "{dir}: {:?}",
+            home.running_entries()
+        );
+    }
+
+    // A handler that exists but is not executable.
+    let path = home.capsule("not-executable", good(), None);
+    fs::write(path.parent().unwrap().join("handler.sh"), script).unwrap();
+    let out = home.mur(&["run", path.to_str().unwrap()]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains(path.to_str().unwrap()),
+        "{:?}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("run"), "{:?}", out.stderr);
+    assert!(out.stderr.contains("executable"), "{:?}", out.stderr);
+
+    // A directory holding a murmur.json is taken as its manifest; the refusal names the file.
+    let path = home.capsule("dir-form", with("colour", json!(1)), Some(script));
+    let out = home.mur(&["run", path.parent().unwrap().to_str().unwrap()]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains(path.to_str().unwrap()),
+        "{:?}",
+        out.stderr
+    );
+
+    // --capsule-sha256 that does not match.
+    let path = home.capsule("digest", good(), Some(script));
+    let wrong = "0".repeat(64);
+    let out = home.mur(&["run", path.to_str().unwrap(), "--capsule-sha256", &wrong]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains(path.to_str().unwrap()),
+        "{:?}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("sha256"), "{:?}", out.stderr);
+    // ... and one that does starts.
+    let digest = sha256_of_file(&path);
+    let session = home.start(&[path.to_str().unwrap(), "--capsule-sha256", &digest]);
+    assert_eq!(session.ready["name"], "fine");
+    drop(session);
+
+    assert!(
+        home.running_entries().is_empty(),
+        "{:?}",
+        home.running_entries()
+    );
+}
+
+/// `sha256sum`'s digest of a file (the tests take no hashing dependency).
+fn sha256_of_file(path: &Path) -> String {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
