@@ -27,10 +27,19 @@ pub fn running_location() -> Result<PathBuf, String> {
 
 /// `~/.murmur/running` for a reader that may prune: held at `0700` (with `~/.murmur`) if it
 /// exists, left missing if it does not. The `Err` names a path that is not a usable directory.
-pub fn running_dir_if_present() -> Result<PathBuf, String> {
+///
+/// A directory that exists but cannot be re-moded (a read-only filesystem) is still read: only
+/// a running directory that cannot be read fails a reader (DESIGN.md §6). `applet` warns so.
+pub fn running_dir_if_present(applet: &str) -> Result<PathBuf, String> {
     let dir = running_location()?;
     if std::fs::symlink_metadata(&dir).is_ok() {
-        return running_dir();
+        return match running_dir() {
+            Err(why) if std::fs::metadata(&dir).is_ok_and(|m| m.is_dir()) => {
+                crate::cli::warn(applet, &format!("{why}; reading it as it is"));
+                Ok(dir)
+            }
+            held => held,
+        };
     }
     Ok(dir)
 }

@@ -411,6 +411,57 @@ fn task_mode_prints_the_answer_and_passes_the_outcome_through() {
     );
 }
 
+/// `echo hi | mur run --task -` is the task "hi": echo answers it once, with one newline.
+#[test]
+fn a_task_from_stdin_loses_its_line_newline() {
+    let home = Home::new();
+    let mut command = home.command(&["run", "--task", "-"]);
+    command.stdin(Stdio::piped());
+    let out = run_to_end(command, Some(b"hi\n"), MUR_DEADLINE);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "hi\n");
+}
+
+/// A child that leaves the handler's process group (`setsid`) and keeps its stdout open can
+/// neither hold the task past its end nor outlive it: the session, a subreaper, ends it.
+#[test]
+fn a_child_escaping_the_handlers_group_neither_hangs_the_task_nor_outlives_it() {
+    let home = Home::new();
+    let pid_file = home.dir("escape").join("escaped.pid");
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\nsetsid sleep 30 &\necho $! > {}\necho done\n",
+        pid_file.display()
+    );
+    let capsule = home.capsule(
+        "escape",
+        json!({"name": "escape", "version": "1", "lifecycle": {"task_timeout_secs": 20}}),
+        Some(&script),
+    );
+    let started = Instant::now();
+    let out = home.mur(&["run", capsule.to_str().unwrap(), "--task", "x"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "done\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the task waited for the escaped child: {:?}",
+        started.elapsed()
+    );
+    let escaped: i32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    wait_until(
+        Duration::from_secs(5),
+        "the escaped child to be gone",
+        || {
+            // SAFETY: signal 0 only checks existence.
+            let probe = unsafe { libc::kill(escaped, 0) };
+            probe != 0
+        },
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // An authenticated door
 // ---------------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }
     }
 
-    let dir = crate::home::running_dir_if_present().map_err(Failure::Failed)?;
+    let dir = crate::home::running_dir_if_present("ps").map_err(Failure::Failed)?;
     let sweep = running::sweep(&dir, true).map_err(Failure::Failed)?;
     report_sweep("ps", &sweep, verbose);
 

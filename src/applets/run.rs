@@ -26,6 +26,7 @@ contract.
 Options:
   --task TEXT     run this one task, print its answer on stdout, and exit
                   (0 if it completed, 1 otherwise); '-' reads it from stdin
+                  (one trailing newline dropped)
   --json          print one readiness line on stdout once the door listens:
                   {\"session_id\",\"url\",\"pid\",\"name\",\"version\",\"workdir\"}
                   (without it, a human line on stderr). Never a token.
@@ -91,6 +92,10 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         std::io::stdin()
             .read_to_string(&mut text)
             .map_err(|err| Failure::Failed(format!("cannot read the task from stdin: {err}")))?;
+        // `echo hi | mur run --task -` is the task "hi": the line's newline is not part of it.
+        if text.ends_with('\n') {
+            text.pop();
+        }
         options.task = Some(text);
     }
     if !options.workdir.is_dir() {

@@ -78,7 +78,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         ));
     }
 
-    let dir = crate::home::running_dir_if_present().map_err(Failure::Failed)?;
+    let dir = crate::home::running_dir_if_present("stop").map_err(Failure::Failed)?;
     let sweep = running::sweep(&dir, false).map_err(Failure::Failed)?;
     let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
 

@@ -58,7 +58,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         return Err(Failure::Usage("--control takes no CREDENTIAL".into()));
     }
 
-    let dir = crate::home::running_dir_if_present().map_err(Failure::Failed)?;
+    let dir = crate::home::running_dir_if_present("token").map_err(Failure::Failed)?;
     let sweep = running::sweep(&dir, false).map_err(Failure::Failed)?;
     let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
     let entry = match address {

@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -34,6 +35,11 @@ pub struct Member {
     pub door_key: Key,
     calls: BTreeMap<String, Secret>,
     addresses: Mutex<BTreeMap<String, String>>,
+    /// Signalled when an address line is learned or the channel closes. The channel is read on
+    /// a thread of its own, so a handler may ask before a line already sent (the entry member's,
+    /// written before its spawn) has been read: a call waits for it rather than failing.
+    learned: Condvar,
+    channel_closed: AtomicBool,
     /// How long a call may wait for the peer's answer: the caller's own task timeout.
     call_timeout: Duration,
 }
@@ -63,6 +69,8 @@ impl Member {
             launcher: hello.launcher,
             calls: hello.calls.into_iter().map(|c| (c.name, c.token)).collect(),
             addresses: Mutex::new(BTreeMap::new()),
+            learned: Condvar::new(),
+            channel_closed: AtomicBool::new(false),
             call_timeout,
         });
         let listener = member.clone();
@@ -76,6 +84,9 @@ impl Member {
                         Err(why) => crate::cli::warn("run", &why),
                     }
                 }
+                let _known = listener.addresses.lock().unwrap_or_else(|p| p.into_inner());
+                listener.channel_closed.store(true, Ordering::Release);
+                listener.learned.notify_all();
             });
         Ok(member)
     }
@@ -85,6 +96,7 @@ impl Member {
         for address in update.addresses {
             known.insert(address.name, address.url);
         }
+        self.learned.notify_all();
     }
 
     /// Whether any handler of this member may call a peer (and so gets a call socket).
@@ -120,6 +132,27 @@ impl Member {
         }
     }
 
+    /// `peer`'s door, waiting (at most the call timeout, and only while the channel is open)
+    /// for the address line that names it.
+    fn address_of(&self, peer: &str) -> Result<String, String> {
+        let deadline = Instant::now() + self.call_timeout;
+        let mut known = self.addresses.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(url) = known.get(peer) {
+                return Ok(url.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.channel_closed.load(Ordering::Acquire) {
+                return Err(format!("the address of '{peer}' is not known yet"));
+            }
+            known = self
+                .learned
+                .wait_timeout(known, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
     fn call(&self, request: &[u8]) -> Result<String, String> {
         let request: Value = serde_json::from_slice(request)
             .map_err(|_| "a call is one JSON line: {\"peer\",\"text\"}".to_string())?;
@@ -141,13 +174,7 @@ impl Member {
                 }
             ));
         };
-        let url = self
-            .addresses
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(peer)
-            .cloned()
-            .ok_or_else(|| format!("the address of '{peer}' is not known yet"))?;
+        let url = self.address_of(peer)?;
         let params = json!({"message": {"kind": "message", "role": "user",
             "messageId": format!("call-{}", crate::time::unix_now()),
             "parts": [{"kind": "text", "text": text}]}});

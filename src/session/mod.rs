@@ -126,6 +126,10 @@ enum Ending {
 pub fn run(options: &Options) -> Result<i32, String> {
     signal::catch_termination();
     let declared = declare(options)?;
+    if matches!(declared.capsule, Capsule::Handler { .. }) {
+        // Orphans of handlers are reparented here, where the engine can end them.
+        crate::sys::child::become_subreaper();
+    }
     let lifeline = match std::env::var(LIFELINE_ENV) {
         Ok(fd) => Some(
             fd.parse::<i32>()
@@ -280,7 +284,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
                         .to_string();
                     (completed, text)
                 }),
-                Err(refused) => Some((false, format!("{refused:?}"))),
+                Err(refused) => Some((false, refused.to_string())),
             };
             let _ = tx.send(outcome.unwrap_or((false, "the task was lost".into())));
             crate::sys::wake::notify();
@@ -318,6 +322,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
             break;
         }
     }
+    engine.sweep_orphans();
     stop_door.stop();
     drop(record_guard);
     drop(control_guard);

@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
-use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -22,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::id::{ContextId, TaskId};
 use crate::json::manifest::{Acceptance, Lifecycle};
-use crate::sys::child::{ChildWatch, signal_group};
+use crate::sys::child::{ChildWatch, Pump, signal_group};
 
 /// The most of a handler's stdout kept as its answer.
 pub const MAX_ANSWER: usize = 4 << 20;
@@ -32,6 +31,9 @@ const STDERR_TAIL: usize = 2048;
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// Finished tasks kept for `tasks/get`.
 pub const KEPT_TASKS: usize = 1000;
+/// How long a finished handler's pipes are read for after its group is gone: enough for what
+/// is already in them; a process that escaped the group and holds them open is not waited for.
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
 /// How often a running handler's task looks at its cancel flag and deadline.
 const WATCH_TICK: Duration = Duration::from_millis(25);
 
@@ -114,6 +116,16 @@ pub enum Refused {
     Busy(String),
     /// Something on this side failed (no randomness for an id).
     Internal(String),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::NotAccepted(why) | Refused::Busy(why) | Refused::Internal(why) => {
+                f.write_str(why)
+            }
+        }
+    }
 }
 
 /// A task another caller may not see is reported exactly like one that does not exist.
@@ -337,10 +349,18 @@ impl Engine {
             },
             None => None,
         };
-        let spawned = command.spawn();
-        let call_thread = call_socket.map(|(service, ours, theirs)| {
+        // Spawned and registered under the engine's lock, so an orphan sweep never mistakes a
+        // handler that has just started for an orphan.
+        let spawned = {
+            let mut tasks = self.lock();
+            command.spawn().inspect(|child| {
+                tasks.groups.insert(id.to_string(), child.id());
+            })
+        };
+        let call_socket = call_socket.map(|(service, ours, theirs)| {
             drop(theirs);
-            std::thread::spawn(move || service(ours))
+            let closer = ours.try_clone().ok();
+            (std::thread::spawn(move || service(ours)), closer)
         });
         let mut child = match spawned {
             Ok(child) => child,
@@ -352,23 +372,12 @@ impl Engine {
             }
         };
         let pgid = child.id();
-        self.lock().groups.insert(id.to_string(), pgid);
-        let stdin = child.stdin.take();
-        let writer = std::thread::spawn(move || {
-            if let Some(mut stdin) = stdin {
-                let _ = stdin.write_all(text.as_bytes());
-            }
-        });
-        let stdout = child.stdout.take();
-        let reader = std::thread::spawn(move || read_bounded(stdout, MAX_ANSWER, false));
-        let stderr = child.stderr.take();
-        let err_reader = std::thread::spawn(move || read_bounded(stderr, STDERR_TAIL, true));
-
         let watch = ChildWatch::new(pgid);
+        let mut pump = Pump::new(&mut child, text.into_bytes(), MAX_ANSWER, STDERR_TAIL);
         let deadline = Instant::now() + Duration::from_secs(self.lifecycle.task_timeout_secs);
         let mut term_sent: Option<Instant> = None;
         let mut why_ended: Option<State> = None;
-        while !watch.wait_exit(WATCH_TICK) {
+        while !pump.step(&watch, WATCH_TICK) {
             let canceled = self.lock().by_id.get(id).is_some_and(|t| t.cancel);
             if term_sent.is_none() && (canceled || Instant::now() >= deadline) {
                 why_ended = Some(if canceled {
@@ -385,14 +394,18 @@ impl Engine {
         }
         // The leader has exited and is not reaped: its pgid still names only its group.
         let _ = signal_group(pgid, libc::SIGKILL);
-        self.lock().groups.remove(id);
         let status = child.wait();
-        let _ = writer.join();
-        if let Some(call_thread) = call_thread {
+        self.lock().groups.remove(id);
+        pump.drain(DRAIN_GRACE);
+        if let Some((call_thread, closer)) = call_socket {
+            // A process that escaped the group may hold the handler's end open: close ours.
+            if let Some(closer) = closer {
+                let _ = closer.shutdown(std::net::Shutdown::Both);
+            }
             let _ = call_thread.join();
         }
-        let answer = reader.join().unwrap_or_default();
-        let stderr_tail = err_reader.join().unwrap_or_default();
+        self.sweep_orphans();
+        let (answer, stderr_tail) = (pump.out, pump.err_tail);
         match why_ended {
             Some(State::Canceled) => (State::Canceled, "canceled".into()),
             Some(_) => (
@@ -509,6 +522,18 @@ impl Engine {
         tasks.running == 0
     }
 
+    /// SIGKILL and reap every child of ours that is no running handler: processes that escaped a
+    /// finished handler's group and were reparented to this session (a subreaper), so that
+    /// nothing a handler started outlives its task.
+    pub fn sweep_orphans(&self) {
+        let tasks = self.lock();
+        for pid in crate::sys::child::children() {
+            if !tasks.groups.values().any(|&leader| leader == pid) {
+                crate::sys::child::kill_and_reap_orphan(pid);
+            }
+        }
+    }
+
     /// SIGKILL every running handler's process group now: the session is ending at once.
     pub fn kill_all(&self) {
         let tasks = self.lock();
@@ -535,31 +560,4 @@ fn visible<'a>(tasks: &'a Tasks, id: &str, viewer: Option<&str>) -> Result<&'a T
         .get(id)
         .filter(|task| viewer.is_none_or(|v| v == task.owner))
         .ok_or(Lookup::NotFound)
-}
-
-/// Read a pipe to EOF, keeping at most `limit` bytes: the first ones, or with `tail` the last.
-fn read_bounded(pipe: Option<impl Read>, limit: usize, tail: bool) -> Vec<u8> {
-    let Some(mut pipe) = pipe else {
-        return Vec::new();
-    };
-    let mut kept = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        match pipe.read(&mut chunk) {
-            Ok(0) => return kept,
-            Ok(n) => {
-                if tail {
-                    kept.extend_from_slice(&chunk[..n]);
-                    if kept.len() > limit {
-                        kept.drain(..kept.len() - limit);
-                    }
-                } else if kept.len() < limit {
-                    let take = n.min(limit - kept.len());
-                    kept.extend_from_slice(&chunk[..take]);
-                }
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return kept,
-        }
-    }
 }

@@ -102,3 +102,225 @@ mod tests {
         assert!(signal_group(0, libc::SIGTERM).is_err());
     }
 }
+
+/// A handler's three pipes, moved in one thread with `poll(2)`: the task's text written to its
+/// stdin, its stdout kept up to a limit (the rest read and dropped), the tail of its stderr kept.
+///
+/// One thread and non-blocking pipes rather than a thread per pipe, so that nothing here can
+/// block forever: after the handler's group is gone, [`Pump::drain`] reads what is left for a
+/// bounded time and gives up on a pipe some escaped process still holds open.
+pub struct Pump {
+    stdin: Option<std::process::ChildStdin>,
+    input: Vec<u8>,
+    written: usize,
+    stdout: Option<std::process::ChildStdout>,
+    stderr: Option<std::process::ChildStderr>,
+    pub out: Vec<u8>,
+    out_limit: usize,
+    pub err_tail: Vec<u8>,
+    err_limit: usize,
+}
+
+impl Pump {
+    /// Take `child`'s pipes (all three must have been piped) and set them non-blocking.
+    pub fn new(
+        child: &mut std::process::Child,
+        input: Vec<u8>,
+        out_limit: usize,
+        err_limit: usize,
+    ) -> Self {
+        use std::os::fd::AsRawFd;
+        let (stdin, stdout, stderr) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        for fd in [
+            stdin.as_ref().map(AsRawFd::as_raw_fd),
+            stdout.as_ref().map(AsRawFd::as_raw_fd),
+            stderr.as_ref().map(AsRawFd::as_raw_fd),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            set_nonblocking(fd);
+        }
+        let mut pump = Self {
+            stdin,
+            input,
+            written: 0,
+            stdout,
+            stderr,
+            out: Vec::new(),
+            out_limit,
+            err_tail: Vec::new(),
+            err_limit,
+        };
+        if pump.input.is_empty() {
+            pump.stdin = None;
+        }
+        pump
+    }
+
+    /// Move whatever is ready within `timeout`, also waking when `watch`'s child exits. Whether
+    /// the child has exited.
+    pub fn step(&mut self, watch: &ChildWatch, timeout: Duration) -> bool {
+        use std::os::fd::AsRawFd;
+        let fds = [
+            watch.pidfd().unwrap_or(-1),
+            self.stdout.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            self.stderr.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+        ];
+        let out_fd = self.stdin.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let tick = if watch.pidfd().is_some() {
+            timeout
+        } else {
+            timeout.min(Duration::from_millis(5))
+        };
+        super::wake::poll_io(&fds, out_fd, tick);
+        self.move_bytes();
+        watch.wait_exit(Duration::ZERO)
+    }
+
+    /// After the child's group is gone: read what is left, until both pipes reach EOF or `grace`
+    /// passes (a process that escaped the group may hold them open; it is not waited for).
+    pub fn drain(&mut self, grace: Duration) {
+        use std::os::fd::AsRawFd;
+        self.stdin = None;
+        let deadline = Instant::now() + grace;
+        while self.stdout.is_some() || self.stderr.is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let fds = [
+                self.stdout.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+                self.stderr.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            ];
+            super::wake::poll_io(&fds, -1, left);
+            self.move_bytes();
+        }
+    }
+
+    fn move_bytes(&mut self) {
+        use std::io::{Read, Write};
+        if let Some(stdin) = &mut self.stdin {
+            loop {
+                match stdin.write(&self.input[self.written..]) {
+                    Ok(n) if n > 0 => self.written += n,
+                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // Written in full, or the handler closed its stdin (EPIPE): either way done.
+                    _ => {
+                        self.written = self.input.len();
+                        break;
+                    }
+                }
+                if self.written == self.input.len() {
+                    break;
+                }
+            }
+            if self.written == self.input.len() {
+                self.stdin = None;
+            }
+        }
+        let mut chunk = [0u8; 16 * 1024];
+        if let Some(out) = &mut self.stdout {
+            loop {
+                match out.read(&mut chunk) {
+                    Ok(0) => {
+                        self.stdout = None;
+                        break;
+                    }
+                    Ok(n) => {
+                        let room = self.out_limit.saturating_sub(self.out.len());
+                        self.out.extend_from_slice(&chunk[..n.min(room)]);
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        self.stdout = None;
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(err_pipe) = &mut self.stderr {
+            loop {
+                match err_pipe.read(&mut chunk) {
+                    Ok(0) => {
+                        self.stderr = None;
+                        break;
+                    }
+                    Ok(n) => {
+                        self.err_tail.extend_from_slice(&chunk[..n]);
+                        if self.err_tail.len() > self.err_limit {
+                            self.err_tail.drain(..self.err_tail.len() - self.err_limit);
+                        }
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        self.stderr = None;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn set_nonblocking(fd: std::os::fd::RawFd) {
+    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; integers only.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
+/// Make this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`), so a
+/// handler's child that escaped its process group (`setsid`) is reparented here when the handler
+/// exits, where [`children`] finds it and the session can end it. `false` where unsupported.
+pub fn become_subreaper() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// The pids of this process's children (every thread's), from `/proc/self/task/*/children`.
+pub fn children() -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_ascii_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// SIGKILL and reap `pid`, a child of ours that no `Child` handle owns (an orphan reparented to
+/// this subreaper). Reaped by pid only, so no other child's status is taken.
+pub fn kill_and_reap_orphan(pid: u32) {
+    let Some(raw) = super::proc::as_pid_t(pid) else {
+        return;
+    };
+    // SAFETY: integers only, and a null status pointer; `pid` is our own unreaped child, so the
+    // number cannot have been handed to another process.
+    unsafe {
+        libc::kill(raw, libc::SIGKILL);
+        libc::waitpid(raw, std::ptr::null_mut(), 0);
+    }
+}

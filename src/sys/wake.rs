@@ -72,3 +72,24 @@ pub fn poll_fds(fds: &[RawFd], timeout: Duration) -> Vec<bool> {
     unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, millis) };
     polled.iter().map(|p| p.revents != 0).collect()
 }
+
+/// `poll(2)` for readability on `read_fds` and writability on `write_fd` (negative descriptors
+/// are ignored), for at most `timeout`.
+pub fn poll_io(read_fds: &[RawFd], write_fd: RawFd, timeout: Duration) {
+    let mut polled: Vec<libc::pollfd> = read_fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    polled.push(libc::pollfd {
+        fd: write_fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    });
+    let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `polled` is a live array of valid `pollfd`s whose length is passed with it.
+    unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, millis) };
+}
