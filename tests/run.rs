@@ -422,6 +422,38 @@ fn a_task_from_stdin_loses_its_line_newline() {
     assert_eq!(out.stdout, "hi\n");
 }
 
+/// The current directory is read only when no `--workdir` is given: a session started from a
+/// directory that was deleted still runs where it is told to, and without one says what to do.
+#[test]
+fn a_deleted_current_directory_matters_only_without_workdir() {
+    let home = Home::new();
+    let gone = home.dir("gone");
+    let workdir = home.dir("work");
+    let script = format!(
+        "cd {gone} && rmdir {gone} && exec {mur} run --workdir {work} --task hi",
+        gone = gone.display(),
+        mur = mur_bin(),
+        work = workdir.display()
+    );
+    let mut command = Command::new("sh");
+    command.args(["-c", &script]).env("HOME", home.path());
+    let out = run_to_end(command, None, MUR_DEADLINE);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "hi\n");
+
+    fs::create_dir(&gone).unwrap();
+    let script = format!(
+        "cd {gone} && rmdir {gone} && exec {mur} run --task hi",
+        gone = gone.display(),
+        mur = mur_bin()
+    );
+    let mut command = Command::new("sh");
+    command.args(["-c", &script]).env("HOME", home.path());
+    let out = run_to_end(command, None, MUR_DEADLINE);
+    out.expect_code(1);
+    assert!(out.stderr.contains("give --workdir DIR"), "{}", out.stderr);
+}
+
 /// A child that leaves the handler's process group (`setsid`) and keeps its stdout open can
 /// neither hold the task past its end nor outlive it: the session, a subreaper, ends it.
 #[test]

@@ -131,9 +131,14 @@ fn call(args: Vec<std::ffi::OsString>) -> Outcome {
         .ok()
         .and_then(|v| v.parse::<i32>().ok())
         .ok_or_else(|| {
-            Failure::Failed(format!(
-                "{env} is not set: 'mur formation call' works only inside a formation member's handler"
-            ))
+            Failure::Failed(match std::env::var(crate::formation::channel::FORMATION_ENV) {
+                Ok(formation) => format!(
+                    "this member of {formation} may call no one: the roster grants it no calls"
+                ),
+                Err(_) => format!(
+                    "{env} is not set: 'mur formation call' works only inside a formation member's handler"
+                ),
+            })
         })?;
     let socket = crate::sys::pipe::take_inherited(fd)
         .map_err(|why| Failure::Failed(format!("{env}: {why}")))?;

@@ -56,8 +56,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         task: None,
         bind: std::net::Ipv4Addr::LOCALHOST.into(),
         port: 0,
-        workdir: std::env::current_dir()
-            .map_err(|err| Failure::Failed(format!("cannot read the current directory: {err}")))?,
+        workdir: PathBuf::new(),
         json: false,
         capsule_sha256: None,
     };
@@ -97,6 +96,15 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             text.pop();
         }
         options.task = Some(text);
+    }
+    // The current directory is read only when no --workdir names one: a formation member, or a
+    // script, may run from a directory that no longer exists.
+    if options.workdir.as_os_str().is_empty() {
+        options.workdir = std::env::current_dir().map_err(|err| {
+            Failure::Failed(format!(
+                "cannot read the current directory ({err}); give --workdir DIR"
+            ))
+        })?;
     }
     if !options.workdir.is_dir() {
         return Err(Failure::Failed(format!(

@@ -162,6 +162,7 @@ struct Ready {
 pub fn launch(options: &Options) -> Result<i32, String> {
     let formation = super::admission::admit(&options.roster)?;
     signal::catch_termination();
+    crate::sys::proc::protect_memory();
     panic_kill::install_hook();
 
     let id = FormationId::mint()?;
@@ -231,7 +232,7 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     let mut failures: Vec<String> = Vec::new();
     while ready.len() + failures.len() < deadlines.len() {
         if let Some(caught) = signal::caught_termination() {
-            report_stopped(&mut members);
+            report_stopped(&mut members, &id);
             return Ok(128 + caught);
         }
         match rx.recv_timeout(TICK) {
@@ -344,14 +345,16 @@ pub fn launch(options: &Options) -> Result<i32, String> {
             };
         }
     };
-    report_stopped(&mut members);
+    report_stopped(&mut members, &id);
     let _ = relay.join();
     Ok(code)
 }
 
-/// Stop every member and say on stderr which were still running.
-fn report_stopped(members: &mut Members) {
+/// Stop every member and say on stderr which were still running; then remove the records that
+/// members which could not end in order (a SIGKILLed entry member) left behind.
+fn report_stopped(members: &mut Members, id: &FormationId) {
     let stopped = members.stop_all();
+    prune_records_of(id);
     let list = if stopped.is_empty() {
         "none".to_string()
     } else {
@@ -362,6 +365,27 @@ fn report_stopped(members: &mut Members) {
             .join(", ")
     };
     crate::cli::warn("formation", &format!("stopped: {list}"));
+}
+
+/// Remove the records of this formation's members whose process is gone (layers 1 and 2; the
+/// launcher has reaped every member, so this is evidence, not a guess).
+fn prune_records_of(id: &FormationId) {
+    let Ok(dir) = crate::home::running_location() else {
+        return;
+    };
+    let Ok(scan) = crate::running::scan(&dir) else {
+        return;
+    };
+    for entry in scan.entries {
+        if entry.record.formation_id.as_ref() == Some(id)
+            && matches!(
+                crate::running::process_liveness(&entry.record),
+                Some(crate::running::Liveness::Gone(_))
+            )
+        {
+            crate::running::prune(&entry);
+        }
+    }
 }
 
 /// A member's door key: `HMAC(master, "murmur-formation-door-v1" 0x1f frm_id 0x1f member)`.

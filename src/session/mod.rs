@@ -125,6 +125,7 @@ enum Ending {
 /// Run one session until it ends; its exit code.
 pub fn run(options: &Options) -> Result<i32, String> {
     signal::catch_termination();
+    crate::sys::proc::protect_memory();
     let declared = declare(options)?;
     if matches!(declared.capsule, Capsule::Handler { .. }) {
         // Orphans of handlers are reparented here, where the engine can end them.

@@ -33,6 +33,17 @@ pub fn holder_start(pid: u32) -> Option<Option<String>> {
     platform::state_and_start(pid)
 }
 
+/// Make this process non-dumpable: no core file, and no same-user `ptrace` or
+/// `/proc/<pid>/mem` read of the keys and tokens it holds only in memory (a formation's master
+/// key, a member's door key and call tokens). Best effort; a no-op where unsupported.
+pub fn protect_memory() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
 /// `pid` as a `pid_t` naming exactly one process, or `None` when it names none (0, or too large).
 pub fn as_pid_t(pid: u32) -> Option<libc::pid_t> {
     libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)
