@@ -92,7 +92,7 @@ pub fn scan(dir: &Path) -> Result<Scan, String> {
             }
             Err(ReadRefusal::Vanished) => continue,
             Ok(Err(reason)) | Err(ReadRefusal::Invalid(reason)) => (reason, true),
-            Err(ReadRefusal::Io(reason)) => (reason, false),
+            Err(ReadRefusal::Io(reason)) => (format!("cannot be read: {reason}"), false),
         };
         scan.unreadable.push(Unreadable {
             path,
@@ -108,11 +108,18 @@ pub fn scan(dir: &Path) -> Result<Scan, String> {
 
 /// [`scan`], then remove every file that is evidently not a record: nothing could ever verify it,
 /// and the directory exists to be read. The returned scan's `unreadable` holds what was removed
-/// (`invalid`) and what could not be read and was kept (not `invalid`).
+/// (`invalid`) and what was kept (not `invalid`): files that could not be read, and files that
+/// are not records but could not be removed.
 pub fn list(dir: &Path) -> Result<Scan, String> {
     let mut scan = scan(dir)?;
-    scan.unreadable
-        .retain(|file| !file.invalid || fs::remove_if_present(&file.path).is_ok());
+    for file in &mut scan.unreadable {
+        if file.invalid
+            && let Err(err) = fs::remove_if_present(&file.path)
+        {
+            file.invalid = false;
+            file.reason = format!("{}, and it cannot be removed: {err}", file.reason);
+        }
+    }
     Ok(scan)
 }
 
@@ -261,13 +268,18 @@ pub fn sweep(dir: &Path, probe: bool) -> Result<Sweep, String> {
     };
     for (entry, liveness) in scan.entries.into_iter().zip(liveness) {
         match liveness {
-            Some(Liveness::Gone(reason)) => {
-                prune(&entry);
-                sweep.pruned.push(Pruned {
+            Some(Liveness::Gone(reason)) => match prune(&entry) {
+                Ok(()) => sweep.pruned.push(Pruned {
                     path: entry.path,
                     reason,
-                });
-            }
+                }),
+                // Stale, and still there: say so rather than claim a prune, and list nothing.
+                Err(why) => sweep.unreadable.push(Unreadable {
+                    path: entry.path,
+                    reason: format!("stale ({reason}) but cannot be removed: {why}"),
+                    invalid: false,
+                }),
+            },
             Some(Liveness::Unreachable(why)) => sweep.kept.push(Kept {
                 entry,
                 unreachable: Some(why),
@@ -281,10 +293,12 @@ pub fn sweep(dir: &Path, probe: bool) -> Result<Sweep, String> {
     Ok(sweep)
 }
 
-/// Remove one record and its control token file. For a [`Liveness::Gone`] reading only.
-pub fn prune(entry: &Entry) {
-    let _ = fs::remove_if_present(&entry.path);
+/// Remove one record and its control token file. For a [`Liveness::Gone`] reading only. The
+/// `Err` is the OS error that kept the record in place (a read-only filesystem, say).
+pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
+    let removed = fs::remove_if_present(&entry.path);
     let _ = fs::remove_if_present(&entry.path.with_extension(CONTROL_EXTENSION));
+    removed
 }
 
 /// `<dir>/<session_id>.json`.
@@ -442,7 +456,7 @@ mod tests {
             0o600
         );
         let entry = scan(&d.0).unwrap().entries.remove(0);
-        prune(&entry);
+        prune(&entry).unwrap();
         assert!(!record_path(&d.0, &id).exists() && !control_path(&d.0, &id).exists());
         std::mem::forget(control);
         std::mem::forget(guard);

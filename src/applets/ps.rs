@@ -104,11 +104,7 @@ pub fn report_sweep(applet: &str, sweep: &running::Sweep, verbose: bool) {
     for file in &sweep.unreadable {
         cli::warn(
             applet,
-            &format!(
-                "cannot read {}: {} (kept)",
-                file.path.display(),
-                file.reason
-            ),
+            &format!("kept {}: {}", file.path.display(), file.reason),
         );
     }
 }

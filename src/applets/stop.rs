@@ -146,7 +146,7 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
     let target = match Target::open(record.pid, &record.process_start) {
         Ok(target) => target,
         Err(NotSignallable::Gone(_)) => {
-            running::prune(entry);
+            forget(entry);
             out.line(&format!("stopped: {label}  already gone"));
             return true;
         }
@@ -218,9 +218,20 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
             }
         }
     }
-    running::prune(entry);
+    forget(entry);
     out.line(&format!("stopped: {label}  {}", how.unwrap_or("SIGKILL")));
     true
+}
+
+/// Remove the record of a process that is gone; a record that cannot be removed is said, and
+/// the next `mur ps` will try again.
+fn forget(entry: &Entry) {
+    if let Err(err) = running::prune(entry) {
+        cli::warn(
+            "stop",
+            &format!("cannot remove {}: {err}", entry.path.display()),
+        );
+    }
 }
 
 fn remaining(deadline: Instant) -> Duration {
@@ -251,7 +262,7 @@ fn stop_formation(id: &str, members: &[&Entry], timeout: Duration, out: &mut Out
                 ok &= stop_session(member, timeout, out);
                 continue;
             }
-            running::prune(member);
+            forget(member);
             out.line(&format!(
                 "stopped: {}  {}  with its formation",
                 record.session_id,

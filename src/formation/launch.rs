@@ -382,8 +382,12 @@ fn prune_records_of(id: &FormationId) {
                 crate::running::process_liveness(&entry.record),
                 Some(crate::running::Liveness::Gone(_))
             )
+            && let Err(err) = crate::running::prune(&entry)
         {
-            crate::running::prune(&entry);
+            crate::cli::warn(
+                "formation",
+                &format!("cannot remove {}: {err}", entry.path.display()),
+            );
         }
     }
 }

@@ -81,28 +81,6 @@ pub fn signal_group(pgid: u32, signal: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::process::CommandExt;
-
-    #[test]
-    fn a_group_is_signalled_and_its_leader_seen_to_exit_before_the_reap() {
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", "sleep 30 & wait"])
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let watch = ChildWatch::new(child.id());
-        assert!(!watch.wait_exit(Duration::from_millis(50)));
-        signal_group(child.id(), libc::SIGKILL).unwrap();
-        assert!(watch.wait_exit(Duration::from_secs(10)));
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
-        assert!(signal_group(0, libc::SIGTERM).is_err());
-    }
-}
-
 /// A handler's three pipes, moved in one thread with `poll(2)`: the task's text written to its
 /// stdin, its stdout kept up to a limit (the rest read and dropped), the tail of its stderr kept.
 ///
@@ -322,5 +300,27 @@ pub fn kill_and_reap_orphan(pid: u32) {
     unsafe {
         libc::kill(raw, libc::SIGKILL);
         libc::waitpid(raw, std::ptr::null_mut(), 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn a_group_is_signalled_and_its_leader_seen_to_exit_before_the_reap() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let watch = ChildWatch::new(child.id());
+        assert!(!watch.wait_exit(Duration::from_millis(50)));
+        signal_group(child.id(), libc::SIGKILL).unwrap();
+        assert!(watch.wait_exit(Duration::from_secs(10)));
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert!(signal_group(0, libc::SIGTERM).is_err());
     }
 }
