@@ -131,79 +131,11 @@ pub fn run(options: &Options) -> Result<i32, String> {
         // Orphans of handlers are reparented here, where the engine can end them.
         crate::sys::child::become_subreaper();
     }
-    let lifeline = match std::env::var(LIFELINE_ENV) {
-        Ok(fd) => Some(
-            fd.parse::<i32>()
-                .map_err(|_| format!("{LIFELINE_ENV}={fd}: not a descriptor number"))
-                .and_then(crate::sys::pipe::take_inherited)
-                .map_err(|why| format!("{LIFELINE_ENV}: {why}"))?,
-        ),
-        Err(_) => None,
-    };
-    let member = match std::env::var(crate::formation::channel::CHANNEL_ENV) {
-        Ok(fd) => Some(
-            fd.parse::<i32>()
-                .map_err(|_| "not a descriptor number".to_string())
-                .and_then(|fd| {
-                    member::Member::join(
-                        fd,
-                        Duration::from_secs(declared.lifecycle.task_timeout_secs),
-                    )
-                })
-                .map_err(|why| format!("{}: {why}", crate::formation::channel::CHANNEL_ENV))?,
-        ),
-        Err(_) => None,
-    };
+    let lifeline = inherited_lifeline()?;
+    let member = inherited_membership(&declared)?;
     let session_id = SessionId::mint()?;
-
-    let auth = match &declared.credentials {
-        Some(_) => Some(auth::DoorAuth::new(
-            &declared.name,
-            member.as_ref().map(|m| auth::FormationDoor {
-                key: m.door_key.clone(),
-                formation_id: m.formation_id.to_string(),
-                member: m.name.clone(),
-            }),
-        )?),
-        None => None,
-    };
-    let door_token = auth.as_ref().map(auth::DoorAuth::mint_operator);
-    let credentials: BTreeMap<_, _> = match (&auth, &declared.credentials) {
-        (Some(auth), Some(list)) => list
-            .iter()
-            .map(|(name, scopes)| (name.clone(), auth.mint(name, scopes)))
-            .collect(),
-        _ => BTreeMap::new(),
-    };
-    let (control, control_token) = match &declared.control {
-        Some((settings, secrets)) => {
-            let (control, token) = Control::new(session_id.as_str(), settings, secrets)?;
-            (Some(Arc::new(control)), Some(token))
-        }
-        None => (None, None),
-    };
-
-    let capsule_label = format!("{}@{}", declared.name, declared.version);
-    let mut base_env: Vec<(String, OsString)> = vec![
-        ("MUR_SESSION_ID".into(), session_id.to_string().into()),
-        ("MUR_CAPSULE".into(), capsule_label.into()),
-    ];
-    // So a handler can run `"$MUR" formation call …` without mur on its PATH.
-    if let Ok(exe) = std::env::current_exe() {
-        base_env.push(("MUR".into(), exe.into()));
-    }
-    let env_control = control.clone();
-    let calls: Option<tasks::CallService> = member.as_ref().filter(|m| m.calls_anyone()).map(|m| {
-        let m = m.clone();
-        Arc::new(move |socket| m.serve_calls(socket)) as tasks::CallService
-    });
-    let engine = Engine::new(
-        declared.capsule.clone(),
-        declared.lifecycle.clone(),
-        base_env,
-        Arc::new(move || env_control.as_ref().map(|c| c.env()).unwrap_or_default()),
-        calls,
-    );
+    let tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
+    let engine = engine(&declared, &session_id, &tokens, member.as_ref());
 
     let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
         .map_err(|err| format!("cannot listen on {}:{}: {err}", options.bind, options.port))?;
@@ -217,8 +149,8 @@ pub fn run(options: &Options) -> Result<i32, String> {
         version: declared.version.clone(),
         addr: addr.clone(),
         engine: engine.clone(),
-        auth,
-        control: control.clone(),
+        auth: tokens.auth,
+        control: tokens.control,
         stop_requested: AtomicBool::new(false),
     });
     let stop_door = crate::net::server::Stopper::new()?;
@@ -232,7 +164,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
 
     let pid = std::process::id();
     let record = RunningRecord {
-        session_id: session_id.clone(),
+        session_id,
         url: addr,
         pid,
         process_start: crate::sys::proc::process_start_token(pid).unwrap_or_default(),
@@ -241,8 +173,8 @@ pub fn run(options: &Options) -> Result<i32, String> {
         workdir: options.workdir.clone(),
         outlives_launcher: !crate::running::has_controlling_terminal(),
         started_at: crate::time::format_rfc3339(crate::time::unix_now()),
-        door_token,
-        credentials,
+        door_token: tokens.operator,
+        credentials: tokens.credentials,
         formation_id: member.as_ref().map(|m| m.formation_id.clone()),
         formation_lifeline: lifeline.is_some(),
         formation_launcher: member.as_ref().map(|m| m.launcher.clone()),
@@ -251,47 +183,10 @@ pub fn run(options: &Options) -> Result<i32, String> {
     };
     // The control token is written before the record; failing to write either never fails the
     // session: it runs on, unaddressable (the seed's rule), and says so.
-    let (control_guard, record_guard) = write_files(&record, control_token.as_ref());
-
-    let lifeline_closed = Arc::new(AtomicBool::new(false));
-    if let Some(mut pipe) = lifeline {
-        let closed = lifeline_closed.clone();
-        let _ = std::thread::Builder::new()
-            .name("lifeline".into())
-            .stack_size(64 * 1024)
-            .spawn(move || {
-                let mut byte = [0u8; 64];
-                while matches!(pipe.read(&mut byte), Ok(n) if n > 0) {}
-                closed.store(true, Ordering::Release);
-                crate::sys::wake::notify();
-            });
-    }
-
+    let (control_guard, record_guard) = write_files(&record, tokens.control_token.as_ref());
+    let lifeline_closed = lifeline.map(watch_lifeline);
     announce(options, &record);
-
-    // A `--task` runs on a thread of its own; its outcome arrives here, and wakes the loop below.
-    let one_shot = options.task.clone().map(|text| {
-        let engine = engine.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let message = json!({"kind": "message", "role": "user", "messageId": "task",
-                "parts": [{"kind": "text", "text": text}]});
-            let outcome = match engine.submit("operator", message, text, None) {
-                Ok(id) => engine.wait(&id).map(|task| {
-                    let completed = task["status"]["state"] == "completed";
-                    let text = task["status"]["message"]["parts"][0]["text"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_string();
-                    (completed, text)
-                }),
-                Err(refused) => Some((false, refused.to_string())),
-            };
-            let _ = tx.send(outcome.unwrap_or((false, "the task was lost".into())));
-            crate::sys::wake::notify();
-        });
-        rx
-    });
+    let one_shot = options.task.clone().map(|text| run_one_shot(&engine, text));
 
     let ending = loop {
         if let Some(caught) = signal::caught_termination() {
@@ -300,7 +195,10 @@ pub fn run(options: &Options) -> Result<i32, String> {
         if door.stop_requested.load(Ordering::Acquire) {
             break Ending::Stop;
         }
-        if lifeline_closed.load(Ordering::Acquire) {
+        if lifeline_closed
+            .as_ref()
+            .is_some_and(|closed| closed.load(Ordering::Acquire))
+        {
             break Ending::Lifeline;
         }
         if let Some(Ok((completed, text))) = one_shot.as_ref().map(|rx| rx.try_recv()) {
@@ -310,8 +208,178 @@ pub fn run(options: &Options) -> Result<i32, String> {
         crate::sys::wake::wait(None, WATCH_INTERVAL);
     };
 
-    // Stop taking tasks and cancel live ones; a second signal or 20 s makes it immediate.
     door.stop_requested.store(true, Ordering::Release);
+    wind_down(&engine);
+    stop_door.stop();
+    drop(record_guard);
+    drop(control_guard);
+    let _ = server.join();
+    Ok(match ending {
+        Ending::Signal(libc::SIGINT) => 130,
+        Ending::Signal(_) | Ending::Stop | Ending::Lifeline => 143,
+        Ending::TaskDone(completed) => i32::from(!completed),
+    })
+}
+
+/// The formation lifeline this process inherited (`MURMUR_FORMATION_LIFELINE=<fd>`), if any.
+fn inherited_lifeline() -> Result<Option<std::fs::File>, String> {
+    match std::env::var(LIFELINE_ENV) {
+        Ok(fd) => fd
+            .parse::<i32>()
+            .map_err(|_| format!("{LIFELINE_ENV}={fd}: not a descriptor number"))
+            .and_then(crate::sys::pipe::take_inherited)
+            .map_err(|why| format!("{LIFELINE_ENV}: {why}"))
+            .map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+/// What the formation channel (`MURMUR_FORMATION_CHANNEL=<fd>`) says, for a formation member.
+fn inherited_membership(declared: &Declared) -> Result<Option<Arc<member::Member>>, String> {
+    let env = crate::formation::channel::CHANNEL_ENV;
+    match std::env::var(env) {
+        Ok(fd) => fd
+            .parse::<i32>()
+            .map_err(|_| "not a descriptor number".to_string())
+            .and_then(|fd| {
+                let call_timeout = Duration::from_secs(declared.lifecycle.task_timeout_secs);
+                member::Member::join(fd, call_timeout)
+            })
+            .map_err(|why| format!("{env}: {why}"))
+            .map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Every key and token a session holds: its door's (operator and declared credentials, and
+/// the formation side for a member), and its control plane's.
+struct Tokens {
+    auth: Option<auth::DoorAuth>,
+    operator: Option<crate::secret::Secret>,
+    credentials: BTreeMap<String, crate::secret::Secret>,
+    control: Option<Arc<Control>>,
+    control_token: Option<crate::secret::Secret>,
+}
+
+impl Tokens {
+    fn mint(
+        declared: &Declared,
+        session_id: &SessionId,
+        member: Option<&member::Member>,
+    ) -> Result<Self, String> {
+        let auth = match &declared.credentials {
+            Some(_) => Some(auth::DoorAuth::new(
+                &declared.name,
+                member.map(|m| auth::FormationDoor {
+                    key: m.door_key.clone(),
+                    formation_id: m.formation_id.to_string(),
+                    member: m.name.clone(),
+                }),
+            )?),
+            None => None,
+        };
+        let credentials = match (&auth, &declared.credentials) {
+            (Some(auth), Some(list)) => list
+                .iter()
+                .map(|(name, scopes)| (name.clone(), auth.mint(name, scopes)))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        let (control, control_token) = match &declared.control {
+            Some((settings, secrets)) => {
+                let (control, token) = Control::new(session_id.as_str(), settings, secrets)?;
+                (Some(Arc::new(control)), Some(token))
+            }
+            None => (None, None),
+        };
+        Ok(Self {
+            operator: auth.as_ref().map(auth::DoorAuth::mint_operator),
+            auth,
+            credentials,
+            control,
+            control_token,
+        })
+    }
+}
+
+/// The task engine for this session: the handler's environment, its control values, and (for
+/// a member that may call peers) the call service behind `MURMUR_CALL_FD`.
+fn engine(
+    declared: &Declared,
+    session_id: &SessionId,
+    tokens: &Tokens,
+    member: Option<&Arc<member::Member>>,
+) -> Arc<Engine> {
+    let mut base_env: Vec<(String, OsString)> = vec![
+        ("MUR_SESSION_ID".into(), session_id.to_string().into()),
+        (
+            "MUR_CAPSULE".into(),
+            format!("{}@{}", declared.name, declared.version).into(),
+        ),
+    ];
+    // So a handler can run `"$MUR" formation call …` without mur on its PATH.
+    if let Ok(exe) = std::env::current_exe() {
+        base_env.push(("MUR".into(), exe.into()));
+    }
+    let control = tokens.control.clone();
+    let calls: Option<tasks::CallService> = member.filter(|m| m.calls_anyone()).map(|m| {
+        let m = m.clone();
+        Arc::new(move |socket| m.serve_calls(socket)) as tasks::CallService
+    });
+    Engine::new(
+        declared.capsule.clone(),
+        declared.lifecycle.clone(),
+        base_env,
+        Arc::new(move || control.as_ref().map(|c| c.env()).unwrap_or_default()),
+        calls,
+    )
+}
+
+/// Read the lifeline until EOF on a thread of its own; the flag it raises (and wakes the
+/// session with) when the launcher has let go.
+fn watch_lifeline(mut pipe: std::fs::File) -> Arc<AtomicBool> {
+    let closed = Arc::new(AtomicBool::new(false));
+    let raised = closed.clone();
+    let _ = std::thread::Builder::new()
+        .name("lifeline".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let mut byte = [0u8; 64];
+            while matches!(pipe.read(&mut byte), Ok(n) if n > 0) {}
+            raised.store(true, Ordering::Release);
+            crate::sys::wake::notify();
+        });
+    closed
+}
+
+/// Run the `--task` on a thread of its own; its outcome (completed, answer or reason) arrives
+/// on the receiver, and wakes the session.
+fn run_one_shot(engine: &Arc<Engine>, text: String) -> std::sync::mpsc::Receiver<(bool, String)> {
+    let engine = engine.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let message = json!({"kind": "message", "role": "user", "messageId": "task",
+            "parts": [{"kind": "text", "text": text}]});
+        let outcome = match engine.submit("operator", message, text, None) {
+            Ok(id) => engine.wait(&id).map(|task| {
+                let completed = task["status"]["state"] == "completed";
+                let text = task["status"]["message"]["parts"][0]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                (completed, text)
+            }),
+            Err(refused) => Some((false, refused.to_string())),
+        };
+        let _ = tx.send(outcome.unwrap_or((false, "the task was lost".into())));
+        crate::sys::wake::notify();
+    });
+    rx
+}
+
+/// Stop taking tasks and cancel live ones, waiting for them to end; a second signal, or
+/// [`STOP_GRACE`], makes it immediate (every handler group SIGKILLed). Then end any orphan.
+fn wind_down(engine: &Engine) {
     engine.begin_shutdown();
     let signals_at_stop = signal::termination_count();
     let give_up = Instant::now() + STOP_GRACE;
@@ -324,15 +392,6 @@ pub fn run(options: &Options) -> Result<i32, String> {
         }
     }
     engine.sweep_orphans();
-    stop_door.stop();
-    drop(record_guard);
-    drop(control_guard);
-    let _ = server.join();
-    Ok(match ending {
-        Ending::Signal(libc::SIGINT) => 130,
-        Ending::Signal(_) | Ending::Stop | Ending::Lifeline => 143,
-        Ending::TaskDone(completed) => i32::from(!completed),
-    })
 }
 
 fn write_files(
