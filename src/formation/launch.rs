@@ -97,6 +97,34 @@ impl Started {
     }
 }
 
+impl Started {
+    /// Wait for the member's process, and forget it in the panic registry.
+    fn reap(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let status = self.child.wait();
+        self.reaped = true;
+        if let Some(slot) = self.slot.take() {
+            panic_kill::unregister(slot);
+        }
+        status
+    }
+
+    /// If the member has exited: reap it, forget it in the panic registry, and give its exit
+    /// code (128 + the signal that killed it).
+    fn reap_if_exited(&mut self) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        if !self.watch.wait_exit(Duration::ZERO) {
+            return None;
+        }
+        Some(match self.reap() {
+            Ok(s) => s
+                .code()
+                .or_else(|| s.signal().map(|sig| 128 + sig))
+                .unwrap_or(1),
+            Err(_) => 1,
+        })
+    }
+}
+
 /// The one owner of every started member.
 #[derive(Default)]
 struct Members {
@@ -133,13 +161,19 @@ impl Members {
             } else {
                 let _ = signal_group(member.child.id(), libc::SIGKILL);
             }
-            let _ = member.child.wait();
-            member.reaped = true;
-            if let Some(slot) = member.slot.take() {
-                panic_kill::unregister(slot);
-            }
+            let _ = member.reap();
         }
         was_running
+    }
+}
+
+impl Members {
+    /// The started member called `name` (admission made names unique).
+    fn named(&self, name: &str) -> &Started {
+        self.list
+            .iter()
+            .find(|m| m.name == name)
+            .expect("every awaited member was started")
     }
 }
 
@@ -165,162 +199,46 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     crate::sys::proc::protect_memory();
     panic_kill::install_hook();
 
-    let id = FormationId::mint()?;
-    let master = Key::generate()?;
-    let launcher = ProcessIdentity::of_this_process().ok_or(
-        "cannot read this process's own start time, so members could not verify their launcher",
-    )?;
-    let formations = dirs::formations_dir()?;
-    dirs::prune_ended(&formations, &formation.project_dir);
-    let dir = dirs::create(
-        &formations,
-        &id,
-        &dirs::Marker {
-            project_dir: formation.project_dir.clone(),
-            launcher_pid: launcher.pid,
-            launcher_start: launcher.process_start.clone(),
-        },
-    )?;
-    let exe =
-        std::env::current_exe().map_err(|err| format!("cannot find the mur binary: {err}"))?;
-
+    let launch = Launch::prepare(&formation)?;
     // Every lifeline and channel exists before the first spawn, so no member can inherit another's.
-    let mut pipes = Vec::new();
-    for _ in &formation.members {
-        let (lifeline_r, lifeline_w) = pipe::pipe()?;
-        let (channel_r, channel_w) = pipe::pipe()?;
-        pipes.push(Some((lifeline_r, lifeline_w, channel_r, channel_w)));
-    }
+    let mut pipes = formation
+        .members
+        .iter()
+        .map(|_| MemberPipes::new())
+        .collect::<Result<Vec<_>, _>>()?;
 
     let mut members = Members::default();
-    let mut ready: Vec<(String, Ready)> = Vec::new();
-    let (tx, rx) = mpsc::channel::<(String, Result<Ready, String>)>();
-    let mut deadlines = Vec::new();
-    for (i, member) in formation.members.iter().enumerate() {
-        if member.entry {
-            continue;
-        }
-        let workdir = dir.join(&member.name);
-        crate::sys::fs::ensure_private_dir(&workdir)?;
-        let (lifeline_r, lifeline_w, channel_r, channel_w) =
-            pipes[i].take().expect("one set per member");
-        write_line(
-            &channel_w,
-            &channel::line(&hello(&id, member, &launcher, &master)),
-        )?;
-        let mut command = member_command(&exe, member, &workdir, &id, None);
-        command.process_group(0);
-        let child = spawn(command, &lifeline_r, &channel_r, &member.name)?;
-        let mut started = Started::new(&member.name, false, child, lifeline_w, channel_w);
-        let stdout = started.child.stdout.take();
-        let deadline = Instant::now() + options.ready_timeout;
-        deadlines.push((member.name.clone(), deadline));
-        let (tx, name, frm, pid) = (
-            tx.clone(),
-            member.name.clone(),
-            id.clone(),
-            started.child.id(),
-        );
-        std::thread::spawn(move || {
-            let _ = tx.send((name, await_ready(stdout, &frm, pid, deadline)));
-        });
-        members.list.push(started);
-    }
-    drop(tx);
-
-    // Wait for every peer, all or nothing.
-    let mut failures: Vec<String> = Vec::new();
-    while ready.len() + failures.len() < deadlines.len() {
-        if let Some(caught) = signal::caught_termination() {
-            report_stopped(&mut members, &id);
+    let waits = launch.spawn_peers(&formation, &mut pipes, &mut members, options.ready_timeout)?;
+    let ready = match await_peers(waits, &mut members, options.ready_timeout) {
+        PeersReady::All(ready) => ready,
+        PeersReady::Signalled(caught) => {
+            report_stopped(&mut members, &launch.id);
             return Ok(128 + caught);
         }
-        match rx.recv_timeout(TICK) {
-            Ok((name, Ok(r))) => ready.push((name, r)),
-            Ok((name, Err(why))) => failures.push(format!("{name}: {why}")),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        PeersReady::Failed(failures) => {
+            members.stop_all();
+            return Err(format!(
+                "the formation was not launched: {}",
+                failures.join("; ")
+            ));
         }
-        let now = Instant::now();
-        for (name, deadline) in &deadlines {
-            let settled = ready.iter().any(|(n, _)| n == name)
-                || failures.iter().any(|f| f.starts_with(&format!("{name}: ")));
-            if settled {
-                continue;
-            }
-            let member = members
-                .list
-                .iter()
-                .find(|m| &m.name == name)
-                .expect("started");
-            if member.watch.wait_exit(Duration::ZERO) {
-                failures.push(format!("{name}: exited before it was ready"));
-            } else if now >= *deadline {
-                failures.push(format!(
-                    "{name}: not ready within {}s",
-                    options.ready_timeout.as_secs()
-                ));
-            }
-        }
-        if !failures.is_empty() {
-            break;
-        }
-    }
-    if !failures.is_empty() {
-        members.stop_all();
-        return Err(format!(
-            "the formation was not launched: {}",
-            failures.join("; ")
-        ));
-    }
+    };
 
     // Tell each peer that calls others where they are.
     for member in formation.peers().filter(|m| !m.callees.is_empty()) {
-        let line = channel::line(&addresses(member, &ready));
-        let started = members
-            .list
-            .iter()
-            .find(|m| m.name == member.name)
-            .expect("started");
-        write_line(
-            started.channel.as_ref().expect("open until teardown"),
-            &line,
-        )?;
+        let started = members.named(&member.name);
+        let channel = started.channel.as_ref().expect("open until teardown");
+        write_line(channel, &channel::line(&addresses(member, &ready)))?;
     }
 
-    // The entry member last, in our process group, both its lines written before its spawn.
-    let entry = formation.entry();
-    let i = formation
-        .members
-        .iter()
-        .position(|m| m.entry)
-        .expect("one entry");
-    let (lifeline_r, lifeline_w, channel_r, channel_w) =
-        pipes[i].take().expect("one set per member");
-    write_line(
-        &channel_w,
-        &channel::line(&hello(&id, entry, &launcher, &master)),
-    )?;
-    write_line(&channel_w, &channel::line(&addresses(entry, &ready)))?;
-    let command = member_command(
-        &exe,
-        entry,
-        &formation.project_dir,
-        &id,
-        options.task.as_deref(),
-    );
-    let child = spawn(command, &lifeline_r, &channel_r, &entry.name)?;
-    drop((lifeline_r, channel_r));
-    let mut started = Started::new(&entry.name, true, child, lifeline_w, channel_w);
-    let entry_out = started.child.stdout.take();
-    members.list.push(started);
+    let entry_out = launch.spawn_entry(&formation, &mut pipes, &mut members, &ready, options)?;
     let (ready_tx, ready_rx) = mpsc::channel();
     let relay = std::thread::spawn(move || relay_entry(entry_out, ready_tx));
 
     let mut announced = false;
     let code = loop {
         if !announced && let Ok(line) = ready_rx.try_recv() {
-            announce(options, &id, &formation, &ready, line);
+            announce(options, &launch.id, &formation, &ready, line);
             announced = true;
         }
         if let Some(caught) = signal::caught_termination() {
@@ -329,25 +247,239 @@ pub fn launch(options: &Options) -> Result<i32, String> {
         let entry = members.list.last_mut().expect("the entry was pushed last");
         // Woken at once by the entry's exit (its pidfd), a signal, or its readiness line.
         crate::sys::wake::wait(entry.watch.pidfd(), ENTRY_WAIT);
-        if entry.watch.wait_exit(Duration::ZERO) {
-            let status = entry.child.wait();
-            entry.reaped = true;
-            if let Some(slot) = entry.slot.take() {
-                panic_kill::unregister(slot);
-            }
-            use std::os::unix::process::ExitStatusExt;
-            break match status {
-                Ok(s) => s
-                    .code()
-                    .or_else(|| s.signal().map(|sig| 128 + sig))
-                    .unwrap_or(1),
-                Err(_) => 1,
-            };
+        if let Some(code) = entry.reap_if_exited() {
+            break code;
         }
     };
-    report_stopped(&mut members, &id);
+    report_stopped(&mut members, &launch.id);
     let _ = relay.join();
     Ok(code)
+}
+
+/// What every member's spawn needs: the formation's identity, its master key, its directory,
+/// the launcher's identity, the `mur` binary.
+struct Launch {
+    id: FormationId,
+    master: Key,
+    launcher: ProcessIdentity,
+    dir: PathBuf,
+    exe: PathBuf,
+}
+
+/// One member's lifeline and channel, both ends, until its spawn hands the read ends over.
+struct MemberPipes {
+    lifeline: (OwnedFd, OwnedFd),
+    channel: (OwnedFd, OwnedFd),
+}
+
+impl MemberPipes {
+    fn new() -> Result<Option<Self>, String> {
+        Ok(Some(Self {
+            lifeline: pipe::pipe()?,
+            channel: pipe::pipe()?,
+        }))
+    }
+}
+
+/// A peer whose readiness is awaited: its name and deadline, counted from its spawn.
+struct Pending {
+    name: String,
+    deadline: Instant,
+}
+
+/// How waiting for the peers ended.
+enum PeersReady {
+    All(Vec<(String, Ready)>),
+    Failed(Vec<String>),
+    Signalled(i32),
+}
+
+impl Launch {
+    /// Mint the formation's id and master key, prune this project's ended formations, and make
+    /// this one's directory and marker.
+    fn prepare(formation: &Formation) -> Result<Self, String> {
+        let id = FormationId::mint()?;
+        let master = Key::generate()?;
+        let launcher = ProcessIdentity::of_this_process().ok_or(
+            "cannot read this process's own start time, so members could not verify their launcher",
+        )?;
+        let formations = dirs::formations_dir()?;
+        dirs::prune_ended(&formations, &formation.project_dir);
+        let dir = dirs::create(
+            &formations,
+            &id,
+            &dirs::Marker {
+                project_dir: formation.project_dir.clone(),
+                launcher_pid: launcher.pid,
+                launcher_start: launcher.process_start.clone(),
+            },
+        )?;
+        let exe =
+            std::env::current_exe().map_err(|err| format!("cannot find the mur binary: {err}"))?;
+        Ok(Self {
+            id,
+            master,
+            launcher,
+            dir,
+            exe,
+        })
+    }
+
+    /// Spawn every peer at once, each in its own process group with its first channel line
+    /// already written; a thread per peer reads its readiness line and probes its door, and
+    /// reports on the returned receiver.
+    fn spawn_peers(
+        &self,
+        formation: &Formation,
+        pipes: &mut [Option<MemberPipes>],
+        members: &mut Members,
+        ready_timeout: Duration,
+    ) -> Result<
+        (
+            Vec<Pending>,
+            mpsc::Receiver<(String, Result<Ready, String>)>,
+        ),
+        String,
+    > {
+        let (tx, rx) = mpsc::channel();
+        let mut pending = Vec::new();
+        for (member, pipes) in formation.members.iter().zip(pipes.iter_mut()) {
+            if member.entry {
+                continue;
+            }
+            let workdir = self.dir.join(&member.name);
+            crate::sys::fs::ensure_private_dir(&workdir)?;
+            let MemberPipes { lifeline, channel } = pipes.take().expect("one set per member");
+            write_line(&channel.1, &channel::line(&self.hello(member)))?;
+            let mut command = member_command(&self.exe, member, &workdir, &self.id, None);
+            command.process_group(0);
+            let child = spawn(command, &lifeline.0, &channel.0, &member.name)?;
+            let mut started = Started::new(&member.name, false, child, lifeline.1, channel.1);
+            let stdout = started.child.stdout.take();
+            let deadline = Instant::now() + ready_timeout;
+            pending.push(Pending {
+                name: member.name.clone(),
+                deadline,
+            });
+            let (tx, name, id, pid) = (
+                tx.clone(),
+                member.name.clone(),
+                self.id.clone(),
+                started.child.id(),
+            );
+            std::thread::spawn(move || {
+                let _ = tx.send((name, await_ready(stdout, &id, pid, deadline)));
+            });
+            members.list.push(started);
+        }
+        Ok((pending, rx))
+    }
+
+    /// Spawn the entry member in our process group, both its channel lines written first; its
+    /// stdout, which the caller relays.
+    fn spawn_entry(
+        &self,
+        formation: &Formation,
+        pipes: &mut [Option<MemberPipes>],
+        members: &mut Members,
+        ready: &[(String, Ready)],
+        options: &Options,
+    ) -> Result<Option<std::process::ChildStdout>, String> {
+        let entry = formation.entry();
+        let i = formation
+            .members
+            .iter()
+            .position(|m| m.entry)
+            .expect("one entry");
+        let MemberPipes { lifeline, channel } = pipes[i].take().expect("one set per member");
+        write_line(&channel.1, &channel::line(&self.hello(entry)))?;
+        write_line(&channel.1, &channel::line(&addresses(entry, ready)))?;
+        let command = member_command(
+            &self.exe,
+            entry,
+            &formation.project_dir,
+            &self.id,
+            options.task.as_deref(),
+        );
+        let child = spawn(command, &lifeline.0, &channel.0, &entry.name)?;
+        let mut started = Started::new(&entry.name, true, child, lifeline.1, channel.1);
+        let stdout = started.child.stdout.take();
+        members.list.push(started);
+        Ok(stdout)
+    }
+
+    /// The first channel line for `member`: its own door key and one token per callee, each
+    /// MACed with the callee's door key.
+    fn hello(&self, member: &Admitted) -> Hello {
+        Hello {
+            formation_id: self.id.clone(),
+            member: member.name.clone(),
+            launcher: self.launcher.clone(),
+            door_key: Secret::new(crate::b64::encode(
+                door_key(&self.master, &self.id, &member.name).as_bytes(),
+            )),
+            calls: member
+                .callees
+                .iter()
+                .map(|to| Call {
+                    name: to.clone(),
+                    token: token::mint(
+                        &door_key(&self.master, &self.id, to),
+                        token::FORMATION,
+                        &json!({"formation": self.id, "from": member.name, "to": to}),
+                    ),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Wait for every peer, all or nothing: a peer that reports a failure, exits, or passes its
+/// deadline fails the launch, as does a signal to the launcher. Every peer that had failed by
+/// then is named.
+fn await_peers(
+    (mut pending, rx): (
+        Vec<Pending>,
+        mpsc::Receiver<(String, Result<Ready, String>)>,
+    ),
+    members: &mut Members,
+    ready_timeout: Duration,
+) -> PeersReady {
+    let mut ready = Vec::new();
+    let mut failures = Vec::new();
+    while !pending.is_empty() && failures.is_empty() {
+        if let Some(caught) = signal::caught_termination() {
+            return PeersReady::Signalled(caught);
+        }
+        match rx.recv_timeout(TICK) {
+            Ok((name, outcome)) => {
+                pending.retain(|p| p.name != name);
+                match outcome {
+                    Ok(r) => ready.push((name, r)),
+                    Err(why) => failures.push(format!("{name}: {why}")),
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        let now = Instant::now();
+        pending.retain(|p| {
+            let why = if members.named(&p.name).watch.wait_exit(Duration::ZERO) {
+                "exited before it was ready".to_string()
+            } else if now >= p.deadline {
+                format!("not ready within {}s", ready_timeout.as_secs())
+            } else {
+                return true;
+            };
+            failures.push(format!("{}: {why}", p.name));
+            false
+        });
+    }
+    if failures.is_empty() {
+        PeersReady::All(ready)
+    } else {
+        PeersReady::Failed(failures)
+    }
 }
 
 /// Stop every member and say on stderr which were still running; then remove the records that
@@ -395,31 +527,6 @@ fn prune_records_of(id: &FormationId) {
 /// A member's door key: `HMAC(master, "murmur-formation-door-v1" 0x1f frm_id 0x1f member)`.
 fn door_key(master: &Key, id: &FormationId, member: &str) -> Key {
     master.derive(&[DOOR_KEY_DOMAIN, id.as_str(), member])
-}
-
-/// The first channel line for `member`: its own door key and one token per callee, each MACed
-/// with the callee's door key.
-fn hello(id: &FormationId, member: &Admitted, launcher: &ProcessIdentity, master: &Key) -> Hello {
-    Hello {
-        formation_id: id.clone(),
-        member: member.name.clone(),
-        launcher: launcher.clone(),
-        door_key: Secret::new(crate::b64::encode(
-            door_key(master, id, &member.name).as_bytes(),
-        )),
-        calls: member
-            .callees
-            .iter()
-            .map(|to| Call {
-                name: to.clone(),
-                token: token::mint(
-                    &door_key(master, id, to),
-                    token::FORMATION,
-                    &json!({"formation": id, "from": member.name, "to": to}),
-                ),
-            })
-            .collect(),
-    }
 }
 
 fn addresses(member: &Admitted, ready: &[(String, Ready)]) -> Addresses {
