@@ -281,6 +281,9 @@ impl MemberPipes {
     }
 }
 
+/// What each peer's readiness thread reports: its name, and how its readiness went.
+type Reports = mpsc::Receiver<(String, Result<Ready, String>)>;
+
 /// A peer whose readiness is awaited: its name and deadline, counted from its spawn.
 struct Pending {
     name: String,
@@ -334,13 +337,7 @@ impl Launch {
         pipes: &mut [Option<MemberPipes>],
         members: &mut Members,
         ready_timeout: Duration,
-    ) -> Result<
-        (
-            Vec<Pending>,
-            mpsc::Receiver<(String, Result<Ready, String>)>,
-        ),
-        String,
-    > {
+    ) -> Result<(Vec<Pending>, Reports), String> {
         let (tx, rx) = mpsc::channel();
         let mut pending = Vec::new();
         for (member, pipes) in formation.members.iter().zip(pipes.iter_mut()) {
@@ -438,10 +435,7 @@ impl Launch {
 /// deadline fails the launch, as does a signal to the launcher. Every peer that had failed by
 /// then is named.
 fn await_peers(
-    (mut pending, rx): (
-        Vec<Pending>,
-        mpsc::Receiver<(String, Result<Ready, String>)>,
-    ),
+    (mut pending, rx): (Vec<Pending>, Reports),
     members: &mut Members,
     ready_timeout: Duration,
 ) -> PeersReady {
