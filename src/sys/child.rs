@@ -178,7 +178,7 @@ impl Pump {
     }
 
     fn move_bytes(&mut self) {
-        use std::io::{Read, Write};
+        use std::io::Write;
         if let Some(stdin) = &mut self.stdin {
             loop {
                 match stdin.write(&self.input[self.written..]) {
@@ -199,48 +199,39 @@ impl Pump {
                 self.stdin = None;
             }
         }
-        let mut chunk = [0u8; 16 * 1024];
-        if let Some(out) = &mut self.stdout {
-            loop {
-                match out.read(&mut chunk) {
-                    Ok(0) => {
-                        self.stdout = None;
-                        break;
-                    }
-                    Ok(n) => {
-                        let room = self.out_limit.saturating_sub(self.out.len());
-                        self.out.extend_from_slice(&chunk[..n.min(room)]);
-                    }
-                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        self.stdout = None;
-                        break;
-                    }
-                }
-            }
+        let (out, out_limit) = (&mut self.out, self.out_limit);
+        if !read_available(self.stdout.as_mut(), |bytes| {
+            let room = out_limit.saturating_sub(out.len());
+            out.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        }) {
+            self.stdout = None;
         }
-        if let Some(err_pipe) = &mut self.stderr {
-            loop {
-                match err_pipe.read(&mut chunk) {
-                    Ok(0) => {
-                        self.stderr = None;
-                        break;
-                    }
-                    Ok(n) => {
-                        self.err_tail.extend_from_slice(&chunk[..n]);
-                        if self.err_tail.len() > self.err_limit {
-                            self.err_tail.drain(..self.err_tail.len() - self.err_limit);
-                        }
-                    }
-                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        self.stderr = None;
-                        break;
-                    }
-                }
+        let (tail, err_limit) = (&mut self.err_tail, self.err_limit);
+        if !read_available(self.stderr.as_mut(), |bytes| {
+            tail.extend_from_slice(bytes);
+            if tail.len() > err_limit {
+                tail.drain(..tail.len() - err_limit);
             }
+        }) {
+            self.stderr = None;
+        }
+    }
+}
+
+/// Read everything `pipe` (non-blocking) holds now into `keep`; `false` once it is at EOF or
+/// broken (and so should be closed), `true` while it may still deliver. `None` stays closed.
+fn read_available(pipe: Option<&mut impl std::io::Read>, mut keep: impl FnMut(&[u8])) -> bool {
+    let Some(pipe) = pipe else {
+        return false;
+    };
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut chunk) {
+            Ok(0) => return false,
+            Ok(n) => keep(&chunk[..n]),
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
         }
     }
 }
@@ -301,6 +292,33 @@ pub fn kill_and_reap_orphan(pid: u32) {
         libc::kill(raw, libc::SIGKILL);
         libc::waitpid(raw, std::ptr::null_mut(), 0);
     }
+}
+
+/// Have the kernel SIGKILL the child `command` spawns when the thread spawning it is gone — the
+/// whole process included, SIGKILLed or not (`PR_SET_PDEATHSIG`). The spawning thread must live
+/// as long as the child (it waits for it). If the parent is already gone by the time the child
+/// asks, the child does not run. Nothing where unsupported.
+pub fn die_with_parent(command: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: `getpid` and `prctl`/`getppid` with integer arguments are async-signal-safe;
+        // the closure allocates nothing and touches no lock.
+        let parent = unsafe { libc::getpid() };
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
 }
 
 #[cfg(test)]

@@ -56,40 +56,30 @@ pub fn drain(fd: RawFd) {
     while unsafe { libc::read(fd, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
 }
 
-/// `poll(2)` for readability (or hang-up) on `fds`; a negative one is ignored.
-/// `EINTR` reads as nothing ready.
+/// `poll(2)` for readability (or hang-up) on `fds`; a negative one is ignored. `EINTR` reads as
+/// nothing ready.
 pub fn poll_fds(fds: &[RawFd], timeout: Duration) -> Vec<bool> {
-    let mut polled: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `polled` is a live array of valid `pollfd`s whose length is passed with it.
-    unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, millis) };
-    polled.iter().map(|p| p.revents != 0).collect()
+    poll_io(fds, -1, timeout)
 }
 
 /// `poll(2)` for readability on `read_fds` and writability on `write_fd` (negative descriptors
-/// are ignored), for at most `timeout`.
-pub fn poll_io(read_fds: &[RawFd], write_fd: RawFd, timeout: Duration) {
+/// are ignored), for at most `timeout`; which of `read_fds` are ready.
+pub fn poll_io(read_fds: &[RawFd], write_fd: RawFd, timeout: Duration) -> Vec<bool> {
     let mut polled: Vec<libc::pollfd> = read_fds
         .iter()
-        .map(|&fd| libc::pollfd {
+        .map(|&fd| (fd, libc::POLLIN))
+        .chain(std::iter::once((write_fd, libc::POLLOUT)))
+        .map(|(fd, events)| libc::pollfd {
             fd,
-            events: libc::POLLIN,
+            events,
             revents: 0,
         })
         .collect();
-    polled.push(libc::pollfd {
-        fd: write_fd,
-        events: libc::POLLOUT,
-        revents: 0,
-    });
     let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
     // SAFETY: `polled` is a live array of valid `pollfd`s whose length is passed with it.
     unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, millis) };
+    polled[..read_fds.len()]
+        .iter()
+        .map(|p| p.revents != 0)
+        .collect()
 }
