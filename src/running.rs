@@ -365,13 +365,6 @@ impl Drop for ControlGuard {
     }
 }
 
-/// Whether this process has a controlling terminal — what decides `outlives_launcher`: a capsule
-/// attached to a terminal dies with that window. `/dev/tty` rather than `isatty` on stdio, so
-/// redirecting a stream does not change the answer.
-pub fn has_controlling_terminal() -> bool {
-    std::fs::File::open("/dev/tty").is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -330,6 +330,9 @@ impl Engine {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        // A SIGKILLed session runs no teardown: the kernel ends its handler instead. This task
+        // thread spawns the handler and waits for it, so it lives exactly as long as needed.
+        crate::sys::child::die_with_parent(&mut command);
         // A call socket of its own, inherited by this handler alone (both ends close-on-exec;
         // the flag is cleared on the handler's end in the handler only).
         let call_socket = match &self.calls {

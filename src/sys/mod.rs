@@ -12,4 +12,5 @@ pub mod pipe;
 pub mod proc;
 pub mod random;
 pub mod signal;
+pub mod tty;
 pub mod wake;
