@@ -151,6 +151,9 @@ pub struct Engine {
     calls: Option<CallService>,
     state: Mutex<Tasks>,
     changed: Condvar,
+    /// Started with the first handler: SIGKILLs the running handlers' groups if this session
+    /// is SIGKILLed.
+    reaper: std::sync::OnceLock<Option<crate::sys::child::GroupReaper>>,
 }
 
 #[derive(Default)]
@@ -181,6 +184,7 @@ impl Engine {
             calls,
             state: Mutex::new(Tasks::default()),
             changed: Condvar::new(),
+            reaper: std::sync::OnceLock::new(),
         })
     }
 
@@ -354,10 +358,16 @@ impl Engine {
         };
         // Spawned and registered under the engine's lock, so an orphan sweep never mistakes a
         // handler that has just started for an orphan.
+        let reaper = self
+            .reaper
+            .get_or_init(crate::sys::child::GroupReaper::start);
         let spawned = {
             let mut tasks = self.lock();
             command.spawn().inspect(|child| {
                 tasks.groups.insert(id.to_string(), child.id());
+                if let Some(reaper) = reaper {
+                    reaper.watch(child.id());
+                }
             })
         };
         let call_socket = call_socket.map(|(service, ours, theirs)| {
@@ -397,6 +407,9 @@ impl Engine {
         }
         // The leader has exited and is not reaped: its pgid still names only its group.
         let _ = signal_group(pgid, libc::SIGKILL);
+        if let Some(reaper) = reaper {
+            reaper.unwatch(pgid);
+        }
         let status = child.wait();
         self.lock().groups.remove(id);
         pump.drain(DRAIN_GRACE);
@@ -530,8 +543,9 @@ impl Engine {
     /// nothing a handler started outlives its task.
     pub fn sweep_orphans(&self) {
         let tasks = self.lock();
+        let reaper = self.reaper.get().and_then(Option::as_ref).map(|r| r.pid());
         for pid in crate::sys::child::children() {
-            if !tasks.groups.values().any(|&leader| leader == pid) {
+            if Some(pid) != reaper && !tasks.groups.values().any(|&leader| leader == pid) {
                 crate::sys::child::kill_and_reap_orphan(pid);
             }
         }

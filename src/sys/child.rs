@@ -321,6 +321,123 @@ pub fn die_with_parent(command: &mut std::process::Command) {
     let _ = command;
 }
 
+/// A process forked from a session that outlives it just long enough to SIGKILL the handler
+/// groups still registered with it: what ends a handler's children when the session itself is
+/// SIGKILLed (the handler leader dies by [`die_with_parent`]; what it started would not).
+///
+/// The session writes `+pgid` when a handler starts and `-pgid` before the leader is reaped (so
+/// a registered pgid can only name that handler's group) over a pipe whose write end only the
+/// session holds. EOF — the session gone, however — makes the reaper SIGKILL every group still
+/// registered and exit. It holds no other descriptor.
+pub struct GroupReaper {
+    write: OwnedFd,
+    pid: u32,
+}
+
+/// The most handler groups a [`GroupReaper`] tracks at once (the manifest allows 1024 at once).
+const REAPER_SLOTS: usize = 1024;
+
+impl GroupReaper {
+    /// Fork the reaper; `None` if it could not be started.
+    #[cfg(target_os = "linux")]
+    pub fn start() -> Option<Self> {
+        use std::os::fd::AsRawFd;
+        let (read, write) = super::pipe::pipe().ok()?;
+        let keep = read.as_raw_fd();
+        // SAFETY: the child calls only async-signal-safe functions (close, read, kill, _exit;
+        // close_range through syscall), allocates nothing and takes no lock, as a child forked
+        // from a multithreaded process must.
+        match unsafe { libc::fork() } {
+            -1 => None,
+            0 => unsafe { reaper_main(keep) },
+            pid => Some(Self {
+                write,
+                pid: pid as u32,
+            }),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn start() -> Option<Self> {
+        None
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Register handler group `pgid`.
+    pub fn watch(&self, pgid: u32) {
+        self.send(pgid as i32);
+    }
+
+    /// Forget handler group `pgid`; before its leader is reaped.
+    pub fn unwatch(&self, pgid: u32) {
+        self.send(-(pgid as i32));
+    }
+
+    fn send(&self, value: i32) {
+        use std::os::fd::AsRawFd;
+        let bytes = value.to_ne_bytes();
+        // SAFETY: a write of 4 bytes from a live buffer to our own pipe (atomic: under PIPE_BUF).
+        unsafe {
+            libc::write(self.write.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
+        }
+    }
+}
+
+/// The reaper's whole life, in the forked child.
+#[cfg(target_os = "linux")]
+unsafe fn reaper_main(keep: libc::c_int) -> ! {
+    unsafe {
+        // A group of its own, so no signal meant for the session's group (a terminal's ^C, the
+        // launcher's SIGKILL to a peer's group) ends it before the session.
+        libc::setpgid(0, 0);
+        // Every descriptor but the pipe goes: the door, the handlers' pipes, stdio.
+        if keep > 0 && libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32) != 0 {
+            for fd in 0..keep {
+                libc::close(fd);
+            }
+        }
+        if libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32) != 0 {
+            for fd in (keep + 1)..65536 {
+                libc::close(fd);
+            }
+        }
+        let mut groups = [0 as libc::pid_t; REAPER_SLOTS];
+        let mut buf = [0u8; 4];
+        let mut have = 0usize;
+        loop {
+            let n = libc::read(keep, buf.as_mut_ptr().add(have).cast(), 4 - have);
+            if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
+                break;
+            }
+            if n < 0 {
+                continue;
+            }
+            have += n as usize;
+            if have < 4 {
+                continue;
+            }
+            have = 0;
+            let value = i32::from_ne_bytes(buf);
+            if value > 0 {
+                if let Some(slot) = groups.iter_mut().find(|g| **g == 0) {
+                    *slot = value;
+                }
+            } else if let Some(slot) = groups.iter_mut().find(|g| **g == -value) {
+                *slot = 0;
+            }
+        }
+        for &pgid in &groups {
+            if pgid > 0 {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+        libc::_exit(0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
