@@ -7,18 +7,19 @@
 //! that `MUR_A2A_PYTHON` names). Without it each test prints a loud `*** SKIPPED … ***` line on
 //! stderr and passes, so `cargo test` works on a machine that cannot reach PyPI.
 
+mod common;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use common::Home;
 use serde_json::Value;
 
-const MUR: &str = env!("CARGO_BIN_EXE_mur");
 /// How long the SDK script, `mur token` or a session's readiness may take.
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -80,48 +81,6 @@ fn sdk_python() -> Result<PathBuf, String> {
     }
 }
 
-/// A fresh `HOME`, removed on drop.
-struct Home(PathBuf);
-
-impl Home {
-    fn new() -> Self {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let path = std::env::temp_dir().join(format!(
-            "mur-a2a-sdk-{}-{}-{nanos:x}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir(&path).expect("create the temporary HOME");
-        Home(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-
-    /// `mur ARGS` with this `HOME`, run from it.
-    fn mur(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(MUR);
-        cmd.args(args)
-            .current_dir(&self.0)
-            .env("HOME", &self.0)
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("MURMUR_FORMATION_LIFELINE")
-            .env_remove("MURMUR_FORMATION_CHANNEL");
-        cmd
-    }
-}
-
-impl Drop for Home {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A `mur run --json` session: its readiness line and its process, SIGTERMed and reaped by
 /// [`Session::stop`] (or killed on drop, should the test panic first).
 struct Session {
@@ -134,7 +93,7 @@ impl Session {
     fn start(home: &Home, args: &[&str]) -> Session {
         let stderr = home.path().join(format!("mur-run-{}.stderr", args.len()));
         let mut child = home
-            .mur(&[&["run", "--json"], args].concat())
+            .command(&[&["run", "--json"], args].concat())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(fs::File::create(&stderr).unwrap())
@@ -317,7 +276,7 @@ fn the_sdk_authenticates_with_the_operator_token_and_reads_the_extended_card() {
     let session = Session::start(&home, &[capsule.to_str().unwrap()]);
     assert_eq!(session.field("name"), "sdk-auth");
 
-    let mut token = home.mur(&["token", session.field("session_id")]);
+    let mut token = home.command(&["token", session.field("session_id")]);
     token.env_remove("MUR_A2A_TOKEN");
     let token = run(token, "");
     assert!(

@@ -35,7 +35,7 @@
 //! The test makes itself a child subreaper, so orphans (members of a SIGKILLed launcher,
 //! handlers of a SIGKILLed session) become its children and are reaped, never left as zombies.
 
-mod formation_support;
+mod common;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -49,9 +49,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use formation_support::{
-    Drain, Env, alive, children_of, cmdline, drain, environ, manifest, mur_bin, process_start,
-    processes_with_env, text,
+use common::{
+    Drain, Env, alive, children_of, cmdline, drain, environ, manifest, mur_bin, processes_with_env,
+    start_token,
 };
 use serde_json::{Value, json};
 
@@ -1017,7 +1017,7 @@ impl Proc {
 
     /// What it printed on stderr so far.
     fn stderr(&self) -> String {
-        text(&self.stderr.0)
+        self.stderr.text()
     }
 
     /// Everything it printed on stderr, once it exited: waits (bounded) for the pipe's EOF, so
@@ -1205,7 +1205,7 @@ impl Sampler {
 }
 
 fn same_process_alive(pid: u32, start: &str) -> bool {
-    alive(pid) && process_start(pid).as_deref() == Some(start)
+    alive(pid) && start_token(pid).as_deref() == Some(start)
 }
 
 fn sample(running: &Path, window: &Mutex<Option<StopWindow>>, stop: &AtomicBool) -> Vec<String> {

@@ -2,7 +2,7 @@
 //! never the door. Every case ends with a valid card request on a new connection, which must be
 //! served, and the session process must still be running.
 
-mod session_support;
+mod common;
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::*;
 use serde_json::{Value, json};
-use session_support::*;
 
 const CARD: &str = "/.well-known/agent-card.json";
 

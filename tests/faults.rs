@@ -6,7 +6,7 @@
 //! cannot be done they print a loud `*** SKIPPED … ***` line and pass. The mount is undone by a
 //! guard, whatever happens.
 
-mod prove_support;
+mod common;
 
 use std::fs;
 use std::io::{Read, Write};
@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use prove_support::*;
+use common::*;
 
 /// A tmpfs of 64 KiB mounted over `home`, or the loud skip line and `None`.
 fn small_tmpfs(home: &Home, what: &str) -> Option<Mount> {
@@ -39,7 +39,7 @@ fn assert_serves(session: &Session, text: &str) {
         Some(session.id.as_str()),
         "{card}"
     );
-    let answer = session.send(None, text).expect("message/send");
+    let answer = session.try_send(None, text).expect("message/send");
     assert_eq!(answer.status, 200, "{}", answer.text());
     assert_eq!(
         completed_text(&answer.json()).as_deref(),

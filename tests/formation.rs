@@ -3,7 +3,7 @@
 //! project directory; "nothing left" is judged by pid (`kill(pid, 0)`, zombies counting as
 //! gone) and by scanning `/proc` for any process carrying the test's `HOME`.
 
-mod formation_support;
+mod common;
 
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use formation_support::*;
+use common::*;
 use serde_json::{Value, json};
 
 /// How long members may take to be gone once their launcher has exited.
@@ -178,7 +178,7 @@ fn a_served_formation_marks_every_record_is_listed_by_ps_and_leaves_nothing() {
     assert_eq!(entries[0]["name"], "lead");
 
     // Every member's record names the formation, its lifeline and this launcher.
-    let launcher_start = process_start(launcher.pid).expect("the launcher's start time");
+    let launcher_start = start_token(launcher.pid).expect("the launcher's start time");
     let records = env.records();
     assert_eq!(records.len(), 3, "{records:?}");
     for member in &members {

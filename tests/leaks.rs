@@ -16,7 +16,7 @@
 //!
 //! Needs `strace` (skipped loudly without it).
 
-mod prove_support;
+mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -28,7 +28,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use prove_support::*;
+use common::*;
 use serde_json::{Value, json};
 
 /// How long a traced formation may take to become ready or to end.
@@ -361,32 +361,12 @@ fn tokens_in(text: &str, prefix: &str) -> BTreeSet<String> {
             .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
             .map_or(text.len(), |n| start + n);
         let candidate = &text[start..end];
-        let parts: Vec<&str> = candidate.split('.').collect();
-        if parts.len() == 3
-            && parts[2].len() == 43
-            && b64_decode(parts[1])
-                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-                .is_some()
-        {
+        if is_token(candidate) {
             found.insert(candidate.to_string());
         }
         from = start + prefix.len();
     }
     found
-}
-
-fn b64_decode(text: &str) -> Option<Vec<u8>> {
-    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let (mut bits, mut count, mut out) = (0u32, 0, vec![]);
-    for c in text.bytes() {
-        bits = (bits << 6) | B64.iter().position(|&b| b == c)? as u32;
-        count += 6;
-        if count >= 8 {
-            count -= 8;
-            out.push((bits >> count) as u8);
-        }
-    }
-    Some(out)
 }
 
 /// The values of `\"door_key\":\"…\"` in an escaped channel line.
@@ -467,8 +447,11 @@ fn analyse(log: &str, home: &Path) -> Findings {
             }
         }
     }
+    // Only a member's first fcntl on that number is the channel being taken over: once the
+    // channel closes, the number can be reused for another pipe (a handler's stdout, say).
+    let mut taken: BTreeSet<u32> = BTreeSet::new();
     for (pid, fd, target) in &fcntls {
-        if channel_fd.get(pid) == Some(fd) && target.starts_with("pipe:[") {
+        if channel_fd.get(pid) == Some(fd) && taken.insert(*pid) && target.starts_with("pipe:[") {
             f.channel_pipes.insert(target.clone());
         }
     }

@@ -31,7 +31,7 @@ fn pruned_lines(stderr: &str) -> Vec<&str> {
 
 #[test]
 fn an_empty_home_lists_no_running_capsules_and_creates_nothing() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let run = home.mur(&["ps"]);
     run.expect_code(0);
     assert_eq!(run.stdout, "no running capsules\n");
@@ -56,7 +56,7 @@ fn an_empty_home_lists_no_running_capsules_and_creates_nothing() {
 #[test]
 fn records_of_exited_processes_are_pruned_and_counted() {
     // Without -v: a count on stderr.
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut ids = vec![];
     for _ in 0..2 {
         let (pid, start) = exited_pid();
@@ -80,7 +80,7 @@ fn records_of_exited_processes_are_pruned_and_counted() {
     );
 
     // With -v: one line per record, naming its file and why.
-    let home = TempHome::new();
+    let home = Home::patient();
     let (pid, start) = exited_pid();
     let id = session_id();
     let path = home.write_record(&record(&id, pid, &start, &dead_url()));
@@ -103,7 +103,7 @@ fn records_of_exited_processes_are_pruned_and_counted() {
 
 #[test]
 fn a_reused_pid_is_pruned_and_never_signalled() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut sleeper = Proc::sleeper();
     let real: u64 = sleeper.start().parse().unwrap();
     let id = session_id();
@@ -130,7 +130,7 @@ fn a_reused_pid_is_pruned_and_never_signalled() {
 
 #[test]
 fn a_live_process_without_a_door_is_unreachable_and_kept() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = session_id();
     let path = home.write_record(&record_for(&id, &sleeper, &dead_url()));
@@ -157,7 +157,7 @@ fn a_live_process_without_a_door_is_unreachable_and_kept() {
 
 #[test]
 fn a_door_answering_for_another_session_is_unreachable_and_kept() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = session_id();
     let other = session_id();
@@ -179,7 +179,7 @@ fn a_door_answering_for_another_session_is_unreachable_and_kept() {
 
 #[test]
 fn a_zombie_is_pruned() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut cat = Proc::cat_on_pipe();
     let id = session_id();
     let path = home.write_record(&record_for(&id, &cat, &dead_url()));
@@ -196,7 +196,7 @@ fn a_zombie_is_pruned() {
 
 #[test]
 fn pid_zero_and_pids_outside_pid_t_are_pruned() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mine = start_token(std::process::id()).unwrap();
     for pid in [0u32, u32::MAX, 1 << 31] {
         home.write_record(&record(&session_id(), pid, &mine, &dead_url()));
@@ -210,7 +210,7 @@ fn pid_zero_and_pids_outside_pid_t_are_pruned() {
 
 #[test]
 fn malformed_formation_fields_make_a_record_unreadable_and_pruned() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let door_good = session_id();
     let door = Door::public(&door_good);
@@ -254,7 +254,7 @@ fn malformed_formation_fields_make_a_record_unreadable_and_pruned() {
 
 #[test]
 fn links_fifos_and_oversized_files_are_refused_and_removed() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let running = home.running_dir();
 
@@ -303,7 +303,7 @@ fn links_fifos_and_oversized_files_are_refused_and_removed() {
 
 #[test]
 fn a_running_dir_that_is_a_regular_file_is_exit_1_naming_it() {
-    let home = TempHome::new();
+    let home = Home::patient();
     fs::create_dir(home.murmur()).unwrap();
     fs::set_permissions(home.murmur(), fs::Permissions::from_mode(0o700)).unwrap();
     fs::write(home.running(), "not a directory").unwrap();
@@ -326,7 +326,7 @@ fn a_running_dir_that_is_a_regular_file_is_exit_1_naming_it() {
 
 #[test]
 fn a_live_session_behind_its_door_is_running() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = session_id();
     let door = Door::public(&id);
@@ -354,7 +354,7 @@ fn a_live_session_behind_its_door_is_running() {
 
 #[test]
 fn an_authenticated_door_is_probed_with_the_operator_token() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
 
     // The right token: running, and the token reached the door as a bearer.
@@ -438,7 +438,7 @@ fn an_authenticated_door_is_probed_with_the_operator_token() {
 
 #[test]
 fn json_output_has_the_stable_keys_and_never_a_token() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let launcher = Proc::sleeper();
     let frm = formation_id();
@@ -553,7 +553,7 @@ fn json_output_has_the_stable_keys_and_never_a_token() {
 
 #[test]
 fn formations_get_a_column_and_a_summary_line() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let launcher = Proc::sleeper();
     let frm = formation_id();
@@ -615,7 +615,7 @@ fn formations_get_a_column_and_a_summary_line() {
 
 #[test]
 fn staging_and_control_files_are_left_alone() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = session_id();
     let door = Door::public(&id);
@@ -644,7 +644,7 @@ fn staging_and_control_files_are_left_alone() {
 
 #[test]
 fn silent_doors_are_probed_concurrently() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut keep = vec![];
     let mut ids = vec![];
     for _ in 0..5 {
@@ -676,7 +676,7 @@ fn silent_doors_are_probed_concurrently() {
 
 #[test]
 fn a_reader_that_goes_away_is_not_an_error() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let url = dead_url();
     // Enough rows that the output overflows a pipe buffer, so ps is mid-write when the reader
@@ -686,7 +686,7 @@ fn a_reader_that_goes_away_is_not_an_error() {
     }
     for (args, take) in [(&["ps"][..], 1usize), (&["ps", "--json"], 1), (&["ps"], 0)] {
         let mut child = home
-            .mur_command(args)
+            .command(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -714,7 +714,7 @@ fn a_reader_that_goes_away_is_not_an_error() {
 
 #[test]
 fn pruning_under_umask_000_holds_the_dirs_at_0700() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let running = home.running_dir();
     fs::set_permissions(home.murmur(), fs::Permissions::from_mode(0o777)).unwrap();
     fs::set_permissions(&running, fs::Permissions::from_mode(0o755)).unwrap();
@@ -730,8 +730,9 @@ fn pruning_under_umask_000_holds_the_dirs_at_0700() {
             .args(args)
             .env_clear()
             .env("HOME", home.path())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
-        run(command)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null());
+        run(command, PATIENT_DEADLINE)
     };
     let run = under_umask_000(&["ps"]);
     run.expect_code(0);
@@ -758,18 +759,18 @@ fn pruning_under_umask_000_holds_the_dirs_at_0700() {
 
 #[test]
 fn home_unset_or_relative_is_a_clear_error() {
-    let home = TempHome::new();
-    let mut unset = home.mur_command(&["ps"]);
+    let home = Home::patient();
+    let mut unset = home.command(&["ps"]);
     unset.env_remove("HOME");
-    let failed = run(unset);
+    let failed = run(unset, PATIENT_DEADLINE);
     failed.expect_code(1);
     assert!(failed.stderr.contains("HOME"), "{}", failed.stderr);
 
-    let mut relative = home.mur_command(&["ps"]);
+    let mut relative = home.command(&["ps"]);
     relative
         .env("HOME", "relative/home")
         .current_dir(home.path());
-    let failed = run(relative);
+    let failed = run(relative, PATIENT_DEADLINE);
     failed.expect_code(1);
     assert!(failed.stderr.contains("relative/home"), "{}", failed.stderr);
     assert!(

@@ -11,7 +11,7 @@
 //!
 //! `MUR_PROVE_SCALE=N` multiplies the number of sessions (default 50).
 
-mod prove_support;
+mod common;
 
 use std::collections::HashMap;
 use std::fs;
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use prove_support::*;
+use common::*;
 use serde_json::Value;
 
 /// The two tests here must not run at once: the pid-reuse test needs the kernel's next pid to

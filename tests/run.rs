@@ -1,15 +1,15 @@
 //! `mur run` end to end (DESIGN.md §2, §3, §5): the real binary, real handler processes
 //! (`/bin/sh` scripts), real sockets, and a throwaway `HOME` per test.
 
-mod session_support;
+mod common;
 
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::*;
 use serde_json::{Value, json};
-use session_support::*;
 
 // ---------------------------------------------------------------------------------------------
 // The embedded echo capsule: readiness, ps, the card, tasks

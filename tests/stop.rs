@@ -14,14 +14,14 @@ use serde_json::json;
 const WAIT: Duration = Duration::from_secs(10);
 
 /// A record for `process` at `url`, written; its session id.
-fn session(home: &TempHome, process: &Proc, url: &str) -> String {
+fn session(home: &Home, process: &Proc, url: &str) -> String {
     let id = session_id();
     home.write_record(&record_for(&id, process, url));
     id
 }
 
 /// A session with a chosen id.
-fn session_as(home: &TempHome, id: &str, process: &Proc) {
+fn session_as(home: &Home, id: &str, process: &Proc) {
     home.write_record(&record_for(id, process, &dead_url()));
 }
 
@@ -47,7 +47,7 @@ fn assert_died_of(process: &mut Proc, signal: i32) {
 #[test]
 fn a_session_that_answers_session_stop_is_stopped_at_its_door() {
     for token in [None, Some("mdt1.operatorstop.mac")] {
-        let home = TempHome::new();
+        let home = Home::patient();
         // The "capsule": a cat that exits 0 once the door lets go of its stdin.
         let mut cat = Proc::cat_on_pipe();
         let stdin = Arc::new(Mutex::new(Some(cat.take_stdin())));
@@ -97,7 +97,7 @@ fn a_session_that_answers_session_stop_is_stopped_at_its_door() {
 
 #[test]
 fn a_door_that_answers_but_does_not_stop_is_followed_by_sigterm() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut sleeper = Proc::sleeper();
     let id = session_id();
     let door = Door::public(&id);
@@ -113,7 +113,7 @@ fn a_door_that_answers_but_does_not_stop_is_followed_by_sigterm() {
 
 #[test]
 fn a_session_without_a_door_gets_sigterm() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut sleeper = Proc::sleeper();
     let id = session(&home, &sleeper, &dead_url());
     let control = home.write_control(&id, "ctl1.x.y");
@@ -129,7 +129,7 @@ fn a_session_without_a_door_gets_sigterm() {
 
 #[test]
 fn a_process_ignoring_sigterm_gets_sigkill_after_the_timeout() {
-    let home = TempHome::new();
+    let home = Home::patient();
     // `trap ""` sets SIG_IGN, which survives the exec: the recorded pid itself ignores SIGTERM.
     let mut stubborn = Proc::spawn("sh", &["-c", "trap '' TERM; exec sleep 1000"]);
     let pid = stubborn.pid();
@@ -152,7 +152,7 @@ fn a_process_ignoring_sigterm_gets_sigkill_after_the_timeout() {
 
 #[test]
 fn timeout_zero_is_sigkill_at_once() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut sleeper = Proc::sleeper();
     let id = session_id();
     let door = Door::public(&id);
@@ -173,7 +173,7 @@ fn timeout_zero_is_sigkill_at_once() {
 
 #[test]
 fn a_mismatched_start_time_is_never_signalled() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut sleeper = Proc::sleeper();
     let real: u64 = sleeper.start().parse().unwrap();
     let id = session_id();
@@ -214,7 +214,7 @@ fn a_mismatched_start_time_is_never_signalled() {
 
 #[test]
 fn sessions_are_addressed_by_at_n_full_id_and_suffix() {
-    let home = TempHome::new();
+    let home = Home::patient();
     // Oldest first: a, b, c, d (d is @1).
     let ids: Vec<String> = ["000a1111", "000b2222", "000c3333", "000d4444"]
         .iter()
@@ -259,7 +259,7 @@ fn sessions_are_addressed_by_at_n_full_id_and_suffix() {
 
 #[test]
 fn addresses_that_match_nothing_or_too_much_are_exit_1_and_stop_nothing() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let x = with_suffix(&session_id(), "1beef");
     let y = with_suffix(&session_id(), "2beef");
     let mut px = Proc::sleeper();
@@ -305,7 +305,7 @@ fn addresses_that_match_nothing_or_too_much_are_exit_1_and_stop_nothing() {
 
 #[test]
 fn usage_errors_are_exit_2_and_stop_nothing() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut sleeper = Proc::sleeper();
     let id = session(&home, &sleeper, &dead_url());
     let cases: [&[&str]; 6] = [
@@ -332,7 +332,7 @@ fn usage_errors_are_exit_2_and_stop_nothing() {
 
 #[test]
 fn stop_all_stops_every_session() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut cat = Proc::cat_on_pipe();
     let stdin = Arc::new(Mutex::new(Some(cat.take_stdin())));
     let by_door = session_id();
@@ -362,7 +362,7 @@ fn stop_all_stops_every_session() {
 
 #[test]
 fn a_formation_is_stopped_through_its_launcher() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let fifo = home.path().join("lifeline");
     mkfifo(&fifo);
     let fifo_arg = fifo.to_str().unwrap();
@@ -467,7 +467,7 @@ fn a_signal_the_kernel_refuses_keeps_the_record() {
         );
         return;
     }
-    let home = TempHome::new();
+    let home = Home::patient();
     let id = session_id();
     let start = start_token(1).expect("pid 1's start time");
     let path = home.write_record(&record(&id, 1, &start, &dead_url()));
@@ -483,13 +483,13 @@ fn a_signal_the_kernel_refuses_keeps_the_record() {
 
 #[test]
 fn a_closed_stdout_does_not_cut_a_stop_short() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let mut procs: Vec<Proc> = (0..3).map(|_| Proc::sleeper()).collect();
     for p in &procs {
         session(&home, p, &dead_url());
     }
     let mut child = home
-        .mur_command(&["stop", "--all"])
+        .command(&["stop", "--all"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -11,7 +11,7 @@ const WRITER: &str = "mdt1.eyJjcmVkZW50aWFsIjoid3JpdGVyIn0.WRITERMAC";
 const CONTROL: &str = "ctl1.eyJzZXNzaW9uX2lkIjoic2VzIn0.CONTROLMAC";
 
 /// An authenticated session's record (operator token, two credentials) naming `process`.
-fn authenticated(home: &TempHome, process: &Proc) -> String {
+fn authenticated(home: &Home, process: &Proc) -> String {
     let id = session_id();
     let mut r = record_for(&id, process, &dead_url());
     r["door_token"] = json!(OPERATOR);
@@ -32,7 +32,7 @@ fn assert_no_token(text: &str) {
 
 #[test]
 fn the_operator_token_is_printed_exactly() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = authenticated(&home, &sleeper);
     for args in [
@@ -50,7 +50,7 @@ fn the_operator_token_is_printed_exactly() {
 
 #[test]
 fn a_named_credential_is_printed_exactly() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = authenticated(&home, &sleeper);
     let run = home.mur(&["token", &id, "reader"]);
@@ -64,7 +64,7 @@ fn a_named_credential_is_printed_exactly() {
 
 #[test]
 fn an_unknown_credential_lists_the_known_ones_and_no_token() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = authenticated(&home, &sleeper);
     let run = home.mur(&["token", &id, "admin"]);
@@ -80,7 +80,7 @@ fn an_unknown_credential_lists_the_known_ones_and_no_token() {
     assert_no_token(&run.stderr);
 
     // A session declaring no credentials at all: still exit 1, still no token.
-    let home = TempHome::new();
+    let home = Home::patient();
     let id = session_id();
     let mut r = record_for(&id, &sleeper, &dead_url());
     r["door_token"] = json!(OPERATOR);
@@ -93,7 +93,7 @@ fn an_unknown_credential_lists_the_known_ones_and_no_token() {
 
 #[test]
 fn a_public_door_has_no_token() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = session_id();
     home.write_record(&record_for(&id, &sleeper, &dead_url()));
@@ -107,7 +107,7 @@ fn a_public_door_has_no_token() {
 
 #[test]
 fn the_control_token_is_read_from_the_control_file() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = authenticated(&home, &sleeper);
     home.write_control(&id, CONTROL);
@@ -131,7 +131,7 @@ fn the_control_token_is_read_from_the_control_file() {
 
 #[test]
 fn a_session_without_control_has_no_control_token() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = authenticated(&home, &sleeper);
     let run = home.mur(&["token", &id, "--control"]);
@@ -143,7 +143,7 @@ fn a_session_without_control_has_no_control_token() {
 
 #[test]
 fn without_an_address_exactly_one_session_must_be_running() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let run = home.mur(&["token"]);
     run.expect_code(1);
     assert_eq!(run.stdout, "");
@@ -173,7 +173,7 @@ fn without_an_address_exactly_one_session_must_be_running() {
 #[test]
 fn a_stale_record_is_not_served() {
     for stale in ["exited", "reused"] {
-        let home = TempHome::new();
+        let home = Home::patient();
         let sleeper = Proc::sleeper();
         let (pid, start) = match stale {
             "exited" => exited_pid(),
@@ -209,7 +209,7 @@ fn a_stale_record_is_not_served() {
 
 #[test]
 fn usage_errors_are_exit_2() {
-    let home = TempHome::new();
+    let home = Home::patient();
     let sleeper = Proc::sleeper();
     let id = authenticated(&home, &sleeper);
     for args in [
