@@ -32,21 +32,25 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
-use std::sync::Mutex;
+use std::process::{Child, ChildStderr, Command, ExitStatus};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const MUR: &str = env!("CARGO_BIN_EXE_mur");
+mod common;
+use common::{Home, MUR, Style, fail, leftovers, loadavg, median, mkdir, signal, table, write};
+
+/// Every duration in milliseconds; a spread is the median, minimum and maximum.
+const STYLE: Style = Style {
+    seconds: false,
+    tenths_from_10s: false,
+    micros: false,
+    p90_and_count: false,
+};
 const SIZES: [usize; 3] = [1, 4, 16];
 /// Measured runs per figure, after one unmeasured run.
 const RUNS: usize = 10;
 /// How long a launcher may take to exit on its own before the bench calls it hung.
 const EXIT_DEADLINE: Duration = Duration::from_secs(60);
-
-/// Pids of the launchers alive now, and the temporary home: what a failure or panic cleans up.
-static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-static HOME: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -65,20 +69,11 @@ impl Kind {
 
 fn main() {
     // `cargo bench` passes `--bench`; this harness takes no options.
-    std::panic::set_hook(Box::new(|info| {
-        eprintln!("formation bench: {info}");
-        cleanup();
-    }));
+    // A failure or panic SIGKILLs the launchers alive (their members end with their
+    // lifelines), and the home goes half a second later.
+    common::guarded("formation", Duration::from_millis(500));
     let home = Home::new();
-    println!("mur formation benchmark");
-    println!("  binary  {MUR}");
-    println!(
-        "  machine {} CPUs, load average {}, bench pid {}, HOME {}",
-        thread::available_parallelism().map_or(0, |n| n.get()),
-        loadavg(),
-        std::process::id(),
-        home.root().display()
-    );
+    common::banner(&home);
     println!(
         "  members: the entry plus N-1 peers, each `sh` running `cat`; {RUNS} measured runs per \
          figure after 1 unmeasured"
@@ -105,9 +100,12 @@ fn main() {
                     stop.push(launch.stop);
                 }
             }
-            println!("  {n:>2} members  line + GET  {}", spread(&card));
-            println!("              line alone  {}", spread(&line));
-            println!("              SIGTERM to launcher exit  {}", spread(&stop));
+            println!("  {n:>2} members  line + GET  {}", STYLE.spread(&card));
+            println!("              line alone  {}", STYLE.spread(&line));
+            println!(
+                "              SIGTERM to launcher exit  {}",
+                STYLE.spread(&stop)
+            );
             summary.push((
                 format!("launch, {n} members, {}", kind.label()),
                 median(&card),
@@ -131,8 +129,8 @@ fn main() {
                 }
                 said = task.stopped;
             }
-            println!("  {n:>2} members  teardown  {}", spread(&down));
-            println!("              spawn to answer  {}", spread(&total));
+            println!("  {n:>2} members  teardown  {}", STYLE.spread(&down));
+            println!("              spawn to answer  {}", STYLE.spread(&total));
             println!("              the launcher said: {said}");
             summary.push((
                 format!("teardown, {n} members, {}", kind.label()),
@@ -150,7 +148,7 @@ fn main() {
             l if l.starts_with("teardown") => "<= 100 ms",
             _ => "-",
         };
-        rows.push([label, ms(took), expected.into()]);
+        rows.push([label, STYLE.ms(took), expected.into()]);
     }
     table(&rows);
     println!("  load average at the end: {}", loadavg());
@@ -256,20 +254,12 @@ struct Launcher {
 
 impl Launcher {
     fn spawn(home: &Home, roster: &Path, args: &[&str]) -> Self {
-        let mut child = Command::new(MUR)
-            .arg("formation")
-            .arg(roster)
-            .args(args)
-            .env("HOME", home.root())
-            .current_dir(home.root())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|err| fail(&format!("cannot run {MUR}: {err}")));
+        let (mut child, stdout) = common::spawn_mur(
+            Command::new(MUR).arg("formation").arg(roster).args(args),
+            home.root(),
+            home.root(),
+        );
         let pid = child.id();
-        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
-        let stdout = BufReader::new(child.stdout.take().unwrap_or_else(|| fail("no stdout")));
         let stderr: Option<ChildStderr> = child.stderr.take();
         let stderr = thread::spawn(move || {
             let mut text = String::new();
@@ -304,9 +294,7 @@ impl Launcher {
             match child.try_wait() {
                 Ok(Some(status)) => {
                     self.child = None;
-                    LIVE.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .retain(|p| *p != self.pid);
+                    common::unregister(self.pid);
                     return status;
                 }
                 Ok(None) if start.elapsed() > EXIT_DEADLINE => {
@@ -397,27 +385,10 @@ fn get_card(url: &str) -> Result<String, String> {
     }
 }
 
-/// A temporary `$HOME`, removed when dropped.
-struct Home {
-    root: PathBuf,
-}
-
 impl Home {
-    fn new() -> Self {
-        let root = std::env::temp_dir().join(format!("mur-bench-formation-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        mkdir(&root);
-        *HOME.lock().unwrap_or_else(|p| p.into_inner()) = Some(root.clone());
-        Self { root }
-    }
-
-    fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// `<kind>/roster-<n>.json` beside the capsule `<kind>/cap`, written on first use.
     fn roster(&self, kind: Kind, n: usize) -> PathBuf {
-        let dir = self.root.join(kind.label().replace('+', "-"));
+        let dir = self.root().join(kind.label().replace('+', "-"));
         let cap = dir.join("cap");
         if !cap.exists() {
             mkdir(&cap);
@@ -447,104 +418,4 @@ impl Home {
         write(&path, roster.to_string().as_bytes());
         path
     }
-}
-
-impl Drop for Home {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-        *HOME.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    }
-}
-
-fn mkdir(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap_or_else(|err| fail(&format!("{}: {err}", dir.display())));
-}
-
-fn write(path: &Path, bytes: &[u8]) {
-    std::fs::write(path, bytes).unwrap_or_else(|err| fail(&format!("{}: {err}", path.display())));
-}
-
-/// Processes whose environment holds `HOME=<home>`: what this bench started, and theirs.
-fn leftovers(home: &Path) -> Vec<u32> {
-    let needle = format!("HOME={}\0", home.display()).into_bytes();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split_inclusive(|b| *b == 0)
-                    .any(|var| var == needle.as_slice())
-            })
-        })
-        .collect()
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) takes plain integers; `pid` is a child of ours not yet reaped.
-    unsafe {
-        libc::kill(pid as libc::pid_t, sig);
-    }
-}
-
-fn table(rows: &[[String; 3]]) {
-    let widths: Vec<usize> = (0..3)
-        .map(|c| rows.iter().map(|row| row[c].len()).max().unwrap_or(0))
-        .collect();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        println!("  {}", cells.join("  ").trim_end());
-    }
-}
-
-fn spread(xs: &[Duration]) -> String {
-    format!(
-        "median {}  (min {}, max {})",
-        ms(median(xs)),
-        ms(xs.iter().copied().min().unwrap_or_default()),
-        ms(xs.iter().copied().max().unwrap_or_default()),
-    )
-}
-
-fn median(xs: &[Duration]) -> Duration {
-    let mut sorted = xs.to_vec();
-    sorted.sort_unstable();
-    match sorted.len() {
-        0 => Duration::ZERO,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
-    }
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-/// SIGKILL every launcher still alive (their members end with their lifelines) and remove the
-/// temporary home.
-fn cleanup() {
-    let live: Vec<u32> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
-    for pid in live {
-        signal(pid, libc::SIGKILL);
-    }
-    if let Some(home) = HOME.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        thread::sleep(Duration::from_millis(500));
-        let _ = std::fs::remove_dir_all(home);
-    }
-}
-
-fn fail(why: &str) -> ! {
-    eprintln!("formation bench: {why}");
-    cleanup();
-    std::process::exit(1)
 }

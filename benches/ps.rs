@@ -39,7 +39,18 @@ use mur::id::SessionId;
 use mur::json::record::RunningRecord;
 use mur::running::{self, Liveness};
 
-const MUR: &str = env!("CARGO_BIN_EXE_mur");
+mod common;
+use common::{Home, MUR, Style, fail, median, mkdir, table, write};
+
+/// Milliseconds below 1 s, seconds above (to a tenth from 10 s); a spread is the median, minimum
+/// and maximum.
+const STYLE: Style = Style {
+    seconds: true,
+    tenths_from_10s: true,
+    micros: false,
+    p90_and_count: false,
+};
+
 const RECORDS: usize = 1000;
 const SILENT: usize = 200;
 /// Silent doors the sequential baseline of (b) really waits on.
@@ -52,6 +63,7 @@ const CARD_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-c
 
 fn main() {
     // `cargo bench` passes `--bench`; this harness takes no options.
+    common::named("ps");
     let binary = PathBuf::from(MUR);
     let size = std::fs::metadata(&binary)
         .unwrap_or_else(|err| fail(&format!("{}: {err}", binary.display())))
@@ -68,7 +80,7 @@ fn main() {
     println!();
 
     // Empty home first, while this process is still quiet.
-    let empty = Home::new("empty");
+    let empty = Home::tagged("empty");
     for _ in 0..10 {
         ps(empty.root(), 0);
     }
@@ -83,12 +95,7 @@ fn main() {
         .collect();
     let empty_median = median(&empty_runs);
     println!("empty home ($HOME with no .murmur), {RUNS_EMPTY} runs");
-    println!(
-        "  mur ps  median {}  (min {}, max {})",
-        ms(empty_median),
-        ms(min(&empty_runs)),
-        ms(max(&empty_runs))
-    );
+    println!("  mur ps  {}", STYLE.spread(&empty_runs));
     println!();
 
     let stamp = unix_ms();
@@ -103,9 +110,9 @@ fn main() {
     println!(
         "doors: {} listeners on 127.0.0.1, one thread each (64 KiB stacks), opened in {}",
         doors.len(),
-        ms(opened.elapsed())
+        STYLE.ms(opened.elapsed())
     );
-    let live = Home::new("live");
+    let live = Home::tagged("live");
     let live_records: Vec<RunningRecord> = doors
         .iter()
         .map(|door| record(&door.session, &door.addr.to_string(), self_pid, &self_start))
@@ -127,7 +134,7 @@ fn main() {
         .unwrap_or_else(|err| fail(&format!("cannot run cat: {err}")));
     let helper_start = mur::sys::proc::process_start_token(helper.id())
         .unwrap_or_else(|| fail("cannot read the helper's start time"));
-    let single = Home::new("single");
+    let single = Home::tagged("single");
     single.write(
         &doors
             .iter()
@@ -186,19 +193,17 @@ fn main() {
     let b_seq_estimate = b_seq.wall + per_silent * b_seq.silent_skipped as u32;
     let b_ps = median(&b_runs);
     println!(
-        "  mur ps      median {}  (min {}, max {}, {RUNS_SILENT} runs)",
-        ms(b_ps),
-        ms(min(&b_runs)),
-        ms(max(&b_runs))
+        "  mur ps      {}",
+        STYLE.spread_noting(&b_runs, &format!(", {RUNS_SILENT} runs"))
     );
     println!(
         "  sequential  ~{} ESTIMATED: measured {} over {} answering + {} silent doors \
          ({} per silent door), the other {} silent doors extrapolated at that mean, not run",
-        ms(b_seq_estimate),
-        ms(b_seq.wall),
+        STYLE.ms(b_seq_estimate),
+        STYLE.ms(b_seq.wall),
         b_seq.live,
         b_seq.silent_verified,
-        ms(per_silent),
+        STYLE.ms(per_silent),
         b_seq.silent_skipped
     );
     println!(
@@ -210,7 +215,7 @@ fn main() {
     println!();
     println!("(c) {RECORDS} records, all gone (reaped pids), rewritten before every run");
     let reaped = reaped_processes(RECORDS);
-    let gone = Home::new("gone");
+    let gone = Home::tagged("gone");
     let workdir = gone.root().to_path_buf();
     let gone_records: Vec<RunningRecord> = reaped
         .iter()
@@ -255,16 +260,15 @@ fn main() {
         .collect();
     let (c_ps, c_seq) = (median(&c_runs), median(&c_seq_runs));
     println!(
-        "  mur ps      median {}  (min {}, max {}, {RUNS} runs)",
-        ms(c_ps),
-        ms(min(&c_runs)),
-        ms(max(&c_runs))
+        "  mur ps      {}",
+        STYLE.spread_noting(&c_runs, &format!(", {RUNS} runs"))
     );
     println!(
-        "  sequential  median {}  (min {}, max {}, {RUNS} runs, in-process list + verify + prune)",
-        ms(c_seq),
-        ms(min(&c_seq_runs)),
-        ms(max(&c_seq_runs))
+        "  sequential  {}",
+        STYLE.spread_noting(
+            &c_seq_runs,
+            &format!(", {RUNS} runs, in-process list + verify + prune")
+        )
     );
     println!(
         "  ratio       sequential / mur ps = {:.1}x",
@@ -283,35 +287,35 @@ fn main() {
         ],
         [
             "(a) 1000 live, doors answer".into(),
-            ms(a_ps),
-            ms(a_seq),
+            STYLE.ms(a_ps),
+            STYLE.ms(a_seq),
             format!("{:.1}x", ratio(a_seq, a_ps)),
             "well under 1 s".into(),
         ],
         [
             "(a') as (a), 1-thread pid".into(),
-            ms(a1_ps),
-            ms(a1_seq),
+            STYLE.ms(a1_ps),
+            STYLE.ms(a1_seq),
             format!("{:.1}x", ratio(a1_seq, a1_ps)),
             "-".into(),
         ],
         [
             "(b) 1000 live, 200 silent".into(),
-            ms(b_ps),
-            format!("~{} (est.)", ms(b_seq_estimate)),
+            STYLE.ms(b_ps),
+            format!("~{} (est.)", STYLE.ms(b_seq_estimate)),
             format!("{:.0}x", ratio(b_seq_estimate, b_ps)),
             "~5 s (one probe timeout)".into(),
         ],
         [
             "(c) 1000 gone, pruned".into(),
-            ms(c_ps),
-            ms(c_seq),
+            STYLE.ms(c_ps),
+            STYLE.ms(c_seq),
             format!("{:.1}x", ratio(c_seq, c_ps)),
             "under 0.2 s".into(),
         ],
         [
             format!("empty home ({RUNS_EMPTY} runs)"),
-            ms(empty_median),
+            STYLE.ms(empty_median),
             "-".into(),
             "-".into(),
             "<= 2 ms".into(),
@@ -324,17 +328,7 @@ fn main() {
             "<= 1.5 MiB".into(),
         ],
     ];
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| rows.iter().map(|row| row[c].len()).max().unwrap_or(0))
-        .collect();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        println!("  {}", cells.join("  ").trim_end());
-    }
+    table(&rows);
     println!("  (medians; 'mur ps' includes spawning the binary, 'sequential' runs in-process)");
 }
 
@@ -372,16 +366,15 @@ fn live_scenario(home: &Home, label: &str) -> (Duration, Duration) {
     );
     let (ps_median, seq_median) = (median(&ps_runs), median(&seq_runs));
     println!(
-        "  mur ps      median {}  (min {}, max {}, {RUNS} runs)",
-        ms(ps_median),
-        ms(min(&ps_runs)),
-        ms(max(&ps_runs))
+        "  mur ps      {}",
+        STYLE.spread_noting(&ps_runs, &format!(", {RUNS} runs"))
     );
     println!(
-        "  sequential  median {}  (min {}, max {}, {RUNS_SEQUENTIAL} runs, in-process list + verify each)",
-        ms(seq_median),
-        ms(min(&seq_runs)),
-        ms(max(&seq_runs))
+        "  sequential  {}",
+        STYLE.spread_noting(
+            &seq_runs,
+            &format!(", {RUNS_SEQUENTIAL} runs, in-process list + verify each")
+        )
     );
     println!(
         "  ratio       sequential / mur ps = {:.1}x",
@@ -389,7 +382,7 @@ fn live_scenario(home: &Home, label: &str) -> (Duration, Duration) {
     );
     println!(
         "  layers 1-2 alone (kill + /proc/<pid>/stat), in-process, {RECORDS} records: {}",
-        ms(layers12)
+        STYLE.ms(layers12)
     );
     (ps_median, seq_median)
 }
@@ -478,26 +471,9 @@ fn hold(mut conn: TcpStream) {
     while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
 }
 
-/// A temporary `$HOME`, removed when dropped.
-struct Home {
-    root: PathBuf,
-}
-
 impl Home {
-    fn new(tag: &str) -> Self {
-        let root = std::env::temp_dir().join(format!("mur-bench-ps-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root)
-            .unwrap_or_else(|err| fail(&format!("{}: {err}", root.display())));
-        Self { root }
-    }
-
-    fn root(&self) -> &Path {
-        &self.root
-    }
-
     fn running(&self) -> PathBuf {
-        self.root.join(".murmur").join("running")
+        self.root().join(".murmur").join("running")
     }
 
     /// Make the running directory hold exactly `records`.
@@ -505,22 +481,14 @@ impl Home {
         use std::os::unix::fs::PermissionsExt;
         let dir = self.running();
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|err| fail(&format!("{}: {err}", dir.display())));
-        for d in [self.root.join(".murmur"), dir.clone()] {
+        mkdir(&dir);
+        for d in [self.root().join(".murmur"), dir.clone()] {
             let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
         }
         for r in records {
             let path = running::record_path(&dir, r.session_id.as_str());
-            std::fs::write(&path, r.to_bytes())
-                .unwrap_or_else(|err| fail(&format!("{}: {err}", path.display())));
+            write(&path, &r.to_bytes());
         }
-    }
-}
-
-impl Drop for Home {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
@@ -685,41 +653,6 @@ fn check_seq(seq: &Sequential, live: usize, unreachable: usize, gone: usize, wha
     }
 }
 
-fn median(xs: &[Duration]) -> Duration {
-    let mut sorted = xs.to_vec();
-    sorted.sort_unstable();
-    match sorted.len() {
-        0 => Duration::ZERO,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
-    }
-}
-
-fn min(xs: &[Duration]) -> Duration {
-    xs.iter().copied().min().unwrap_or_default()
-}
-
-fn max(xs: &[Duration]) -> Duration {
-    xs.iter().copied().max().unwrap_or_default()
-}
-
 fn ratio(slow: Duration, fast: Duration) -> f64 {
     slow.as_secs_f64() / fast.as_secs_f64().max(1e-9)
-}
-
-/// Milliseconds below 10 s, seconds above.
-fn ms(d: Duration) -> String {
-    let secs = d.as_secs_f64();
-    if secs >= 10.0 {
-        format!("{secs:.1} s")
-    } else if secs >= 1.0 {
-        format!("{secs:.3} s")
-    } else {
-        format!("{:.2} ms", secs * 1000.0)
-    }
-}
-
-fn fail(why: &str) -> ! {
-    eprintln!("ps bench: {why}");
-    std::process::exit(1)
 }

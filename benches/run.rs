@@ -30,11 +30,22 @@ use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::{Barrier, Mutex};
+use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-const MUR: &str = env!("CARGO_BIN_EXE_mur");
+mod common;
+use common::{
+    Home, MUR, Style, fail, leftovers, loadavg, median, mkdir, percentile, signal, table, write,
+};
+
+/// Seconds from 1 s up, microseconds below 1 ms; a spread has its 90th percentile and count.
+const STYLE: Style = Style {
+    seconds: true,
+    tenths_from_10s: false,
+    micros: true,
+    p90_and_count: true,
+};
 /// Readiness runs measured, after [`READY_WARMUP`] unmeasured ones.
 const READY_RUNS: usize = 50;
 const READY_WARMUP: usize = 5;
@@ -49,26 +60,12 @@ const HANDLER_WARMUP: usize = 20;
 /// The text every task carries.
 const TEXT: &str = "ping";
 
-/// Pids of the sessions alive now, and the temporary home: what a failure or panic cleans up.
-static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-static HOME: Mutex<Option<PathBuf>> = Mutex::new(None);
-
 fn main() {
     // `cargo bench` passes `--bench`; this harness takes no options.
-    std::panic::set_hook(Box::new(|info| {
-        eprintln!("run bench: {info}");
-        cleanup();
-    }));
+    // A failure or panic SIGKILLs the sessions alive, and the home goes 100 ms later.
+    common::guarded("run", Duration::from_millis(100));
     let home = Home::new();
-    println!("mur run benchmark");
-    println!("  binary  {MUR}");
-    println!(
-        "  machine {} CPUs, load average {}, bench pid {}, HOME {}",
-        thread::available_parallelism().map_or(0, |n| n.get()),
-        loadavg(),
-        std::process::id(),
-        home.root().display()
-    );
+    common::banner(&home);
     println!();
 
     // Readiness first, while this process is single-threaded and quiet.
@@ -77,8 +74,8 @@ fn main() {
         "readiness: spawn of `mur run --json` (echo) to its readiness line, {READY_RUNS} runs \
          ({READY_WARMUP} unmeasured before)"
     );
-    println!("  {}", spread(&ready));
-    println!("  then SIGTERM to exit (reaped): {}", spread(&stops));
+    println!("  {}", STYLE.spread(&ready));
+    println!("  then SIGTERM to exit (reaped): {}", STYLE.spread(&stops));
     println!();
 
     // Idle RSS of a fresh echo session and of a fresh manifest (cat) session.
@@ -156,19 +153,19 @@ fn main() {
         let (t, d) = (median(&through), median(&direct));
         let extra = t.saturating_sub(d);
         println!("  {label}");
-        println!("    via mur  {}", spread(&through));
-        println!("    direct   {}", spread(&direct));
+        println!("    via mur  {}", STYLE.spread(&through));
+        println!("    direct   {}", STYLE.spread(&direct));
         println!(
             "    extra    {} (median via mur - median direct); min - min: {}; p90 - p90: {}",
-            ms(extra),
-            ms(percentile(&through, 0).saturating_sub(percentile(&direct, 0))),
-            ms(percentile(&through, 90).saturating_sub(percentile(&direct, 90)))
+            STYLE.ms(extra),
+            STYLE.ms(percentile(&through, 0).saturating_sub(percentile(&direct, 0))),
+            STYLE.ms(percentile(&through, 90).saturating_sub(percentile(&direct, 90)))
         );
         overheads.push((label, extra));
     }
     println!(
         "  for scale: an echo message/send round trip (no handler) has median {}",
-        ms(send1.median)
+        STYLE.ms(send1.median)
     );
     println!();
 
@@ -182,7 +179,7 @@ fn main() {
         ["figure".to_string(), "measured".into(), "expected".into()],
         [
             "readiness (median of 50)".into(),
-            ms(median(&ready)),
+            STYLE.ms(median(&ready)),
             "<= 10 ms".into(),
         ],
         [
@@ -214,7 +211,7 @@ fn main() {
     for (label, extra) in overheads {
         rows.push([
             format!("handler overhead, {label}"),
-            ms(extra),
+            STYLE.ms(extra),
             "<= 2 ms".into(),
         ]);
     }
@@ -303,8 +300,8 @@ impl Throughput {
             "{:>7.0} req/s  ({} requests; latency median {}, p99 {})",
             self.rate,
             self.requests,
-            ms(self.median),
-            ms(self.p99)
+            STYLE.ms(self.median),
+            STYLE.ms(self.p99)
         )
     }
 }
@@ -473,20 +470,12 @@ impl Session {
     /// spawn to the line.
     fn spawn(home: &Home, args: &[&OsStr], cwd: &Path) -> (Self, Duration) {
         let start = Instant::now();
-        let mut child = Command::new(MUR)
-            .arg("run")
-            .args(args)
-            .arg("--json")
-            .env("HOME", home.root())
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|err| fail(&format!("cannot run {MUR}: {err}")));
+        let (mut child, mut stdout) = common::spawn_mur(
+            Command::new(MUR).arg("run").args(args).arg("--json"),
+            home.root(),
+            cwd,
+        );
         let pid = child.id();
-        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
-        let mut stdout = BufReader::new(child.stdout.take().unwrap_or_else(|| fail("no stdout")));
         let mut line = String::new();
         let _ = stdout.read_line(&mut line);
         let took = start.elapsed();
@@ -534,9 +523,7 @@ impl Session {
                     if status.code() != Some(143) {
                         eprintln!("run bench: session {} ended {status}", self.pid);
                     }
-                    LIVE.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .retain(|p| *p != self.pid);
+                    common::unregister(self.pid);
                     return took;
                 }
                 Ok(None) if start.elapsed() > Duration::from_secs(10) => {
@@ -593,27 +580,10 @@ impl ProcStatus {
     }
 }
 
-/// A temporary `$HOME`, removed when dropped.
-struct Home {
-    root: PathBuf,
-}
-
 impl Home {
-    fn new() -> Self {
-        let root = std::env::temp_dir().join(format!("mur-bench-run-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        mkdir(&root);
-        *HOME.lock().unwrap_or_else(|p| p.into_inner()) = Some(root.clone());
-        Self { root }
-    }
-
-    fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// A capsule directory `name` whose handler is `run`; `script` is written as `handler.sh`.
     fn capsule(&self, name: &str, run: &[&str], script: Option<&str>) -> PathBuf {
-        let dir = self.root.join(name);
+        let dir = self.root().join(name);
         mkdir(&dir);
         let manifest = serde_json::json!({"name": name, "version": "1.0.0", "run": run});
         write(&dir.join("murmur.json"), manifest.to_string().as_bytes());
@@ -627,130 +597,10 @@ impl Home {
     }
 }
 
-impl Drop for Home {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-        *HOME.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    }
-}
-
-fn mkdir(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap_or_else(|err| fail(&format!("{}: {err}", dir.display())));
-}
-
-fn write(path: &Path, bytes: &[u8]) {
-    std::fs::write(path, bytes).unwrap_or_else(|err| fail(&format!("{}: {err}", path.display())));
-}
-
-/// Processes whose environment holds `HOME=<home>`: what this bench started, and theirs.
-fn leftovers(home: &Path) -> Vec<u32> {
-    let needle = format!("HOME={}\0", home.display()).into_bytes();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split_inclusive(|b| *b == 0)
-                    .any(|var| var == needle.as_slice())
-            })
-        })
-        .collect()
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) takes plain integers; `pid` is a child of ours not yet reaped.
-    unsafe {
-        libc::kill(pid as libc::pid_t, sig);
-    }
-}
-
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     find(haystack, needle).is_some()
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn table(rows: &[[String; 3]]) {
-    let widths: Vec<usize> = (0..3)
-        .map(|c| rows.iter().map(|row| row[c].len()).max().unwrap_or(0))
-        .collect();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        println!("  {}", cells.join("  ").trim_end());
-    }
-}
-
-fn spread(xs: &[Duration]) -> String {
-    format!(
-        "median {}  (min {}, p90 {}, max {}, n {})",
-        ms(median(xs)),
-        ms(percentile(xs, 0)),
-        ms(percentile(xs, 90)),
-        ms(percentile(xs, 100)),
-        xs.len()
-    )
-}
-
-fn median(xs: &[Duration]) -> Duration {
-    let mut sorted = xs.to_vec();
-    sorted.sort_unstable();
-    match sorted.len() {
-        0 => Duration::ZERO,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
-    }
-}
-
-/// The `p`-th percentile (nearest rank; 0 is the minimum, 100 the maximum).
-fn percentile(xs: &[Duration], p: usize) -> Duration {
-    let mut sorted = xs.to_vec();
-    sorted.sort_unstable();
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
-/// Milliseconds, with microseconds below 1 ms.
-fn ms(d: Duration) -> String {
-    let secs = d.as_secs_f64();
-    if secs >= 1.0 {
-        format!("{secs:.3} s")
-    } else if secs >= 0.001 {
-        format!("{:.2} ms", secs * 1000.0)
-    } else {
-        format!("{:.0} µs", secs * 1e6)
-    }
-}
-
-/// SIGKILL every session still alive and remove the temporary home.
-fn cleanup() {
-    let live: Vec<u32> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
-    for pid in live {
-        signal(pid, libc::SIGKILL);
-    }
-    if let Some(home) = HOME.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        thread::sleep(Duration::from_millis(100));
-        let _ = std::fs::remove_dir_all(home);
-    }
-}
-
-fn fail(why: &str) -> ! {
-    eprintln!("run bench: {why}");
-    cleanup();
-    std::process::exit(1)
 }

@@ -1,0 +1,281 @@
+//! What the benches share: the `mur` binary's path, failing and cleaning up (SIGKILL what is
+//! still alive, remove the temporary home), a temporary `$HOME`, files and directories written or
+//! failed on, `/proc` readers, medians, percentiles, duration formats and the summary table.
+//!
+//! Each bench takes it with `mod common;` and calls [`named`] or [`guarded`] first, so that its
+//! messages and its temporary home carry its name.
+
+// Each bench crate compiles this module and uses a subset of it.
+#![allow(dead_code)]
+
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::thread;
+use std::time::Duration;
+
+pub const MUR: &str = env!("CARGO_BIN_EXE_mur");
+
+/// Which bench this is, and how long [`cleanup`] lets what it SIGKILLed end before removing the
+/// temporary home.
+struct Bench {
+    name: &'static str,
+    settle: Duration,
+}
+
+static BENCH: OnceLock<Bench> = OnceLock::new();
+/// Pids of the processes alive now, and the temporary home: what a failure or panic cleans up.
+static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+static HOME: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Name the bench in its messages (`<name> bench: …`) and its temporary homes.
+pub fn named(name: &'static str) {
+    let _ = BENCH.set(Bench {
+        name,
+        settle: Duration::ZERO,
+    });
+}
+
+/// The same, and a panic prints `<name> bench: …` and runs [`cleanup`], which waits `settle`
+/// after its SIGKILLs before removing the home.
+pub fn guarded(name: &'static str, settle: Duration) {
+    let _ = BENCH.set(Bench { name, settle });
+    std::panic::set_hook(Box::new(move |info| {
+        eprintln!("{name} bench: {info}");
+        cleanup();
+    }));
+}
+
+fn name() -> &'static str {
+    BENCH.get().map_or("mur", |b| b.name)
+}
+
+/// Count `pid` among the processes [`cleanup`] SIGKILLs.
+pub fn register(pid: u32) {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+}
+
+/// `pid` is reaped: no longer one to SIGKILL.
+pub fn unregister(pid: u32) {
+    LIVE.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|p| *p != pid);
+}
+
+/// Spawn `command` (a `mur` with its arguments) with `HOME=home` in `cwd`, stdin null, stdout
+/// and stderr piped, and [`register`] it; the child (its stderr still in it) and its stdout.
+pub fn spawn_mur(
+    command: &mut Command,
+    home: &Path,
+    cwd: &Path,
+) -> (Child, BufReader<ChildStdout>) {
+    let mut child = command
+        .env("HOME", home)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| fail(&format!("cannot run {MUR}: {err}")));
+    register(child.id());
+    let stdout = BufReader::new(child.stdout.take().unwrap_or_else(|| fail("no stdout")));
+    (child, stdout)
+}
+
+/// SIGKILL every process still registered and remove the temporary home.
+pub fn cleanup() {
+    let live: Vec<u32> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
+    for pid in live {
+        signal(pid, libc::SIGKILL);
+    }
+    if let Some(home) = HOME.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        thread::sleep(BENCH.get().map_or(Duration::ZERO, |b| b.settle));
+        let _ = std::fs::remove_dir_all(home);
+    }
+}
+
+pub fn fail(why: &str) -> ! {
+    eprintln!("{} bench: {why}", name());
+    cleanup();
+    std::process::exit(1)
+}
+
+/// The first lines of the output: the bench, the binary, the machine and the home.
+pub fn banner(home: &Home) {
+    println!("mur {} benchmark", name());
+    println!("  binary  {MUR}");
+    println!(
+        "  machine {} CPUs, load average {}, bench pid {}, HOME {}",
+        thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg(),
+        std::process::id(),
+        home.root().display()
+    );
+}
+
+/// A temporary `$HOME`, removed when dropped.
+pub struct Home {
+    root: PathBuf,
+}
+
+impl Home {
+    /// `mur-bench-<name>-<pid>` in the temporary directory, made empty; [`cleanup`] removes it
+    /// too.
+    pub fn new() -> Self {
+        let home = Self::make(format!("mur-bench-{}-{}", name(), std::process::id()));
+        *HOME.lock().unwrap_or_else(|p| p.into_inner()) = Some(home.root.clone());
+        home
+    }
+
+    /// `mur-bench-<name>-<pid>-<tag>`: one of several, removed only when dropped.
+    pub fn tagged(tag: &str) -> Self {
+        Self::make(format!("mur-bench-{}-{}-{tag}", name(), std::process::id()))
+    }
+
+    fn make(dir: String) -> Self {
+        let root = std::env::temp_dir().join(dir);
+        let _ = std::fs::remove_dir_all(&root);
+        mkdir(&root);
+        Self { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+        let mut home = HOME.lock().unwrap_or_else(|p| p.into_inner());
+        if home.as_ref() == Some(&self.root) {
+            *home = None;
+        }
+    }
+}
+
+pub fn mkdir(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|err| fail(&format!("{}: {err}", dir.display())));
+}
+
+pub fn write(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap_or_else(|err| fail(&format!("{}: {err}", path.display())));
+}
+
+/// Processes whose environment holds `HOME=<home>`: what this bench started, and theirs.
+pub fn leftovers(home: &Path) -> Vec<u32> {
+    let needle = format!("HOME={}\0", home.display()).into_bytes();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split_inclusive(|b| *b == 0)
+                    .any(|var| var == needle.as_slice())
+            })
+        })
+        .collect()
+}
+
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+pub fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) takes plain integers; `pid` is a child of ours not yet reaped.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// Rows of cells, each column as wide as its widest cell, indented by two spaces.
+pub fn table<const N: usize>(rows: &[[String; N]]) {
+    let widths: Vec<usize> = (0..N)
+        .map(|c| rows.iter().map(|row| row[c].len()).max().unwrap_or(0))
+        .collect();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        println!("  {}", cells.join("  ").trim_end());
+    }
+}
+
+pub fn median(xs: &[Duration]) -> Duration {
+    let mut sorted = xs.to_vec();
+    sorted.sort_unstable();
+    match sorted.len() {
+        0 => Duration::ZERO,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
+    }
+}
+
+/// The `p`-th percentile (nearest rank; 0 is the minimum, 100 the maximum).
+pub fn percentile(xs: &[Duration], p: usize) -> Duration {
+    let mut sorted = xs.to_vec();
+    sorted.sort_unstable();
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// How a bench writes its durations: each keeps the units and spreads it has always printed.
+#[derive(Clone, Copy)]
+pub struct Style {
+    /// From 1 s up, seconds (`1.234 s`) rather than milliseconds.
+    pub seconds: bool,
+    /// With `seconds`, from 10 s up, seconds to a tenth (`12.3 s`).
+    pub tenths_from_10s: bool,
+    /// Below 1 ms, whole microseconds (`123 µs`) rather than milliseconds.
+    pub micros: bool,
+    /// [`Style::spread`] gives the 90th percentile and the count too.
+    pub p90_and_count: bool,
+}
+
+impl Style {
+    /// Milliseconds (`12.34 ms`), but for what the style writes in seconds or microseconds.
+    pub fn ms(self, d: Duration) -> String {
+        let secs = d.as_secs_f64();
+        if self.seconds && self.tenths_from_10s && secs >= 10.0 {
+            format!("{secs:.1} s")
+        } else if self.seconds && secs >= 1.0 {
+            format!("{secs:.3} s")
+        } else if self.micros && secs < 0.001 {
+            format!("{:.0} µs", secs * 1e6)
+        } else {
+            format!("{:.2} ms", secs * 1000.0)
+        }
+    }
+
+    /// `median M  (min A, max B)`, with `p90 P` and `n N` if the style says so.
+    pub fn spread(self, xs: &[Duration]) -> String {
+        self.spread_noting(xs, "")
+    }
+
+    /// The same with `note` (`, 7 runs`) last inside the parentheses.
+    pub fn spread_noting(self, xs: &[Duration], note: &str) -> String {
+        let (p90, count) = if self.p90_and_count {
+            (
+                format!(", p90 {}", self.ms(percentile(xs, 90))),
+                format!(", n {}", xs.len()),
+            )
+        } else {
+            (String::new(), String::new())
+        };
+        format!(
+            "median {}  (min {}{p90}, max {}{count}{note})",
+            self.ms(median(xs)),
+            self.ms(xs.iter().copied().min().unwrap_or_default()),
+            self.ms(xs.iter().copied().max().unwrap_or_default()),
+        )
+    }
+}
