@@ -6,7 +6,7 @@
 //! `mur ps` for minutes), a cap on what is read, no thread per request and no name resolution —
 //! a door's address is an IP literal, and a static binary has no resolver to lean on.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -85,41 +85,23 @@ pub fn send(addr: SocketAddr, request: &Request, deadlines: Deadlines) -> Result
         if let Some(response) = complete_response(&buf).map_err(|err| fail("bad response", &err))? {
             return Ok(response);
         }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(format!(
-                "{addr}: no complete answer within {}s",
-                deadlines.response.as_secs()
-            ));
-        }
-        // poll(2) rather than a socket receive timeout: the kernel fires long SO_RCVTIMEO
-        // timeouts up to a tick late, and a probe's deadline is the whole point.
-        if !crate::sys::signal::poll_readable(&stream, remaining) {
-            continue;
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => {
+        match super::read_by(&mut stream, &mut chunk, deadline) {
+            super::Received::Closed => {
                 return finish_at_eof(&buf).map_err(|err| fail("bad response", &err));
             }
-            Ok(n) => {
+            super::Received::Bytes(n) => {
                 if buf.len() + n > MAX_RESPONSE_BYTES + 64 * 1024 {
                     return Err(format!("{addr}: response larger than 1 MiB"));
                 }
                 buf.extend_from_slice(&chunk[..n]);
             }
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
+            super::Received::Late => {
                 return Err(format!(
                     "{addr}: no complete answer within {}s",
                     deadlines.response.as_secs()
                 ));
             }
-            Err(err) => return Err(fail("read failed", &err)),
+            super::Received::Failed(err) => return Err(fail("read failed", &err)),
         }
     }
 }

@@ -2,3 +2,39 @@
 
 pub mod client;
 pub mod server;
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::Instant;
+
+/// What one bounded read from a socket gave.
+pub(crate) enum Received {
+    Bytes(usize),
+    /// The peer closed its end.
+    Closed,
+    /// Nothing arrived before the deadline.
+    Late,
+    Failed(std::io::Error),
+}
+
+/// Read once into `chunk`, waiting no later than `deadline`. The wait is `poll(2)` rather than a
+/// socket receive timeout, which the kernel fires up to a tick late; `EINTR` is retried. The
+/// one read loop under both the door's requests and the client's responses.
+pub(crate) fn read_by(stream: &mut TcpStream, chunk: &mut [u8], deadline: Instant) -> Received {
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Received::Late;
+        }
+        if !crate::sys::signal::poll_readable(&*stream, remaining) {
+            continue;
+        }
+        match stream.read(chunk) {
+            Ok(0) => return Received::Closed,
+            Ok(n) => return Received::Bytes(n),
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(err) => return Received::Failed(err),
+        }
+    }
+}

@@ -13,7 +13,7 @@
 //!
 //! An idle keep-alive connection is closed after the same 10 s without a byte.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -222,27 +222,18 @@ fn read_request(
             return Ok(Some(request));
         }
         let deadline = started.unwrap_or(idle_since) + REQUEST_DEADLINE;
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return match started {
-                Some(_) => Err(Response::text(408, "request not complete within 10 s")),
-                None => Ok(None),
-            };
-        }
-        let _ = stream.set_read_timeout(Some(remaining));
-        match stream.read(&mut chunk) {
-            Ok(0) => return Ok(None),
-            Ok(n) => {
+        match super::read_by(stream, &mut chunk, deadline) {
+            super::Received::Bytes(n) => {
                 started.get_or_insert_with(Instant::now);
                 buf.extend_from_slice(&chunk[..n]);
             }
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => return Ok(None),
+            super::Received::Late => {
+                return match started {
+                    Some(_) => Err(Response::text(408, "request not complete within 10 s")),
+                    None => Ok(None),
+                };
+            }
+            super::Received::Closed | super::Received::Failed(_) => return Ok(None),
         }
     }
 }

@@ -66,30 +66,10 @@ pub fn with_suffix(id: &str, suffix: &str) -> String {
     format!("{}{suffix}", &id[..id.len() - suffix.len()])
 }
 
-/// Now as RFC 3339 UTC, less `ago_secs`.
+/// Now as RFC 3339 UTC, less `ago_secs` (mur's own formatter, pinned by known-date vectors in
+/// `src/time.rs`).
 pub fn rfc3339_ago(ago_secs: u64) -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        - ago_secs;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    mur::time::format_rfc3339(mur::time::unix_now() - ago_secs as i64)
 }
 
 /// A record with exactly the nine required keys.
