@@ -280,17 +280,24 @@ pub fn children() -> Vec<u32> {
     pids
 }
 
+/// How long [`kill_and_reap_orphan`] waits for a SIGKILLed orphan to exit before leaving it to
+/// the next sweep (a process in uninterruptible sleep can take a while to die).
+const ORPHAN_REAP_WAIT: Duration = Duration::from_millis(100);
+
 /// SIGKILL and reap `pid`, a child of ours that no `Child` handle owns (an orphan reparented to
-/// this subreaper). Reaped by pid only, so no other child's status is taken.
+/// this subreaper). Reaped by pid only, so no other child's status is taken; never blocks longer
+/// than [`ORPHAN_REAP_WAIT`] — one that has not exited by then stays our zombie-to-be, and the
+/// next sweep reaps it.
 pub fn kill_and_reap_orphan(pid: u32) {
     let Some(raw) = super::proc::as_pid_t(pid) else {
         return;
     };
-    // SAFETY: integers only, and a null status pointer; `pid` is our own unreaped child, so the
-    // number cannot have been handed to another process.
-    unsafe {
-        libc::kill(raw, libc::SIGKILL);
-        libc::waitpid(raw, std::ptr::null_mut(), 0);
+    // SAFETY: integers only; `pid` is our own unreaped child, so the number cannot have been
+    // handed to another process.
+    unsafe { libc::kill(raw, libc::SIGKILL) };
+    if ChildWatch::new(pid).wait_exit(ORPHAN_REAP_WAIT) {
+        // SAFETY: as above, and a null status pointer; it has exited, so this does not block.
+        unsafe { libc::waitpid(raw, std::ptr::null_mut(), libc::WNOHANG) };
     }
 }
 
