@@ -67,16 +67,14 @@ pub fn resolve<'a>(address: &str, running: &'a [Entry]) -> Result<Named<'a>, Str
         )),
         (1, Some(entry), _) => Ok(Named::Session(entry)),
         (1, None, Some(&f)) => {
-            formation(f.clone(), running).ok_or_else(|| unreachable_match(address))
+            // The suffix matched a member's formation id, so the formation has that member.
+            formation(f.clone(), running)
+                .ok_or_else(|| format!("'{address}' matched a formation with no running member"))
         }
         _ => Err(format!(
             "'{address}' matches {matches} sessions or formations; give more characters"
         )),
     }
-}
-
-fn unreachable_match(address: &str) -> String {
-    format!("'{address}' matched a formation with no running member")
 }
 
 fn formation(id: FormationId, running: &[Entry]) -> Option<Named<'_>> {
