@@ -22,6 +22,7 @@ pub mod home;
 pub mod id;
 pub mod json;
 pub mod net;
+pub mod process;
 pub mod running;
 pub mod secret;
 pub mod session;

@@ -26,8 +26,8 @@ use std::thread;
 
 use crate::door_client;
 use crate::json::record::{MAX_RECORD_BYTES, RunningRecord};
+use crate::process::{self, NotSignallable};
 use crate::sys::fs::{self, ReadRefusal};
-use crate::sys::signal::{self, NotSignallable};
 
 /// Extension of a record file; the only one [`scan`] reads.
 const RECORD_EXTENSION: &str = "json";
@@ -83,8 +83,7 @@ pub fn scan(dir: &Path) -> Result<Scan, String> {
         if path.extension().and_then(|e| e.to_str()) != Some(RECORD_EXTENSION) {
             continue;
         }
-        let parsed = fs::read_small_regular(&path, MAX_RECORD_BYTES)
-            .map(|bytes| RunningRecord::from_slice(&bytes));
+        let parsed = read_file(&path);
         let (reason, invalid) = match parsed {
             Ok(Ok(record)) => {
                 scan.entries.push(Entry { path, record });
@@ -104,6 +103,17 @@ pub fn scan(dir: &Path) -> Result<Scan, String> {
         .sort_by(|a, b| b.record.session_id.cmp(&a.record.session_id));
     scan.unreadable.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(scan)
+}
+
+/// One record file: the `Ok(Err)` says why what was read is not a record.
+fn read_file(path: &Path) -> Result<Result<RunningRecord, String>, ReadRefusal> {
+    fs::read_small_regular(path, MAX_RECORD_BYTES).map(|bytes| RunningRecord::from_slice(&bytes))
+}
+
+/// The record of `session_id` in `dir`, read and parsed; `None` when there is no such record or
+/// it is not one. Verified by nothing: the caller checks what it relies on.
+pub fn read(dir: &Path, session_id: &str) -> Option<RunningRecord> {
+    read_file(&record_path(dir, session_id)).ok()?.ok()
 }
 
 /// [`scan`], then remove every file that is evidently not a record: nothing could ever verify it,
@@ -138,7 +148,7 @@ pub enum Liveness {
 /// Layers 1 and 2 alone: local and cheap, no network. `None` means the process is the recorded
 /// one and only the door probe can say more.
 pub fn process_liveness(record: &RunningRecord) -> Option<Liveness> {
-    match signal::check(record.pid, &record.process_start) {
+    match process::check(record.pid, &record.process_start) {
         Ok(()) => None,
         Err(NotSignallable::Gone(why)) => Some(Liveness::Gone(why)),
         Err(NotSignallable::Unverified(why)) => Some(Liveness::Unreachable(why)),

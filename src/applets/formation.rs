@@ -126,12 +126,12 @@ fn call(args: Vec<std::ffi::OsString>) -> Outcome {
             ));
         }
     };
-    let env = crate::session::member::CALL_FD_ENV;
+    let env = crate::json::contract::env::CALL_FD;
     let fd = std::env::var(env)
         .ok()
         .and_then(|v| v.parse::<i32>().ok())
         .ok_or_else(|| {
-            Failure::Failed(match std::env::var(crate::formation::channel::FORMATION_ENV) {
+            Failure::Failed(match std::env::var(crate::json::contract::env::FORMATION_ID) {
                 Ok(formation) => format!(
                     "this member of {formation} may call no one: the roster grants it no calls"
                 ),

@@ -203,7 +203,7 @@ fn launcher_of(members: &[&Kept]) -> Option<(u32, bool)> {
     let launcher = members
         .iter()
         .find_map(|k| k.entry.record.formation_launcher.as_ref())?;
-    let alive = crate::sys::signal::check(launcher.pid, &launcher.process_start).is_ok();
+    let alive = crate::process::check(launcher.pid, &launcher.process_start).is_ok();
     Some((launcher.pid, alive))
 }
 

@@ -11,8 +11,8 @@ use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::json::record::ProcessIdentity;
 use crate::net::client::Deadlines;
+use crate::process::{NotSignallable, Sent, Target};
 use crate::running::{self, Entry};
-use crate::sys::signal::{NotSignallable, Sent, Target};
 
 pub const APPLET: Applet = Applet {
     name: "stop",

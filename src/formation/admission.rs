@@ -75,9 +75,49 @@ pub fn admit(roster_path: &Path) -> Result<Formation, String> {
     check(&roster, &project_dir).map_err(at)
 }
 
-/// The seven checks over a parsed roster whose relative paths resolve from `dir`.
+/// A member's name → the names it may call.
+type Edges<'r> = BTreeMap<&'r str, BTreeSet<&'r str>>;
+
+/// The seven checks over a parsed roster whose relative paths resolve from `dir`, in order; the
+/// first refusal wins.
 pub fn check(roster: &Roster, dir: &Path) -> Result<Formation, String> {
-    // 1. Names unique and well formed.
+    let names = unique_names(roster)?;
+    let entry = the_entry(roster)?;
+    let callees = edges(roster, &names, entry)?;
+    // 5. Every manifest parses; its digest is bound to the member.
+    let mut loaded = BTreeMap::new();
+    for member in &roster.members {
+        let path = dir.join(&member.capsule);
+        let manifest =
+            Manifest::load(&path).map_err(|why| format!("member '{}': {why}", member.name))?;
+        loaded.insert(member.name.as_str(), manifest);
+    }
+    callees_may_be_called(&callees, &loaded)?;
+    let members = roster
+        .members
+        .iter()
+        .map(|m| {
+            let l = &loaded[m.name.as_str()];
+            Admitted {
+                name: m.name.clone(),
+                entry: m.entry,
+                manifest: l.path.clone(),
+                sha256: l.sha256.clone(),
+                callees: callees
+                    .get(m.name.as_str())
+                    .map(|set| set.iter().map(|s| s.to_string()).collect())
+                    .unwrap_or_default(),
+            }
+        })
+        .collect();
+    Ok(Formation {
+        members,
+        project_dir: dir.to_path_buf(),
+    })
+}
+
+/// 1. Names unique and well formed.
+fn unique_names(roster: &Roster) -> Result<BTreeSet<&str>, String> {
     if roster.members.is_empty() {
         return Err("members: the roster has no members".into());
     }
@@ -93,34 +133,39 @@ pub fn check(roster: &Roster, dir: &Path) -> Result<Formation, String> {
             return Err(format!("members: '{}' appears twice", member.name));
         }
     }
-    // 2. Exactly one entry member.
+    Ok(names)
+}
+
+/// 2. Exactly one entry member.
+fn the_entry(roster: &Roster) -> Result<&str, String> {
     let entries: Vec<&str> = roster
         .members
         .iter()
         .filter(|m| m.entry)
         .map(|m| m.name.as_str())
         .collect();
-    let entry = match entries.as_slice() {
-        [one] => *one,
-        [] => {
-            return Err(
-                "members: no member is the entry (mark exactly one with \"entry\": true)".into(),
-            );
-        }
-        many => {
-            return Err(format!(
-                "members: {} are all marked entry; exactly one may be",
-                many.join(", ")
-            ));
-        }
-    };
-    // 3 and 4. Edges name members, none calls itself or the entry member.
-    let mut callees: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    match entries.as_slice() {
+        [one] => Ok(*one),
+        [] => Err("members: no member is the entry (mark exactly one with \"entry\": true)".into()),
+        many => Err(format!(
+            "members: {} are all marked entry; exactly one may be",
+            many.join(", ")
+        )),
+    }
+}
+
+/// 3 and 4. Edges name members, none calls itself or the entry member.
+fn edges<'r>(
+    roster: &'r Roster,
+    names: &BTreeSet<&'r str>,
+    entry: &str,
+) -> Result<Edges<'r>, String> {
+    let mut callees = Edges::new();
     match &roster.reachability {
         Reachability::Nothing => {}
         Reachability::All => {
-            for from in &names {
-                for to in &names {
+            for from in names {
+                for to in names {
                     if from != to && *to != entry {
                         callees.entry(from).or_default().insert(to);
                     }
@@ -156,15 +201,14 @@ pub fn check(roster: &Roster, dir: &Path) -> Result<Formation, String> {
             }
         }
     }
-    // 5. Every manifest parses; its digest is bound to the member.
-    let mut loaded = BTreeMap::new();
-    for member in &roster.members {
-        let path = dir.join(&member.capsule);
-        let manifest =
-            Manifest::load(&path).map_err(|why| format!("member '{}': {why}", member.name))?;
-        loaded.insert(member.name.as_str(), manifest);
-    }
-    // 6. Every callee accepts peer tasks.
+    Ok(callees)
+}
+
+/// 6. Every callee accepts peer tasks; 7. if any edge exists, every door authenticates.
+fn callees_may_be_called(
+    callees: &Edges<'_>,
+    loaded: &BTreeMap<&str, crate::json::manifest::Loaded>,
+) -> Result<(), String> {
     let called: BTreeSet<&str> = callees.values().flatten().copied().collect();
     for name in &called {
         if !loaded[name].manifest.exports.peer_tasks.accept {
@@ -185,25 +229,5 @@ pub fn check(roster: &Roster, dir: &Path) -> Result<Formation, String> {
             l.path.display()
         ));
     }
-    let members = roster
-        .members
-        .iter()
-        .map(|m| {
-            let l = &loaded[m.name.as_str()];
-            Admitted {
-                name: m.name.clone(),
-                entry: m.entry,
-                manifest: l.path.clone(),
-                sha256: l.sha256.clone(),
-                callees: callees
-                    .get(m.name.as_str())
-                    .map(|set| set.iter().map(|s| s.to_string()).collect())
-                    .unwrap_or_default(),
-            }
-        })
-        .collect();
-    Ok(Formation {
-        project_dir: dir.to_path_buf(),
-        members,
-    })
+    Ok(())
 }

@@ -56,8 +56,8 @@ pub fn prune_ended(formations: &Path, project_dir: &Path) -> Vec<PathBuf> {
             let bytes = fs::read_small_regular(&path.join(MARKER), 64 * 1024).ok()?;
             let marker: Marker = serde_json::from_slice(&bytes).ok()?;
             let gone = matches!(
-                crate::sys::signal::check(marker.launcher_pid, &marker.launcher_start),
-                Err(crate::sys::signal::NotSignallable::Gone(_))
+                crate::process::check(marker.launcher_pid, &marker.launcher_start),
+                Err(crate::process::NotSignallable::Gone(_))
             );
             (marker.project_dir == project_dir && gone).then_some((name, path))
         })

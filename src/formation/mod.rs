@@ -2,6 +2,7 @@
 //! launcher by a lifeline so none outlives it.
 
 pub mod admission;
-pub mod channel;
 pub mod dirs;
 pub mod launch;
+pub mod members;
+pub mod readiness;

@@ -120,7 +120,7 @@ pub struct Loaded {
     pub manifest: Manifest,
     /// The manifest file.
     pub path: PathBuf,
-    /// `run` with argv[0] resolved (from the manifest's directory, or `PATH` for a bare name).
+    /// `run` with `argv[0]` resolved (from the manifest's directory, or `PATH` for a bare name).
     pub handler: Vec<String>,
     /// SHA-256 of the manifest file's bytes, lowercase hex.
     pub sha256: String,
@@ -247,7 +247,10 @@ impl Manifest {
                             name.escape_debug()
                         ));
                     }
-                    if name.starts_with("MUR_") || name.starts_with("MURMUR_") {
+                    if super::contract::env::RESERVED_PREFIXES
+                        .iter()
+                        .any(|prefix| name.starts_with(prefix))
+                    {
                         return Err(format!(
                             "{key}: '{name}': names starting MUR_ or MURMUR_ are mur's own"
                         ));

@@ -2,6 +2,7 @@
 //! a malformed one.
 
 pub mod card;
+pub mod contract;
 pub mod manifest;
 pub mod record;
 pub mod roster;

@@ -26,8 +26,10 @@ pub(crate) fn read_by(stream: &mut TcpStream, chunk: &mut [u8], deadline: Instan
         if remaining.is_zero() {
             return Received::Late;
         }
-        if !crate::sys::signal::poll_readable(&*stream, remaining) {
-            continue;
+        match crate::sys::poll::poll_readable(&*stream, remaining) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(err) => return Received::Failed(err),
         }
         match stream.read(chunk) {
             Ok(0) => return Received::Closed,

@@ -116,16 +116,21 @@ impl Stopper {
 
 /// Accept connections on `listener` until `stop` says so, serving each on its own thread.
 /// Returns once the accept loop has stopped and every request being answered has had its answer
-/// written (for at most [`ANSWER_GRACE`]); idle connections are left to close on their threads.
+/// written (for at most `ANSWER_GRACE`); idle connections are left to close on their threads.
 pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper>) {
     use std::os::fd::AsRawFd;
     let active = Arc::new(AtomicUsize::new(0));
     let answering = Arc::new(AtomicUsize::new(0));
     while !stop.is_stopped() {
-        let ready =
-            crate::sys::wake::poll_fds(&[listener.as_raw_fd(), stop.read.as_raw_fd()], ACCEPT_POLL);
-        if !ready[0] {
-            continue;
+        let fds = [listener.as_raw_fd(), stop.read.as_raw_fd()];
+        match crate::sys::poll::poll_fds(&fds, ACCEPT_POLL) {
+            Ok(ready) if ready[0] => {}
+            Ok(_) => continue,
+            Err(_) => {
+                // Nothing to wait on that works: look again later instead of spinning.
+                std::thread::sleep(ACCEPT_BACKOFF);
+                continue;
+            }
         }
         let Ok((stream, peer)) = listener.accept() else {
             // EMFILE and friends: back off instead of spinning on a listener we cannot drain.

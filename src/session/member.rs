@@ -15,15 +15,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::formation::channel::{self, Addresses, Hello};
 use crate::id::FormationId;
+use crate::json::contract::{self as channel, Addresses, Hello, env};
 use crate::json::record::ProcessIdentity;
 use crate::net::client::Deadlines;
 use crate::secret::Secret;
 use crate::token::Key;
 
-/// The environment variable naming a handler's call socket.
-pub const CALL_FD_ENV: &str = "MURMUR_CALL_FD";
 /// The longest call request or answer line.
 const MAX_CALL_LINE: u64 = 8 << 20;
 
@@ -53,12 +51,12 @@ impl Member {
         let first = channel::read_line(&mut reader)?
             .ok_or("the formation channel closed before its first line")?;
         let hello: Hello = channel::parse(&first, "first")?;
-        if let Ok(named) = std::env::var(channel::FORMATION_ENV)
+        if let Ok(named) = std::env::var(env::FORMATION_ID)
             && named != hello.formation_id.as_str()
         {
             return Err(format!(
                 "{} names {named}, the channel {}",
-                channel::FORMATION_ENV,
+                env::FORMATION_ID,
                 hello.formation_id
             ));
         }

@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod control;
 pub mod door;
+pub mod handler;
 pub mod member;
 pub mod tasks;
 
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::id::SessionId;
+use crate::json::contract::env;
 use crate::json::manifest::{Lifecycle, Manifest};
 use crate::json::record::RunningRecord;
 use crate::running::{ControlGuard, RecordGuard};
@@ -38,8 +40,6 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 const SHUTDOWN_TICK: Duration = Duration::from_millis(20);
 /// How long an orderly end may take before it becomes an immediate one.
 const STOP_GRACE: Duration = Duration::from_secs(20);
-/// The environment variable naming an inherited lifeline descriptor.
-pub const LIFELINE_ENV: &str = "MURMUR_FORMATION_LIFELINE";
 
 /// Which capsule to run.
 pub enum Source {
@@ -124,7 +124,7 @@ enum Ending {
 
 /// Run one session until it ends; its exit code.
 pub fn run(options: &Options) -> Result<i32, String> {
-    signal::catch_termination();
+    signal::catch_termination()?;
     crate::sys::proc::protect_memory();
     let declared = declare(options)?;
     if matches!(declared.capsule, Capsule::Handler { .. }) {
@@ -223,12 +223,12 @@ pub fn run(options: &Options) -> Result<i32, String> {
 
 /// The formation lifeline this process inherited (`MURMUR_FORMATION_LIFELINE=<fd>`), if any.
 fn inherited_lifeline() -> Result<Option<std::fs::File>, String> {
-    match std::env::var(LIFELINE_ENV) {
+    match std::env::var(env::LIFELINE) {
         Ok(fd) => fd
             .parse::<i32>()
-            .map_err(|_| format!("{LIFELINE_ENV}={fd}: not a descriptor number"))
+            .map_err(|_| format!("{}={fd}: not a descriptor number", env::LIFELINE))
             .and_then(crate::sys::pipe::take_inherited)
-            .map_err(|why| format!("{LIFELINE_ENV}: {why}"))
+            .map_err(|why| format!("{}: {why}", env::LIFELINE))
             .map(Some),
         Err(_) => Ok(None),
     }
@@ -236,8 +236,7 @@ fn inherited_lifeline() -> Result<Option<std::fs::File>, String> {
 
 /// What the formation channel (`MURMUR_FORMATION_CHANNEL=<fd>`) says, for a formation member.
 fn inherited_membership(declared: &Declared) -> Result<Option<Arc<member::Member>>, String> {
-    let env = crate::formation::channel::CHANNEL_ENV;
-    match std::env::var(env) {
+    match std::env::var(env::CHANNEL) {
         Ok(fd) => fd
             .parse::<i32>()
             .map_err(|_| "not a descriptor number".to_string())
@@ -245,7 +244,7 @@ fn inherited_membership(declared: &Declared) -> Result<Option<Arc<member::Member
                 let call_timeout = Duration::from_secs(declared.lifecycle.task_timeout_secs);
                 member::Member::join(fd, call_timeout)
             })
-            .map_err(|why| format!("{env}: {why}"))
+            .map_err(|why| format!("{}: {why}", env::CHANNEL))
             .map(Some),
         Err(_) => Ok(None),
     }
@@ -311,15 +310,15 @@ fn engine(
     member: Option<&Arc<member::Member>>,
 ) -> Arc<Engine> {
     let mut base_env: Vec<(String, OsString)> = vec![
-        ("MUR_SESSION_ID".into(), session_id.to_string().into()),
+        (env::SESSION_ID.into(), session_id.to_string().into()),
         (
-            "MUR_CAPSULE".into(),
+            env::CAPSULE.into(),
             format!("{}@{}", declared.name, declared.version).into(),
         ),
     ];
     // So a handler can run `"$MUR" formation call …` without mur on its PATH.
     if let Ok(exe) = std::env::current_exe() {
-        base_env.push(("MUR".into(), exe.into()));
+        base_env.push((env::MUR.into(), exe.into()));
     }
     let control = tokens.control.clone();
     let calls: Option<tasks::CallService> = member.filter(|m| m.calls_anyone()).map(|m| {

@@ -1,41 +1,28 @@
-//! Tasks: what `message/send` starts, run by the capsule's handler under the manifest's
-//! lifecycle rules, and kept (the newest 1,000 finished) for `tasks/get`.
+//! The task engine: what `message/send` starts, run by the capsule's handler
+//! ([`super::handler`]) under the manifest's lifecycle rules — acceptance, concurrency, queue —
+//! and kept (the newest 1,000 finished) for `tasks/get`.
 //!
-//! The handler contract: argv from `run`, cwd the workdir, the task's text parts joined by
-//! newlines on stdin, `MUR_SESSION_ID`, `MUR_TASK_ID`, `MUR_CONTEXT_ID`, `MUR_CAPSULE` and the
-//! control values currently set in the environment. Its stdout (up to 4 MiB; one trailing newline
-//! dropped) is the answer; exit 0 is `completed`, anything else `failed` with the tail of its
-//! stderr. Each handler leads its own process group; on timeout or cancel the group gets SIGTERM,
-//! then SIGKILL 2 s later, and after the leader exits any straggler in the group is killed before
-//! the leader is reaped, so nothing a handler started outlives its task.
+//! The engine owns the registry of running handler groups: a group is registered under the
+//! engine's lock in the same step as its spawn, and forgotten only after its leader is reaped, so
+//! the orphan sweep (which SIGKILLs every child of the session that is no registered leader)
+//! never mistakes a handler that has just started for an orphan.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::handler::{self, CallSocket, Outcome};
 use crate::id::{ContextId, TaskId};
+use crate::json::contract::env;
 use crate::json::manifest::{Acceptance, Lifecycle};
-use crate::sys::child::{ChildWatch, Pump, signal_group};
+use crate::sys::child::signal_group;
 
-/// The most of a handler's stdout kept as its answer.
-pub const MAX_ANSWER: usize = 4 << 20;
-/// How much of a failed handler's stderr is reported.
-const STDERR_TAIL: usize = 2048;
-/// Between SIGTERM and SIGKILL for a timed-out or canceled handler.
-pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// Finished tasks kept for `tasks/get`.
 pub const KEPT_TASKS: usize = 1000;
-/// How long a finished handler's pipes are read for after its group is gone: enough for what
-/// is already in them; a process that escaped the group and holds them open is not waited for.
-const DRAIN_GRACE: Duration = Duration::from_millis(200);
-/// How often a running handler's task looks at its cancel flag and deadline.
-const WATCH_TICK: Duration = Duration::from_millis(25);
 
 /// What runs a task.
 #[derive(Debug, Clone)]
@@ -290,11 +277,11 @@ impl Engine {
         let (state, outcome) = match &self.capsule {
             Capsule::Echo => (State::Completed, text),
             Capsule::Handler { argv, workdir } => {
-                let mut env = self.base_env.clone();
-                env.push(("MUR_TASK_ID".into(), task_id.to_string().into()));
-                env.push(("MUR_CONTEXT_ID".into(), context_id.into()));
-                env.extend((self.extra_env)());
-                self.run_handler(&id, argv, workdir, &env, text)
+                let mut vars = self.base_env.clone();
+                vars.push((env::TASK_ID.into(), task_id.to_string().into()));
+                vars.push((env::CONTEXT_ID.into(), context_id.into()));
+                vars.extend((self.extra_env)());
+                self.run_handler(&id, argv, workdir, &vars, text)
             }
         };
         let mut tasks = self.lock();
@@ -313,54 +300,29 @@ impl Engine {
         self.changed.notify_all();
     }
 
+    /// Run the handler for task `id` to its end: spawned and registered in one step, supervised,
+    /// reaped (its group killed first), forgotten, and any orphan it left swept.
     fn run_handler(
         &self,
         id: &str,
         argv: &[String],
-        workdir: &PathBuf,
-        env: &[(String, OsString)],
+        workdir: &std::path::Path,
+        vars: &[(String, OsString)],
         text: String,
     ) -> (State, String) {
-        let mut command = Command::new(&argv[0]);
-        command
-            .args(&argv[1..])
-            .env_remove("MURMUR_FORMATION_LIFELINE")
-            .env_remove("MURMUR_FORMATION_CHANNEL")
-            .env_remove(super::member::CALL_FD_ENV)
-            .env_remove("NOTIFY_SOCKET")
-            .current_dir(workdir)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        // A SIGKILLed session runs no teardown: the kernel ends its handler instead. This task
-        // thread spawns the handler and waits for it, so it lives exactly as long as needed.
-        crate::sys::child::die_with_parent(&mut command);
-        // A call socket of its own, inherited by this handler alone (both ends close-on-exec;
-        // the flag is cleared on the handler's end in the handler only).
-        let call_socket = match &self.calls {
-            Some(service) => match std::os::unix::net::UnixStream::pair() {
-                Ok((ours, theirs)) => {
-                    use std::os::fd::AsRawFd;
-                    command.env(super::member::CALL_FD_ENV, theirs.as_raw_fd().to_string());
-                    crate::sys::pipe::keep_open_in_child(&mut command, vec![theirs.as_raw_fd()]);
-                    Some((service.clone(), ours, theirs))
-                }
-                Err(err) => {
-                    return (
-                        State::Failed,
-                        format!("no call socket for the handler: {err}"),
-                    );
-                }
-            },
-            None => None,
+        let mut command = handler::command(argv, workdir, vars);
+        let call_socket = match self
+            .calls
+            .as_ref()
+            .map(|s| CallSocket::attach(&mut command, s))
+        {
+            Some(Err(why)) => return (State::Failed, why),
+            attached => attached.and_then(Result::ok),
         };
-        // Spawned and registered under the engine's lock, so an orphan sweep never mistakes a
-        // handler that has just started for an orphan.
         let reaper = self
             .reaper
-            .get_or_init(crate::sys::child::GroupReaper::start);
+            .get_or_init(crate::sys::child::GroupReaper::start)
+            .as_ref();
         let spawned = {
             let mut tasks = self.lock();
             command.spawn().inspect(|child| {
@@ -370,11 +332,7 @@ impl Engine {
                 }
             })
         };
-        let call_socket = call_socket.map(|(service, ours, theirs)| {
-            drop(theirs);
-            let closer = ours.try_clone().ok();
-            (std::thread::spawn(move || service(ours)), closer)
-        });
+        let serving = call_socket.map(CallSocket::serve);
         let mut child = match spawned {
             Ok(child) => child,
             Err(err) => {
@@ -384,80 +342,33 @@ impl Engine {
                 );
             }
         };
-        let pgid = child.id();
-        let watch = ChildWatch::new(pgid);
-        let mut pump = Pump::new(&mut child, text.into_bytes(), MAX_ANSWER, STDERR_TAIL);
-        let deadline = Instant::now() + Duration::from_secs(self.lifecycle.task_timeout_secs);
-        let mut term_sent: Option<Instant> = None;
-        let mut why_ended: Option<State> = None;
-        while !pump.step(&watch, WATCH_TICK) {
-            let canceled = self.lock().by_id.get(id).is_some_and(|t| t.cancel);
-            if term_sent.is_none() && (canceled || Instant::now() >= deadline) {
-                why_ended = Some(if canceled {
-                    State::Canceled
-                } else {
-                    State::Failed
-                });
-                let _ = signal_group(pgid, libc::SIGTERM);
-                term_sent = Some(Instant::now());
-            }
-            if term_sent.is_some_and(|at| at.elapsed() >= KILL_GRACE) {
-                let _ = signal_group(pgid, libc::SIGKILL);
-            }
-        }
-        // The leader has exited and is not reaped: its pgid still names only its group.
-        let _ = signal_group(pgid, libc::SIGKILL);
-        if let Some(reaper) = reaper {
-            reaper.unwatch(pgid);
-        }
-        let status = child.wait();
+        let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
+        let supervised = match &serving {
+            // No thread to serve its calls: the handler is stopped at once, as on cancel.
+            Some(Err(_)) => handler::supervise(&mut child, Vec::new(), timeout, || true),
+            _ => handler::supervise(&mut child, text.into_bytes(), timeout, || {
+                self.lock().by_id.get(id).is_some_and(|t| t.cancel)
+            }),
+        };
+        let status = handler::reap(&mut child, reaper);
         self.lock().groups.remove(id);
-        pump.drain(DRAIN_GRACE);
-        if let Some((call_thread, closer)) = call_socket {
-            // A process that escaped the group may hold the handler's end open: close ours.
-            if let Some(closer) = closer {
-                let _ = closer.shutdown(std::net::Shutdown::Both);
+        let outcome = match supervised {
+            Ok((pump, stopped)) => handler::outcome(pump, stopped, status, timeout),
+            Err(why) => Outcome::Failed(why),
+        };
+        let outcome = match serving {
+            Some(Ok(serving)) => {
+                serving.close();
+                outcome
             }
-            let _ = call_thread.join();
-        }
+            Some(Err(why)) => Outcome::Failed(why),
+            None => outcome,
+        };
         self.sweep_orphans();
-        let (answer, stderr_tail) = (pump.out, pump.err_tail);
-        match why_ended {
-            Some(State::Canceled) => (State::Canceled, "canceled".into()),
-            Some(_) => (
-                State::Failed,
-                format!("timed out after {}s", self.lifecycle.task_timeout_secs),
-            ),
-            None => match status {
-                Ok(status) if status.success() => {
-                    let mut answer = String::from_utf8_lossy(&answer).into_owned();
-                    if answer.ends_with('\n') {
-                        answer.pop();
-                    }
-                    (State::Completed, answer)
-                }
-                Ok(status) => {
-                    let how = match (status.code(), status.signal()) {
-                        (Some(code), _) => format!("the handler exited with code {code}"),
-                        (_, Some(signal)) => format!("the handler was killed by signal {signal}"),
-                        _ => "the handler failed".into(),
-                    };
-                    let tail = String::from_utf8_lossy(&stderr_tail);
-                    let tail = tail.trim_end();
-                    (
-                        State::Failed,
-                        if tail.is_empty() {
-                            how
-                        } else {
-                            format!("{how}: {tail}")
-                        },
-                    )
-                }
-                Err(err) => (
-                    State::Failed,
-                    format!("the handler could not be waited on: {err}"),
-                ),
-            },
+        match outcome {
+            Outcome::Completed(answer) => (State::Completed, answer),
+            Outcome::Failed(why) => (State::Failed, why),
+            Outcome::Canceled => (State::Canceled, "canceled".into()),
         }
     }
 

@@ -29,7 +29,8 @@ impl ChildWatch {
     /// Whether the child has exited, waiting at most `timeout`. Never reaps it.
     pub fn wait_exit(&self, timeout: Duration) -> bool {
         if let Some(fd) = &self.pidfd {
-            return super::signal::poll_readable(fd, timeout);
+            // A failed poll is read as "not yet": callers wait in loops with deadlines.
+            return super::poll::poll_readable(fd, timeout).unwrap_or(false);
         }
         let deadline = Instant::now() + timeout;
         loop {
@@ -100,13 +101,14 @@ pub struct Pump {
 }
 
 impl Pump {
-    /// Take `child`'s pipes (all three must have been piped) and set them non-blocking.
+    /// Take `child`'s pipes (all three must have been piped) and set them non-blocking. The
+    /// `Err` is a pipe that could not be made non-blocking (a blocking one could hang the pump).
     pub fn new(
         child: &mut std::process::Child,
         input: Vec<u8>,
         out_limit: usize,
         err_limit: usize,
-    ) -> Self {
+    ) -> std::io::Result<Self> {
         use std::os::fd::AsRawFd;
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
@@ -118,7 +120,7 @@ impl Pump {
         .into_iter()
         .flatten()
         {
-            set_nonblocking(fd);
+            set_nonblocking(fd)?;
         }
         let mut pump = Self {
             stdin,
@@ -134,7 +136,7 @@ impl Pump {
         if pump.input.is_empty() {
             pump.stdin = None;
         }
-        pump
+        Ok(pump)
     }
 
     /// Move whatever is ready within `timeout`, also waking when `watch`'s child exits. Whether
@@ -152,7 +154,10 @@ impl Pump {
         } else {
             timeout.min(Duration::from_millis(5))
         };
-        super::wake::poll_io(&fds, out_fd, tick);
+        if super::poll::poll_io(&fds, out_fd, tick).is_err() {
+            // Nothing to wait on that works: move what is ready, without spinning.
+            std::thread::sleep(tick.min(Duration::from_millis(5)));
+        }
         self.move_bytes();
         watch.wait_exit(Duration::ZERO)
     }
@@ -172,7 +177,9 @@ impl Pump {
                 self.stdout.as_ref().map_or(-1, AsRawFd::as_raw_fd),
                 self.stderr.as_ref().map_or(-1, AsRawFd::as_raw_fd),
             ];
-            super::wake::poll_io(&fds, -1, left);
+            if super::poll::poll_io(&fds, -1, left).is_err() {
+                std::thread::sleep(left.min(Duration::from_millis(5)));
+            }
             self.move_bytes();
         }
     }
@@ -236,14 +243,20 @@ fn read_available(pipe: Option<&mut impl std::io::Read>, mut keep: impl FnMut(&[
     }
 }
 
-fn set_nonblocking(fd: std::os::fd::RawFd) {
+fn set_nonblocking(fd: std::os::fd::RawFd) -> std::io::Result<()> {
     // SAFETY: F_GETFL/F_SETFL on a descriptor we own; integers only.
-    unsafe {
+    let rc = unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        if flags < 0 {
+            flags
+        } else {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK)
         }
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
     }
+    Ok(())
 }
 
 /// Make this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`), so a
@@ -286,7 +299,7 @@ const ORPHAN_REAP_WAIT: Duration = Duration::from_millis(100);
 
 /// SIGKILL and reap `pid`, a child of ours that no `Child` handle owns (an orphan reparented to
 /// this subreaper). Reaped by pid only, so no other child's status is taken; never blocks longer
-/// than [`ORPHAN_REAP_WAIT`] — one that has not exited by then stays our zombie-to-be, and the
+/// than `ORPHAN_REAP_WAIT` — one that has not exited by then stays our zombie-to-be, and the
 /// next sweep reaps it.
 pub fn kill_and_reap_orphan(pid: u32) {
     let Some(raw) = super::proc::as_pid_t(pid) else {
@@ -309,9 +322,11 @@ pub fn die_with_parent(command: &mut std::process::Command) {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
-        // SAFETY: `getpid` and `prctl`/`getppid` with integer arguments are async-signal-safe;
-        // the closure allocates nothing and touches no lock.
+        // SAFETY: `getpid` takes no argument and cannot fail.
         let parent = unsafe { libc::getpid() };
+        // SAFETY: `pre_exec` runs the closure in the forked child before exec, where only
+        // async-signal-safe calls are allowed: `prctl` and `getppid` with integer arguments are,
+        // and the closure allocates nothing and touches no lock.
         unsafe {
             command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -356,6 +371,7 @@ impl GroupReaper {
         // from a multithreaded process must.
         match unsafe { libc::fork() } {
             -1 => None,
+            // SAFETY: this is the forked child, which is what `reaper_main` requires.
             0 => unsafe { reaper_main(keep) },
             pid => Some(Self {
                 write,
@@ -394,8 +410,16 @@ impl GroupReaper {
 }
 
 /// The reaper's whole life, in the forked child.
+///
+/// # Safety
+///
+/// Call only in a child just forked from a (possibly multithreaded) process, with `keep` the
+/// read end of the reaper's pipe: it closes every other descriptor, calls only async-signal-safe
+/// functions and never returns.
 #[cfg(target_os = "linux")]
 unsafe fn reaper_main(keep: libc::c_int) -> ! {
+    // SAFETY: plain system calls on integers and a stack buffer, each async-signal-safe, as the
+    // caller's contract (a freshly forked child) requires.
     unsafe {
         // A group of its own, so no signal meant for the session's group (a terminal's ^C, the
         // launcher's SIGKILL to a peer's group) ends it before the session.

@@ -1,14 +1,16 @@
 //! Every libc call `mur` makes, each behind a safe function whose doc comment states what it
 //! guarantees and what it refuses.
 //!
-//! Nothing outside this module writes `unsafe`. The functions here take readings and make calls;
-//! they decide nothing. What a reading *means* — whether a record names a live capsule, whether a
-//! pid may be signalled — is [`crate::process`]'s and [`crate::running`]'s business.
+//! Nothing outside this module writes `unsafe` (the crate denies `unsafe_code`; `lib.rs` allows
+//! it here alone). The functions here take readings and make calls; they decide nothing. What a
+//! reading *means* — whether a record names a live capsule, whether a pid may be signalled — is
+//! [`crate::process`]'s and [`crate::running`]'s business.
 
 pub mod child;
 pub mod fs;
 pub mod panic_kill;
 pub mod pipe;
+pub mod poll;
 pub mod proc;
 pub mod random;
 pub mod signal;

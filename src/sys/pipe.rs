@@ -20,7 +20,12 @@ pub fn take_inherited(fd: i32) -> Result<File, String> {
         return Err(format!("descriptor {fd} is not open"));
     }
     // SAFETY: as above.
-    unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return Err(format!(
+            "descriptor {fd} cannot be made close-on-exec: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
     // SAFETY: the descriptor is open (checked above) and, by the contract of the variable that
     // named it, ours alone to own from here on.
     Ok(unsafe { File::from_raw_fd(fd) })

@@ -1,149 +1,8 @@
-//! Signalling one verified process, through a pidfd where the kernel has one.
-//!
-//! The seed's rule is "re-verify layers 1 and 2, then `kill(2)`", which leaves a window of two
-//! adjacent syscalls in which the pid could be reaped and handed to another process. A pidfd closes
-//! it: the descriptor names one process for its whole life, never whoever holds the number later.
-//! So [`Target::open`] opens the pidfd *first* and verifies the start time *second*; a start time
-//! read after the open that matches the record proves the descriptor names the recorded process
-//! (a pid is held continuously from fork to reap, and the recorded process started before the
-//! open). Every later signal and wait goes through that descriptor.
-//!
-//! Where `pidfd_open(2)` does not exist (Linux < 5.3, macOS) the fallback is the seed's
-//! check-then-kill, re-verified before every signal.
+//! Signals: sending one (`kill(2)`, `pidfd_open(2)`, `pidfd_send_signal(2)`), and catching the
+//! termination signals as flags. Whether a process *may* be signalled is decided elsewhere
+//! ([`crate::process`]); these are the calls.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::{Duration, Instant};
-
-use super::proc;
-
-/// Why a process may not be signalled, before any signal is sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NotSignallable {
-    /// No process holds the pid, or the one holding it is not the recorded one.
-    Gone(String),
-    /// The pid is held and its start time could not be read: it may be the recorded process, so
-    /// it is neither signalled nor called gone.
-    Unverified(String),
-}
-
-/// What one signal did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Sent {
-    /// Delivered to the recorded process.
-    Delivered,
-    /// The process had gone by the time of the call; nothing was delivered, nothing needed to be.
-    Gone,
-    /// The kernel refused (`EPERM` and the like), or the process became unverifiable; the string
-    /// says why.
-    Refused(String),
-}
-
-/// One process, verified to be the one recorded as `pid` started at `start`, that may be
-/// signalled and waited on.
-pub struct Target {
-    pid: u32,
-    start: String,
-    /// The pidfd, when the kernel gave one; `None` means every signal re-verifies first.
-    pidfd: Option<OwnedFd>,
-}
-
-/// Layers 1 and 2 as a verdict on signalling: `Ok` only for a live pid whose start time reads as
-/// `start`.
-///
-/// A recorded start of `""` (what a writer that could not read its own start time stores) never
-/// matches a token the host reports.
-pub fn check(pid: u32, start: &str) -> Result<(), NotSignallable> {
-    match proc::holder_start(pid) {
-        None => Err(NotSignallable::Gone(format!("no process holds pid {pid}"))),
-        Some(Some(token)) if token == start => Ok(()),
-        Some(Some(_)) => Err(NotSignallable::Gone(format!(
-            "pid {pid} is held by a process that started at another time"
-        ))),
-        Some(None) => Err(NotSignallable::Unverified(format!(
-            "pid {pid}'s start time could not be read"
-        ))),
-    }
-}
-
-impl Target {
-    /// Pin the process recorded as (`pid`, `start`): open a pidfd where possible, then verify.
-    pub fn open(pid: u32, start: &str) -> Result<Self, NotSignallable> {
-        let Some(raw_pid) = proc::as_pid_t(pid) else {
-            return Err(NotSignallable::Gone(format!("no process holds pid {pid}")));
-        };
-        let pidfd = match pidfd_open(raw_pid) {
-            Ok(fd) => Some(fd),
-            Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {
-                return Err(NotSignallable::Gone(format!("no process holds pid {pid}")));
-            }
-            // ENOSYS (old kernel, other OS), EMFILE and the like: fall back to check-then-kill.
-            Err(_) => None,
-        };
-        check(pid, start)?;
-        Ok(Self {
-            pid,
-            start: start.to_string(),
-            pidfd,
-        })
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// Send `signal` to this process and no other: never its group, never a later holder of
-    /// its pid.
-    pub fn signal(&self, signal: libc::c_int) -> Sent {
-        let result = match &self.pidfd {
-            Some(fd) => pidfd_send_signal(fd, signal),
-            None => {
-                // Check-then-kill: the seed's window of two adjacent syscalls.
-                match check(self.pid, &self.start) {
-                    Ok(()) => {}
-                    Err(NotSignallable::Gone(_)) => return Sent::Gone,
-                    Err(NotSignallable::Unverified(why)) => return Sent::Refused(why),
-                }
-                // SAFETY: plain integers; `as_pid_t` confirmed the pid names one process.
-                if unsafe { libc::kill(self.pid as libc::pid_t, signal) } == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            }
-        };
-        match result {
-            Ok(()) => Sent::Delivered,
-            Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Sent::Gone,
-            Err(err) => Sent::Refused(err.to_string()),
-        }
-    }
-
-    /// Whether the process has exited (or become a zombie), waiting at most `timeout`.
-    pub fn wait_gone(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            match &self.pidfd {
-                Some(fd) => {
-                    if poll_readable(fd, remaining) {
-                        return true;
-                    }
-                }
-                None => {
-                    if check(self.pid, &self.start)
-                        .is_err_and(|e| matches!(e, NotSignallable::Gone(_)))
-                    {
-                        return true;
-                    }
-                    std::thread::sleep(remaining.min(Duration::from_millis(10)));
-                }
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-        }
-    }
-}
 
 /// The first termination signal caught by [`catch_termination`], or 0.
 static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
@@ -160,21 +19,29 @@ extern "C" fn record_signal(signal: libc::c_int) {
 
 /// Turn SIGINT, SIGTERM and SIGHUP into flags ([`caught_termination`], [`termination_count`])
 /// for the rest of this process's life (each also wakes [`super::wake::wait`]), so a session
-/// winds down in order — cancelling its tasks
-/// and removing its record — instead of dying with its record in place.
-pub fn catch_termination() {
-    super::wake::init();
+/// winds down in order — cancelling its tasks and removing its record — instead of dying with
+/// its record in place. The `Err` says which step failed; a caller that ran on would die with
+/// its record in place on the first signal, or notice it only at its next tick.
+pub fn catch_termination() -> Result<(), String> {
+    super::wake::init().map_err(|err| format!("cannot set up signal handling: {err}"))?;
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: installs a handler that only touches atomics; the function pointer lives for the
         // whole program, and the zeroed `sigaction` is then filled field by field.
-        unsafe {
+        let rc = unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = record_signal as *const () as libc::sighandler_t;
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut());
+            libc::sigaction(signal, &action, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(format!(
+                "cannot catch signal {signal}: {}",
+                std::io::Error::last_os_error()
+            ));
         }
     }
+    Ok(())
 }
 
 /// The first termination signal caught since [`catch_termination`], if any.
@@ -190,8 +57,10 @@ pub fn termination_count() -> u32 {
     COUNT.load(std::sync::atomic::Ordering::SeqCst)
 }
 
+/// A descriptor naming process `pid` for as long as it lives (never a later holder of the
+/// number). `ENOSYS` where the kernel has none (Linux < 5.3, other systems).
 #[cfg(target_os = "linux")]
-pub(crate) fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
+pub fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
     // SAFETY: `pidfd_open(pid, flags)` takes two integers and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -202,12 +71,13 @@ pub(crate) fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn pidfd_open(_pid: libc::pid_t) -> std::io::Result<OwnedFd> {
+pub fn pidfd_open(_pid: libc::pid_t) -> std::io::Result<OwnedFd> {
     Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
+/// Send `signal` to the process `fd` names: that process and no other.
 #[cfg(target_os = "linux")]
-fn pidfd_send_signal(fd: &OwnedFd, signal: libc::c_int) -> std::io::Result<()> {
+pub fn pidfd_send_signal(fd: &OwnedFd, signal: libc::c_int) -> std::io::Result<()> {
     // SAFETY: a live descriptor, a signal number, a null siginfo (the kernel fills in the
     // `kill(2)` defaults) and no flags.
     let rc = unsafe {
@@ -226,66 +96,17 @@ fn pidfd_send_signal(fd: &OwnedFd, signal: libc::c_int) -> std::io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn pidfd_send_signal(_fd: &OwnedFd, _signal: libc::c_int) -> std::io::Result<()> {
+pub fn pidfd_send_signal(_fd: &OwnedFd, _signal: libc::c_int) -> std::io::Result<()> {
     Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
-/// `poll(2)` one descriptor for readability, for at most `timeout`; `EINTR` counts as not yet.
-pub(crate) fn poll_readable(fd: &impl AsRawFd, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: one valid `pollfd` that outlives the call, and a count of one.
-    let rc = unsafe { libc::poll(&mut pfd, 1, millis) };
-    rc > 0 && pfd.revents != 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::process::ExitStatusExt;
-
-    fn sleeper() -> std::process::Child {
-        std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap()
-    }
-
-    #[test]
-    fn a_verified_child_is_signalled_and_seen_to_go() {
-        let mut child = sleeper();
-        let pid = child.id();
-        let start = proc::process_start_token(pid).unwrap();
-        let target = Target::open(pid, &start).unwrap();
-        assert!(!target.wait_gone(Duration::from_millis(50)));
-        assert_eq!(target.signal(libc::SIGTERM), Sent::Delivered);
-        assert!(target.wait_gone(Duration::from_secs(10)));
-        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
-    }
-
-    #[test]
-    fn a_mismatched_start_time_is_never_opened() {
-        let mut child = sleeper();
-        let pid = child.id();
-        let refused = Target::open(pid, "not-this-process").err().unwrap();
-        assert!(matches!(refused, NotSignallable::Gone(ref why) if why.contains("another time")));
-        assert!(Target::open(pid, "").is_err());
-        // Still alive: nothing was sent.
-        assert!(proc::pid_is_alive(pid));
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-
-    #[test]
-    fn pid_zero_and_out_of_range_are_gone() {
-        assert!(matches!(Target::open(0, "1"), Err(NotSignallable::Gone(_))));
-        assert!(matches!(
-            Target::open(u32::MAX, "1"),
-            Err(NotSignallable::Gone(_))
-        ));
+/// `kill(2)`: `signal` to whichever process holds `pid` now. Callers verify first
+/// ([`crate::process`]), and prefer [`pidfd_send_signal`] where there is a pidfd.
+pub fn kill(pid: libc::pid_t, signal: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: two integers; no memory is passed.
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }

@@ -14,8 +14,10 @@ static READ: AtomicI32 = AtomicI32::new(-1);
 static WRITE: AtomicI32 = AtomicI32::new(-1);
 static INIT: Once = Once::new();
 
-/// Create the pipe (once). Call before installing a signal handler that calls [`notify`].
-pub fn init() {
+/// Create the pipe (once). Call before installing a signal handler that calls [`notify`]. The
+/// `Err` (no descriptor left) means every wake-up would wait out its caller's longest sleep:
+/// the caller decides whether that is acceptable.
+pub fn init() -> std::io::Result<()> {
     INIT.call_once(|| {
         let mut fds = [-1 as libc::c_int; 2];
         // SAFETY: `fds` is a live two-element array; the flags make both ends non-blocking and
@@ -25,6 +27,12 @@ pub fn init() {
             WRITE.store(fds[1], Ordering::SeqCst);
         }
     });
+    if READ.load(Ordering::SeqCst) < 0 {
+        return Err(std::io::Error::other(
+            "no wake-up pipe (out of descriptors?)",
+        ));
+    }
+    Ok(())
 }
 
 /// Wake whoever waits. Async-signal-safe: one `write(2)` of one byte, errors ignored (a full
@@ -38,15 +46,22 @@ pub fn notify() {
 }
 
 /// Wait until [`notify`] is called, `extra` (if any) is readable, or `timeout` passes; then drain
-/// the pipe. Returns whether `extra` was readable.
+/// the pipe. Returns whether `extra` was readable. Without a wake-up pipe ([`init`] failed) or
+/// when `poll` fails, this is a plain sleep of `timeout`: callers wait in loops that look again.
 pub fn wait(extra: Option<RawFd>, timeout: Duration) -> bool {
-    init();
     let wake = READ.load(Ordering::SeqCst);
-    let ready = poll_fds(&[wake, extra.unwrap_or(-1)], timeout);
-    if ready[0] {
-        drain(wake);
+    match super::poll::poll_fds(&[wake, extra.unwrap_or(-1)], timeout) {
+        Ok(ready) => {
+            if ready[0] {
+                drain(wake);
+            }
+            ready[1]
+        }
+        Err(_) => {
+            std::thread::sleep(timeout);
+            false
+        }
     }
-    ready[1]
 }
 
 /// Read everything waiting on non-blocking `fd`.
@@ -54,32 +69,4 @@ pub fn drain(fd: RawFd) {
     let mut sink = [0u8; 64];
     // SAFETY: a live buffer of the given length; callers pass non-blocking descriptors.
     while unsafe { libc::read(fd, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
-}
-
-/// `poll(2)` for readability (or hang-up) on `fds`; a negative one is ignored. `EINTR` reads as
-/// nothing ready.
-pub fn poll_fds(fds: &[RawFd], timeout: Duration) -> Vec<bool> {
-    poll_io(fds, -1, timeout)
-}
-
-/// `poll(2)` for readability on `read_fds` and writability on `write_fd` (negative descriptors
-/// are ignored), for at most `timeout`; which of `read_fds` are ready.
-pub fn poll_io(read_fds: &[RawFd], write_fd: RawFd, timeout: Duration) -> Vec<bool> {
-    let mut polled: Vec<libc::pollfd> = read_fds
-        .iter()
-        .map(|&fd| (fd, libc::POLLIN))
-        .chain(std::iter::once((write_fd, libc::POLLOUT)))
-        .map(|(fd, events)| libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        })
-        .collect();
-    let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `polled` is a live array of valid `pollfd`s whose length is passed with it.
-    unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, millis) };
-    polled[..read_fds.len()]
-        .iter()
-        .map(|p| p.revents != 0)
-        .collect()
 }

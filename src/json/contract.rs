@@ -1,11 +1,15 @@
-//! The formation channel: a pipe from the launcher that only one member inherits
-//! (`MURMUR_FORMATION_CHANNEL=<fd>`), carrying what that member must know and nothing may print.
+//! The contract between a formation launcher, its member sessions and their handlers: the
+//! environment variables each side sets or reads, and the lines of the formation channel.
 //!
-//! Line 1 ([`Hello`]), written before the member is spawned: the formation id, the member's name,
-//! the launcher's identity, the member's own door key (to verify calls into itself) and one
-//! token per member it may call. Line 2 ([`Addresses`]), once every peer's door answers: where
-//! each of them is. Tokens and keys travel here and nowhere else — never argv, the environment,
-//! a file, stdout or stderr.
+//! Both `formation/` (the launcher) and `session/` (a member, and the handlers it runs) import
+//! this module, and it imports neither: what crosses a process boundary is defined once, here.
+//!
+//! The channel is a pipe from the launcher that only one member inherits ([`env::CHANNEL`]),
+//! carrying what that member must know and nothing may print. Line 1 ([`Hello`]), written before
+//! the member is spawned: the formation id, the member's name, the launcher's identity, the
+//! member's own door key (to verify calls into itself) and one token per member it may call.
+//! Line 2 ([`Addresses`]), once every peer's door answers: where each of them is. Tokens and keys
+//! travel here and nowhere else — never argv, the environment, a file, stdout or stderr.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,10 +20,33 @@ use crate::secret::Secret;
 /// The longest channel line read.
 pub const MAX_LINE: usize = 64 * 1024;
 
-/// The environment variable naming the channel's read end in a member.
-pub const CHANNEL_ENV: &str = "MURMUR_FORMATION_CHANNEL";
-/// The environment variable naming the formation a member belongs to.
-pub const FORMATION_ENV: &str = "MURMUR_FORMATION_ID";
+/// The environment variable names. A launcher sets the formation ones in each member; a session
+/// sets the `MUR_*` ones (and the call socket) in each handler, and removes the formation ones,
+/// which are its own, from a handler's environment.
+pub mod env {
+    /// A member's lifeline: the read end of a pipe whose write end only the launcher holds.
+    /// EOF on it ends the member as SIGTERM would.
+    pub const LIFELINE: &str = "MURMUR_FORMATION_LIFELINE";
+    /// A member's channel: the read end of the pipe carrying its [`Hello`](super::Hello) and
+    /// [`Addresses`](super::Addresses) lines.
+    pub const CHANNEL: &str = "MURMUR_FORMATION_CHANNEL";
+    /// The formation a member belongs to (not secret: it also names the member's record).
+    pub const FORMATION_ID: &str = "MURMUR_FORMATION_ID";
+    /// A handler's end of a socket to its own session, for `mur formation call PEER`.
+    pub const CALL_FD: &str = "MURMUR_CALL_FD";
+    /// The session running the handler.
+    pub const SESSION_ID: &str = "MUR_SESSION_ID";
+    /// The task the handler runs.
+    pub const TASK_ID: &str = "MUR_TASK_ID";
+    /// The task's context.
+    pub const CONTEXT_ID: &str = "MUR_CONTEXT_ID";
+    /// `name@version` of the capsule.
+    pub const CAPSULE: &str = "MUR_CAPSULE";
+    /// The `mur` binary, so a handler can run `"$MUR" formation call …` without mur on its PATH.
+    pub const MUR: &str = "MUR";
+    /// Prefixes of names that are mur's own: a manifest may not declare a control value so named.
+    pub const RESERVED_PREFIXES: [&str; 2] = ["MUR_", "MURMUR_"];
+}
 
 /// A member's first line. `Debug` redacts the key and the tokens.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

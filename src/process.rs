@@ -1,0 +1,193 @@
+//! Whether a process may be signalled, and signalling it: the verdicts over the readings
+//! `sys::proc` takes, and the one way `mur` signals a process it did not just spawn.
+//!
+//! The seed's rule is "re-verify layers 1 and 2, then `kill(2)`", which leaves a window of two
+//! adjacent syscalls in which the pid could be reaped and handed to another process. A pidfd closes
+//! it: the descriptor names one process for its whole life, never whoever holds the number later.
+//! So [`Target::open`] opens the pidfd *first* and verifies the start time *second*; a start time
+//! read after the open that matches the record proves the descriptor names the recorded process
+//! (a pid is held continuously from fork to reap, and the recorded process started before the
+//! open). Every later signal and wait goes through that descriptor.
+//!
+//! Where `pidfd_open(2)` does not exist (Linux < 5.3, macOS) the fallback is the seed's
+//! check-then-kill, re-verified before every signal.
+
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use crate::sys::poll::poll_readable;
+use crate::sys::{proc, signal as sys_signal};
+
+/// Why a process may not be signalled, before any signal is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotSignallable {
+    /// No process holds the pid, or the one holding it is not the recorded one.
+    Gone(String),
+    /// The pid is held and its start time could not be read: it may be the recorded process, so
+    /// it is neither signalled nor called gone.
+    Unverified(String),
+}
+
+/// What one signal did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    /// Delivered to the recorded process.
+    Delivered,
+    /// The process had gone by the time of the call; nothing was delivered, nothing needed to be.
+    Gone,
+    /// The kernel refused (`EPERM` and the like), or the process became unverifiable; the string
+    /// says why.
+    Refused(String),
+}
+
+/// One process, verified to be the one recorded as `pid` started at `start`, that may be
+/// signalled and waited on.
+pub struct Target {
+    pid: u32,
+    start: String,
+    /// The pidfd, when the kernel gave one; `None` means every signal re-verifies first.
+    pidfd: Option<OwnedFd>,
+}
+
+/// Layers 1 and 2 as a verdict on signalling: `Ok` only for a live pid whose start time reads as
+/// `start`.
+///
+/// A recorded start of `""` (what a writer that could not read its own start time stores) never
+/// matches a token the host reports.
+pub fn check(pid: u32, start: &str) -> Result<(), NotSignallable> {
+    match proc::holder_start(pid) {
+        None => Err(NotSignallable::Gone(format!("no process holds pid {pid}"))),
+        Some(Some(token)) if token == start => Ok(()),
+        Some(Some(_)) => Err(NotSignallable::Gone(format!(
+            "pid {pid} is held by a process that started at another time"
+        ))),
+        Some(None) => Err(NotSignallable::Unverified(format!(
+            "pid {pid}'s start time could not be read"
+        ))),
+    }
+}
+
+impl Target {
+    /// Pin the process recorded as (`pid`, `start`): open a pidfd where possible, then verify.
+    pub fn open(pid: u32, start: &str) -> Result<Self, NotSignallable> {
+        let Some(raw_pid) = proc::as_pid_t(pid) else {
+            return Err(NotSignallable::Gone(format!("no process holds pid {pid}")));
+        };
+        let pidfd = match sys_signal::pidfd_open(raw_pid) {
+            Ok(fd) => Some(fd),
+            Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {
+                return Err(NotSignallable::Gone(format!("no process holds pid {pid}")));
+            }
+            // ENOSYS (old kernel, other OS), EMFILE and the like: fall back to check-then-kill.
+            Err(_) => None,
+        };
+        check(pid, start)?;
+        Ok(Self {
+            pid,
+            start: start.to_string(),
+            pidfd,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Send `signal` to this process and no other: never its group, never a later holder of
+    /// its pid.
+    pub fn signal(&self, signal: libc::c_int) -> Sent {
+        let result = match &self.pidfd {
+            Some(fd) => sys_signal::pidfd_send_signal(fd, signal),
+            None => {
+                // Check-then-kill: the seed's window of two adjacent syscalls.
+                match check(self.pid, &self.start) {
+                    Ok(()) => {}
+                    Err(NotSignallable::Gone(_)) => return Sent::Gone,
+                    Err(NotSignallable::Unverified(why)) => return Sent::Refused(why),
+                }
+                sys_signal::kill(self.pid as libc::pid_t, signal)
+            }
+        };
+        match result {
+            Ok(()) => Sent::Delivered,
+            Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Sent::Gone,
+            Err(err) => Sent::Refused(err.to_string()),
+        }
+    }
+
+    /// Whether the process has exited (or become a zombie), waiting at most `timeout`.
+    pub fn wait_gone(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match &self.pidfd {
+                Some(fd) => {
+                    match poll_readable(fd, remaining) {
+                        Ok(true) => return true,
+                        Ok(false) => {}
+                        // No evidence of an exit: look again, without spinning, until the deadline.
+                        Err(_) => std::thread::sleep(remaining.min(Duration::from_millis(10))),
+                    }
+                }
+                None => {
+                    if check(self.pid, &self.start)
+                        .is_err_and(|e| matches!(e, NotSignallable::Gone(_)))
+                    {
+                        return true;
+                    }
+                    std::thread::sleep(remaining.min(Duration::from_millis(10)));
+                }
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn sleeper() -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_verified_child_is_signalled_and_seen_to_go() {
+        let mut child = sleeper();
+        let pid = child.id();
+        let start = proc::process_start_token(pid).unwrap();
+        let target = Target::open(pid, &start).unwrap();
+        assert!(!target.wait_gone(Duration::from_millis(50)));
+        assert_eq!(target.signal(libc::SIGTERM), Sent::Delivered);
+        assert!(target.wait_gone(Duration::from_secs(10)));
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn a_mismatched_start_time_is_never_opened() {
+        let mut child = sleeper();
+        let pid = child.id();
+        let refused = Target::open(pid, "not-this-process").err().unwrap();
+        assert!(matches!(refused, NotSignallable::Gone(ref why) if why.contains("another time")));
+        assert!(Target::open(pid, "").is_err());
+        // Still alive: nothing was sent.
+        assert!(proc::pid_is_alive(pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn pid_zero_and_out_of_range_are_gone() {
+        assert!(matches!(Target::open(0, "1"), Err(NotSignallable::Gone(_))));
+        assert!(matches!(
+            Target::open(u32::MAX, "1"),
+            Err(NotSignallable::Gone(_))
+        ));
+    }
+}

@@ -1,0 +1,223 @@
+//! One handler process, from spawn to outcome: the command a task runs, its call socket, the
+//! supervision loop (timeout, cancel), the reap, and what its exit means.
+//!
+//! The handler contract: argv from `run`, cwd the workdir, the task's text on stdin, the
+//! session's and the task's `MUR_*` variables and the control values currently set in the
+//! environment. Its stdout (up to 4 MiB; one trailing newline dropped) is the answer; exit 0 is
+//! `completed`, anything else `failed` with the tail of its stderr.
+//!
+//! Each handler leads its own process group. On timeout or cancel the group gets SIGTERM, then
+//! SIGKILL [`KILL_GRACE`] later. The one ordering rule, kept by [`reap`]: once the leader has
+//! exited, the group is SIGKILLed and unwatched *before* the leader is reaped — until it is
+//! reaped, its pid (the pgid) can name nothing but this handler's group, so no signal can reach
+//! a stranger that reused the number.
+
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::tasks::CallService;
+use crate::json::contract::env;
+use crate::sys::child::{ChildWatch, GroupReaper, Pump, signal_group};
+
+/// The most of a handler's stdout kept as its answer.
+pub const MAX_ANSWER: usize = 4 << 20;
+/// How much of a failed handler's stderr is reported.
+const STDERR_TAIL: usize = 2048;
+/// Between SIGTERM and SIGKILL for a timed-out or canceled handler.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long a finished handler's pipes are read for after its group is gone: enough for what
+/// is already in them; a process that escaped the group and holds them open is not waited for.
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
+/// How often a running handler's task looks at its cancel flag and deadline.
+const WATCH_TICK: Duration = Duration::from_millis(25);
+
+/// How a handler's task ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0: its stdout, less one trailing newline.
+    Completed(String),
+    /// Why it failed: its exit and stderr tail, a timeout, or a resource failure here.
+    Failed(String),
+    Canceled,
+}
+
+/// The command for one task's handler: in its own process group, dying with the session, none
+/// of the session's own inherited formation descriptors named in its environment.
+pub fn command(argv: &[String], workdir: &Path, vars: &[(String, OsString)]) -> Command {
+    let mut command = Command::new(&argv[0]);
+    command
+        .args(&argv[1..])
+        .env_remove(env::LIFELINE)
+        .env_remove(env::CHANNEL)
+        .env_remove(env::CALL_FD)
+        .env_remove("NOTIFY_SOCKET")
+        .current_dir(workdir)
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // A SIGKILLed session runs no teardown: the kernel ends its handler instead. The task
+    // thread spawns the handler and waits for it, so it lives exactly as long as needed.
+    crate::sys::child::die_with_parent(&mut command);
+    command
+}
+
+/// A handler's call socket (a formation member's calls to its peers): a socket pair whose one
+/// end only this handler inherits (both close-on-exec; the flag is cleared on the handler's end
+/// in the handler only), named by `MURMUR_CALL_FD`.
+pub struct CallSocket {
+    service: CallService,
+    ours: UnixStream,
+    theirs: UnixStream,
+}
+
+impl CallSocket {
+    /// Make the pair and name the handler's end in `command`.
+    pub fn attach(command: &mut Command, service: &CallService) -> Result<Self, String> {
+        let (ours, theirs) =
+            UnixStream::pair().map_err(|err| format!("no call socket for the handler: {err}"))?;
+        command.env(env::CALL_FD, theirs.as_raw_fd().to_string());
+        crate::sys::pipe::keep_open_in_child(command, vec![theirs.as_raw_fd()]);
+        Ok(Self {
+            service: service.clone(),
+            ours,
+            theirs,
+        })
+    }
+
+    /// The handler has been spawned (or failed to be): close our copy of its end and serve
+    /// ours on a thread of its own.
+    pub fn serve(self) -> Result<Serving, String> {
+        drop(self.theirs);
+        let closer = self.ours.try_clone().ok();
+        let (service, ours) = (self.service, self.ours);
+        let thread = std::thread::Builder::new()
+            .name("calls".into())
+            .spawn(move || service(ours))
+            .map_err(|err| format!("no thread to serve the handler's calls: {err}"))?;
+        Ok(Serving { thread, closer })
+    }
+}
+
+/// A call socket being served.
+pub struct Serving {
+    thread: JoinHandle<()>,
+    closer: Option<UnixStream>,
+}
+
+impl Serving {
+    /// The handler has ended: shut the socket (a process that escaped the group may hold the
+    /// handler's end open) and wait for the service to return.
+    pub fn close(self) {
+        if let Some(closer) = self.closer {
+            let _ = closer.shutdown(std::net::Shutdown::Both);
+        }
+        let _ = self.thread.join();
+    }
+}
+
+/// Why supervision stopped the handler, if it did.
+#[derive(Clone, Copy)]
+pub enum Stopped {
+    Canceled,
+    TimedOut,
+}
+
+/// Feed `stdin` to the handler and collect its output until its leader exits, stopping its
+/// group when `canceled()` says so or `timeout` passes (SIGTERM, then SIGKILL after
+/// [`KILL_GRACE`]). The leader is left unreaped: [`reap`] is next. The `Err` is a handler whose
+/// pipes could not be set up; its group has been SIGKILLed.
+pub fn supervise(
+    child: &mut Child,
+    stdin: Vec<u8>,
+    timeout: Duration,
+    canceled: impl Fn() -> bool,
+) -> Result<(Pump, Option<Stopped>), String> {
+    let pgid = child.id();
+    let watch = ChildWatch::new(pgid);
+    let mut pump = Pump::new(child, stdin, MAX_ANSWER, STDERR_TAIL).map_err(|err| {
+        let _ = signal_group(pgid, libc::SIGKILL);
+        format!("the handler's pipes could not be set up: {err}")
+    })?;
+    let deadline = Instant::now() + timeout;
+    let mut term_sent: Option<Instant> = None;
+    let mut stopped = None;
+    while !pump.step(&watch, WATCH_TICK) {
+        if term_sent.is_none() {
+            let why = if canceled() {
+                Some(Stopped::Canceled)
+            } else if Instant::now() >= deadline {
+                Some(Stopped::TimedOut)
+            } else {
+                None
+            };
+            if why.is_some() {
+                stopped = why;
+                let _ = signal_group(pgid, libc::SIGTERM);
+                term_sent = Some(Instant::now());
+            }
+        }
+        if term_sent.is_some_and(|at| at.elapsed() >= KILL_GRACE) {
+            let _ = signal_group(pgid, libc::SIGKILL);
+        }
+    }
+    Ok((pump, stopped))
+}
+
+/// The leader has exited: SIGKILL what is left of its group and stop the reaper watching it —
+/// both while the unreaped leader still holds the pgid — then reap it.
+pub fn reap(child: &mut Child, reaper: Option<&GroupReaper>) -> std::io::Result<ExitStatus> {
+    let pgid = child.id();
+    let _ = signal_group(pgid, libc::SIGKILL);
+    if let Some(reaper) = reaper {
+        reaper.unwatch(pgid);
+    }
+    child.wait()
+}
+
+/// What the handler's end means, once its pipes are drained.
+pub fn outcome(
+    mut pump: Pump,
+    stopped: Option<Stopped>,
+    status: std::io::Result<ExitStatus>,
+    timeout: Duration,
+) -> Outcome {
+    pump.drain(DRAIN_GRACE);
+    match stopped {
+        Some(Stopped::Canceled) => return Outcome::Canceled,
+        Some(Stopped::TimedOut) => {
+            return Outcome::Failed(format!("timed out after {}s", timeout.as_secs()));
+        }
+        None => {}
+    }
+    let status = match status {
+        Ok(status) => status,
+        Err(err) => return Outcome::Failed(format!("the handler could not be waited on: {err}")),
+    };
+    if status.success() {
+        let mut answer = String::from_utf8_lossy(&pump.out).into_owned();
+        if answer.ends_with('\n') {
+            answer.pop();
+        }
+        return Outcome::Completed(answer);
+    }
+    let how = match (status.code(), status.signal()) {
+        (Some(code), _) => format!("the handler exited with code {code}"),
+        (_, Some(signal)) => format!("the handler was killed by signal {signal}"),
+        _ => "the handler failed".into(),
+    };
+    let tail = String::from_utf8_lossy(&pump.err_tail);
+    let tail = tail.trim_end();
+    Outcome::Failed(if tail.is_empty() {
+        how
+    } else {
+        format!("{how}: {tail}")
+    })
+}
