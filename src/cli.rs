@@ -72,3 +72,18 @@ pub fn number<T: std::str::FromStr>(option: &str, value: std::ffi::OsString) -> 
     text.parse()
         .map_err(|_| Failure::Usage(format!("{option} wants a whole number, not '{text}'")))
 }
+
+/// A task's text from stdin (`--task -`, `mur formation call PEER -`), read to EOF. One trailing
+/// newline is dropped: `echo hi | mur run --task -` is the task "hi", the line's end not part of
+/// it.
+pub fn task_from_stdin() -> Result<String, Failure> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|err| Failure::Failed(format!("cannot read the task from stdin: {err}")))?;
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    Ok(text)
+}

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::json::card::session_id_from_card;
+use crate::json::rpc::{EXTENDED_CARD, EXTENDED_CARD_V1, METHOD_NOT_FOUND};
 use crate::net::client::{self, Deadlines, Request};
 use crate::secret::Secret;
 
@@ -15,14 +16,6 @@ pub const PROBE: Deadlines = Deadlines {
     connect: Duration::from_secs(2),
     response: Duration::from_secs(5),
 };
-
-/// The extended-card method of A2A 0.3, and its A2A 1.0 name, asked once when a door answers
-/// method-not-found to the first (the original runtime's newer doors).
-const EXTENDED_CARD: &str = "agent/getAuthenticatedExtendedCard";
-const EXTENDED_CARD_V1: &str = "GetExtendedAgentCard";
-
-/// JSON-RPC "method not found".
-const METHOD_NOT_FOUND: i64 = -32601;
 
 /// Why a JSON-RPC call got no result.
 #[derive(Debug)]
@@ -44,7 +37,8 @@ impl std::fmt::Display for CallError {
 
 /// Layer 3: the session id the door at `url` names on its agent card — the extended card read
 /// with `token` when there is one (an authenticated door names its session only there), else the
-/// public card.
+/// public card. The extended card is asked by its A2A 0.3 name, then, when a door answers
+/// method-not-found, by its 1.0 name (the original runtime's newer doors).
 ///
 /// The one door probe: `mur ps`, `mur stop` and a formation's readiness check all ask it, so "this
 /// door answers as that session" means one thing everywhere.

@@ -252,9 +252,19 @@ pub struct Sweep {
     pub unreadable: Vec<Unreadable>,
 }
 
-/// Read every record in `dir`, check it (all three layers with `probe`, layers 1 and 2
-/// without), and prune what is evidently stale. The `Err` is the directory being unreadable.
-pub fn sweep(dir: &Path, probe: bool) -> Result<Sweep, String> {
+/// How far a sweep checks each record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// All three layers: the door probed too (`mur ps`, whose listing says `unreachable`).
+    Door,
+    /// Layers 1 and 2 only: the process (`mur stop`, `mur token`, which reach the door
+    /// themselves when they need it).
+    Process,
+}
+
+/// Read every record in `dir`, check it as deep as `depth` says, and prune what is evidently
+/// stale. The `Err` is the directory being unreadable.
+pub fn sweep(dir: &Path, depth: Depth) -> Result<Sweep, String> {
     let scan = list(dir)?;
     let mut sweep = Sweep::default();
     for file in scan.unreadable {
@@ -267,7 +277,7 @@ pub fn sweep(dir: &Path, probe: bool) -> Result<Sweep, String> {
             sweep.unreadable.push(file);
         }
     }
-    let liveness: Vec<Option<Liveness>> = if probe {
+    let liveness: Vec<Option<Liveness>> = if depth == Depth::Door {
         let records: Vec<&RunningRecord> = scan.entries.iter().map(|e| &e.record).collect();
         verify_all(&records).into_iter().map(Some).collect()
     } else {
@@ -307,8 +317,15 @@ pub fn sweep(dir: &Path, probe: bool) -> Result<Sweep, String> {
 /// `Err` is the OS error that kept the record in place (a read-only filesystem, say).
 pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
     let removed = fs::remove_if_present(&entry.path);
-    let _ = fs::remove_if_present(&entry.path.with_extension(CONTROL_EXTENSION));
+    let _ = fs::remove_if_present(&entry.control_path());
     removed
+}
+
+impl Entry {
+    /// The control token file beside this record (whether or not the session declares one).
+    pub fn control_path(&self) -> PathBuf {
+        self.path.with_extension(CONTROL_EXTENSION)
+    }
 }
 
 /// `<dir>/<session_id>.json`.

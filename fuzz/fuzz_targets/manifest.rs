@@ -2,7 +2,8 @@
 //! whose scopes are all door methods and none named `operator`.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use mur::json::manifest::{DOOR_METHODS, Manifest, is_valid_name};
+use mur::json::manifest::{Manifest, is_valid_name};
+use mur::json::rpc::DOOR_METHODS;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(manifest) = serde_json::from_slice::<Manifest>(data) else {

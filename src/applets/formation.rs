@@ -1,7 +1,7 @@
 //! `mur formation`: launch a roster of capsules as one all-or-nothing unit, and `mur formation
 //! call`, which a member's handler uses to ask a peer.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -38,7 +38,8 @@ member's door must authenticate (network.authentication).
 Options:
   --task TEXT          give the entry member this one task, print the
                        formation's answer on stdout, and exit with its outcome;
-                       '-' reads the task from stdin
+                       '-' reads the task from stdin (one trailing
+                       newline dropped)
   --json               print one line once the formation is ready:
                        {\"formation_id\",\"members\":[{\"name\",\"entry\",\"session_id\",\"url\",\"pid\"}]}
   --ready-timeout SECS how long each member has to come up (default 180)
@@ -93,17 +94,9 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         };
     }
     if options.task.as_deref() == Some("-") {
-        options.task = Some(read_stdin()?);
+        options.task = Some(cli::task_from_stdin()?);
     }
     launch::launch(&options).map_err(Failure::Failed)
-}
-
-fn read_stdin() -> Result<String, Failure> {
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .map_err(|err| Failure::Failed(format!("cannot read the task from stdin: {err}")))?;
-    Ok(text)
 }
 
 /// `mur formation call PEER [TEXT|-]`: one call through the handler's call socket.
@@ -117,8 +110,8 @@ fn call(args: Vec<std::ffi::OsString>) -> Outcome {
         }
     }
     let (peer, text) = match positional.as_slice() {
-        [peer] => (peer.clone(), read_stdin()?),
-        [peer, dash] if dash == "-" => (peer.clone(), read_stdin()?),
+        [peer] => (peer.clone(), cli::task_from_stdin()?),
+        [peer, dash] if dash == "-" => (peer.clone(), cli::task_from_stdin()?),
         [peer, text] => (peer.clone(), text.clone()),
         _ => {
             return Err(Failure::Usage(

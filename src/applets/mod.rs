@@ -6,7 +6,8 @@ pub mod run;
 pub mod stop;
 pub mod token;
 
-use crate::cli::Outcome;
+use crate::cli::{self, Failure, Outcome};
+use crate::running::{Depth, Sweep};
 
 /// One applet: how it is named, what `--help` prints, and its main, which takes the arguments
 /// after the applet name.
@@ -25,3 +26,39 @@ pub const APPLETS: &[Applet] = &[
     token::APPLET,
     formation::APPLET,
 ];
+
+/// The prologue `ps`, `stop` and `token` share: the running directory (held at `0700` where it
+/// exists), swept as deep as `depth` says, and what the sweep pruned or could not read said on
+/// stderr — the same way by each applet, so no applet prunes silently.
+pub fn sweep(applet: &str, depth: Depth, verbose: bool) -> Result<Sweep, Failure> {
+    let dir = crate::home::running_dir_if_present(applet).map_err(Failure::Failed)?;
+    let sweep = crate::running::sweep(&dir, depth).map_err(Failure::Failed)?;
+    report(applet, &sweep, verbose);
+    Ok(sweep)
+}
+
+/// Say on stderr what a sweep pruned (a count, or one line each with `verbose`) and which files
+/// it could not read.
+fn report(applet: &str, sweep: &Sweep, verbose: bool) {
+    if verbose {
+        for pruned in &sweep.pruned {
+            cli::warn(
+                applet,
+                &format!("pruned {}: {}", pruned.path.display(), pruned.reason),
+            );
+        }
+    } else if !sweep.pruned.is_empty() {
+        let n = sweep.pruned.len();
+        let plural = if n == 1 { "" } else { "s" };
+        cli::warn(
+            applet,
+            &format!("pruned {n} stale record{plural} (-v names them)"),
+        );
+    }
+    for file in &sweep.unreadable {
+        cli::warn(
+            applet,
+            &format!("kept {}: {}", file.path.display(), file.reason),
+        );
+    }
+}

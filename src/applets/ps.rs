@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::Applet;
-use crate::cli::{self, Failure, Out, Outcome};
-use crate::running::{self, Kept};
+use crate::cli::{Out, Outcome};
+use crate::running::{Depth, Kept};
 use crate::time;
 
 pub const APPLET: Applet = Applet {
@@ -57,9 +57,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }
     }
 
-    let dir = crate::home::running_dir_if_present("ps").map_err(Failure::Failed)?;
-    let sweep = running::sweep(&dir, true).map_err(Failure::Failed)?;
-    report_sweep("ps", &sweep, verbose);
+    let sweep = super::sweep("ps", Depth::Door, verbose)?;
 
     let now = time::unix_now();
     let formations = group_formations(&sweep.kept);
@@ -81,32 +79,6 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }
     }
     Ok(0)
-}
-
-/// Say on stderr what a sweep pruned (a count, or one line each with `verbose`) and which files
-/// it could not read.
-pub fn report_sweep(applet: &str, sweep: &running::Sweep, verbose: bool) {
-    if verbose {
-        for pruned in &sweep.pruned {
-            cli::warn(
-                applet,
-                &format!("pruned {}: {}", pruned.path.display(), pruned.reason),
-            );
-        }
-    } else if !sweep.pruned.is_empty() {
-        let n = sweep.pruned.len();
-        let plural = if n == 1 { "" } else { "s" };
-        cli::warn(
-            applet,
-            &format!("pruned {n} stale record{plural} (-v names them)"),
-        );
-    }
-    for file in &sweep.unreadable {
-        cli::warn(
-            applet,
-            &format!("kept {}: {}", file.path.display(), file.reason),
-        );
-    }
 }
 
 fn status(kept: &Kept) -> &'static str {

@@ -1,6 +1,5 @@
 //! `mur run`: one capsule session behind an A2A door.
 
-use std::io::Read;
 use std::path::PathBuf;
 
 use super::Applet;
@@ -87,15 +86,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }
     }
     if options.task.as_deref() == Some("-") {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|err| Failure::Failed(format!("cannot read the task from stdin: {err}")))?;
-        // `echo hi | mur run --task -` is the task "hi": the line's newline is not part of it.
-        if text.ends_with('\n') {
-            text.pop();
-        }
-        options.task = Some(text);
+        options.task = Some(cli::task_from_stdin()?);
     }
     // The current directory is read only when no --workdir names one: a formation member, or a
     // script, may run from a directory that no longer exists.

@@ -10,9 +10,10 @@ use crate::address::{self, Named};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::json::record::ProcessIdentity;
+use crate::json::rpc::SESSION_STOP;
 use crate::net::client::Deadlines;
 use crate::process::{NotSignallable, Sent, Target};
-use crate::running::{self, Entry};
+use crate::running::{self, Depth, Entry};
 
 pub const APPLET: Applet = Applet {
     name: "stop",
@@ -78,8 +79,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         ));
     }
 
-    let dir = crate::home::running_dir_if_present("stop").map_err(Failure::Failed)?;
-    let sweep = running::sweep(&dir, false).map_err(Failure::Failed)?;
+    let sweep = super::sweep("stop", Depth::Process, false)?;
     let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
 
     let mut named = vec![];
@@ -169,14 +169,14 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
         if door_client::call(
             &record.url,
             record.door_token.as_ref(),
-            "session/stop",
+            SESSION_STOP,
             json!({}),
             ask,
         )
         .is_ok()
             && target.wait_gone(door_budget.saturating_sub(asked_at.elapsed()))
         {
-            how = Some("session/stop");
+            how = Some(SESSION_STOP);
         }
         if how.is_none() {
             match target.signal(libc::SIGTERM) {

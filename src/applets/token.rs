@@ -4,7 +4,7 @@
 use super::Applet;
 use crate::address::{self, Named};
 use crate::cli::{self, Failure, Out, Outcome};
-use crate::running::{self, Entry};
+use crate::running::{Depth, Entry};
 use crate::secret::Secret;
 use crate::sys::fs;
 
@@ -58,8 +58,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         return Err(Failure::Usage("--control takes no CREDENTIAL".into()));
     }
 
-    let dir = crate::home::running_dir_if_present("token").map_err(Failure::Failed)?;
-    let sweep = running::sweep(&dir, false).map_err(Failure::Failed)?;
+    let sweep = super::sweep("token", Depth::Process, false)?;
     let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
     let entry = match address {
         Some(address) => match address::resolve(address, &running).map_err(Failure::Failed)? {
@@ -83,7 +82,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     };
 
     let token = if control {
-        control_token(&dir, entry)?
+        control_token(entry)?
     } else {
         door_token(entry, credential)?
     };
@@ -122,8 +121,8 @@ fn door_token(entry: &Entry, credential: Option<&str>) -> Result<Secret, Failure
     })
 }
 
-fn control_token(dir: &std::path::Path, entry: &Entry) -> Result<Secret, Failure> {
-    let path = running::control_path(dir, entry.record.session_id.as_str());
+fn control_token(entry: &Entry) -> Result<Secret, Failure> {
+    let path = entry.control_path();
     let no_control = || {
         Failure::Failed(format!(
             "{} ({}) declares no control: it has no control token",

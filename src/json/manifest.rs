@@ -5,16 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::rpc::DOOR_METHODS;
 use serde::Deserialize;
-
-/// The methods a door serves, which are also the only scopes a credential may hold.
-pub const DOOR_METHODS: &[&str] = &[
-    "message/send",
-    "tasks/get",
-    "tasks/cancel",
-    "agent/getAuthenticatedExtendedCard",
-    "session/stop",
-];
 
 /// The largest manifest read.
 const MAX_MANIFEST_BYTES: u64 = 256 * 1024;

@@ -6,3 +6,4 @@ pub mod contract;
 pub mod manifest;
 pub mod record;
 pub mod roster;
+pub mod rpc;

@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use crate::json::manifest::DOOR_METHODS;
+use crate::json::rpc::{DOOR_METHODS, MESSAGE_SEND, TASKS_CANCEL, TASKS_GET};
 use crate::net::server::{Request, Response};
 use crate::secret::Secret;
 use crate::token::{self, Key};
@@ -28,7 +28,7 @@ pub enum Caller {
 }
 
 /// The methods a formation peer may call at a member's door.
-pub const MEMBER_SCOPES: &[&str] = &["message/send", "tasks/get", "tasks/cancel"];
+pub const MEMBER_SCOPES: &[&str] = &[MESSAGE_SEND, TASKS_GET, TASKS_CANCEL];
 
 impl Caller {
     pub fn may_call(&self, method: &str) -> bool {

@@ -14,17 +14,8 @@ use super::control::Control;
 use super::tasks::{Engine, Lookup, Refused};
 use crate::id::SessionId;
 use crate::json::card::agent_card;
+use crate::json::rpc::*;
 use crate::net::server::{Handler, Request, Response};
-
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
-pub const TASK_NOT_FOUND: i64 = -32001;
-pub const TASK_NOT_CANCELABLE: i64 = -32002;
-pub const UNSUPPORTED_OPERATION: i64 = -32004;
-pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
 
 /// One session's door.
 pub struct Door {
@@ -74,10 +65,9 @@ impl Door {
                 "invalid request: needs \"jsonrpc\": \"2.0\", a string method and a scalar id",
             ));
         };
-        let known = crate::json::manifest::DOOR_METHODS.contains(&method)
-            || method == "GetExtendedAgentCard";
-        let scope = if method == "GetExtendedAgentCard" {
-            "agent/getAuthenticatedExtendedCard"
+        let known = DOOR_METHODS.contains(&method) || method == EXTENDED_CARD_V1;
+        let scope = if method == EXTENDED_CARD_V1 {
+            EXTENDED_CARD
         } else {
             method
         };
@@ -86,21 +76,19 @@ impl Door {
         }
         let params = request.get("params").cloned().unwrap_or(json!({}));
         let outcome = match method {
-            "message/send" => self.message_send(&params, caller),
-            "tasks/get" => {
-                task_id(&params).and_then(|t| lookup(self.engine.get(t, caller.viewer())))
-            }
-            "tasks/cancel" => {
+            MESSAGE_SEND => self.message_send(&params, caller),
+            TASKS_GET => task_id(&params).and_then(|t| lookup(self.engine.get(t, caller.viewer()))),
+            TASKS_CANCEL => {
                 task_id(&params).and_then(|t| lookup(self.engine.cancel(t, caller.viewer())))
             }
-            "agent/getAuthenticatedExtendedCard" | "GetExtendedAgentCard" => match self.auth {
+            EXTENDED_CARD | EXTENDED_CARD_V1 => match self.auth {
                 Some(_) => Ok(self.card(true)),
                 None => Err(RpcError(
                     EXTENDED_CARD_NOT_CONFIGURED,
                     "this door is public: its card is at /.well-known/agent-card.json".into(),
                 )),
             },
-            "session/stop" => {
+            SESSION_STOP => {
                 self.stop_requested.store(true, Ordering::Release);
                 crate::sys::wake::notify();
                 Ok(json!({"stopping": true, "sessionId": self.session_id}))

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::id::FormationId;
 use crate::json::contract::{self as channel, Addresses, Hello, env};
 use crate::json::record::ProcessIdentity;
+use crate::json::rpc::MESSAGE_SEND;
 use crate::net::client::Deadlines;
 use crate::secret::Secret;
 use crate::token::Key;
@@ -180,7 +181,7 @@ impl Member {
             connect: Duration::from_secs(2),
             response: self.call_timeout + Duration::from_secs(5),
         };
-        let task = crate::door_client::call(&url, Some(token), "message/send", params, deadlines)
+        let task = crate::door_client::call(&url, Some(token), MESSAGE_SEND, params, deadlines)
             .map_err(|err| format!("calling '{peer}': {err}"))?;
         let state = task["status"]["state"].as_str().unwrap_or("unknown");
         let text = task["status"]["message"]["parts"][0]["text"]
