@@ -7,6 +7,7 @@
 //! that `MUR_A2A_PYTHON` names). Without it each test prints a loud `*** SKIPPED … ***` line on
 //! stderr and passes, so `cargo test` works on a machine that cannot reach PyPI.
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::fs;
@@ -17,7 +18,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Home;
+use common::home::Home;
 use serde_json::Value;
 
 /// How long the SDK script, `mur token` or a session's readiness may take.

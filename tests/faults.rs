@@ -6,6 +6,7 @@
 //! cannot be done they print a loud `*** SKIPPED … ***` line and pass. The mount is undone by a
 //! guard, whatever happens.
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::fs;
@@ -17,7 +18,16 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use common::{
+    door::session_of,
+    home::{Home, mode_of},
+    http::{dead_url, http, parse_answer, read_one_response},
+    process::{Proc, status_field},
+    records::{random_u64, record, session_id, write_record_atomically},
+    session::{Session, completed_text, send_body},
+    skip::skipped,
+    stress::Mount,
+};
 
 /// A tmpfs of 64 KiB mounted over `home`, or the loud skip line and `None`.
 fn small_tmpfs(home: &Home, what: &str) -> Option<Mount> {

@@ -1,5 +1,6 @@
 //! `mur stop` against processes this test started, and only those (DESIGN.md §2, §4, §6).
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::fs;
@@ -8,7 +9,14 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use common::{
+    door::{Door, DoorSpec},
+    home::Home,
+    http::dead_url,
+    process::{Proc, comm, mkfifo, start_token},
+    records::{formation_id, record, record_for, session_id, with_suffix},
+    wait::wait_until,
+};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(10);
