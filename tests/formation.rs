@@ -1030,25 +1030,29 @@ fn no_token_reaches_argv_the_environment_output_or_a_handler() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Admission: one refusal each, nothing started
+// Admission: a refused roster starts nothing
 // ---------------------------------------------------------------------------------------------
+//
+// Each of admission's refusals, and the order in which they win, is a case of the table-driven
+// unit test in src/formation/admission.rs. Here, once, end to end: the real binary on a bad
+// roster exits 1 with the refusal, and nothing was started.
 
-/// Capsules a (no peer tasks), b and c (accepting peer tasks), every door authenticated.
-fn admission_capsules(env: &FormationFixture) {
-    env.write_member_capsule("a", &manifest("a", false, true), Some(REVIEWER));
+#[test]
+fn a_refused_roster_exits_1_naming_the_refusal_and_starts_nothing() {
+    let env = FormationFixture::new();
+    // b calls c (both authenticated, c accepting peer tasks); a, the entry, has a public door,
+    // which admission's last check refuses while any member calls another.
+    env.write_member_capsule("a", &manifest("a", false, false), Some(REVIEWER));
     env.write_member_capsule("b", &manifest("b", true, true), Some(REVIEWER));
     env.write_member_capsule("c", &manifest("c", true, true), Some(REVIEWER));
-}
+    let members = json!([
+        {"name": "a", "capsule": "a", "entry": true},
+        {"name": "b", "capsule": "b", "entry": false},
+        {"name": "c", "capsule": "c", "entry": false},
+    ]);
+    env.roster(&json!({"members": members, "reachability": [{"from": "b", "to": ["c"]}]}));
 
-fn member(name: &str, capsule: &str, entry: bool) -> Value {
-    json!({"name": name, "capsule": capsule, "entry": entry})
-}
-
-/// `mur formation` over `roster` is refused: exit 1, stderr says each of `says`, and nothing
-/// was started (no formation directory, no record, no process).
-#[track_caller]
-fn assert_refused(env: &FormationFixture, roster: &str, says: &[&str]) {
-    fs::write(env.project.join("roster.json"), roster).unwrap();
+    // No ROSTER argument: ./roster.json in the project directory.
     let out = env.mur(&["formation", "--json"]);
     out.expect_code(1);
     assert_eq!(out.stdout, "");
@@ -1057,7 +1061,13 @@ fn assert_refused(env: &FormationFixture, roster: &str, says: &[&str]) {
         "{}",
         out.stderr
     );
-    for fragment in says {
+    let path = env.project.join("a/murmur.json").display().to_string();
+    for fragment in [
+        "member 'a'",
+        "must authenticate",
+        "network.authentication",
+        &path,
+    ] {
         assert!(
             out.stderr.contains(fragment),
             "{fragment:?} not in {}",
@@ -1071,229 +1081,8 @@ fn assert_refused(env: &FormationFixture, roster: &str, says: &[&str]) {
     );
     assert!(env.running_files().is_empty());
     env.assert_nothing_running(Duration::ZERO);
-}
 
-fn roster_text(members: Vec<Value>, reachability: Option<Value>) -> String {
-    let mut roster = json!({"members": members});
-    if let Some(r) = reachability {
-        roster["reachability"] = r;
-    }
-    roster.to_string()
-}
-
-#[test]
-fn admission_refuses_a_malformed_member_name() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    let roster = roster_text(
-        vec![member("a", "a", true), member("Bad_Name", "b", false)],
-        None,
-    );
-    assert_refused(&env, &roster, &["'Bad_Name' is not a member name"]);
-}
-
-#[test]
-fn admission_refuses_duplicate_names() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    let roster = roster_text(
-        vec![
-            member("a", "a", true),
-            member("b", "b", false),
-            member("b", "c", false),
-        ],
-        None,
-    );
-    assert_refused(&env, &roster, &["'b' appears twice"]);
-}
-
-#[test]
-fn admission_refuses_a_roster_without_an_entry() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    let roster = roster_text(vec![member("a", "a", false), member("b", "b", false)], None);
-    assert_refused(&env, &roster, &["no member is the entry"]);
-}
-
-#[test]
-fn admission_refuses_two_entries() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    let roster = roster_text(vec![member("a", "a", true), member("b", "b", true)], None);
-    assert_refused(&env, &roster, &["a, b are all marked entry"]);
-}
-
-#[test]
-fn admission_refuses_a_rule_naming_a_non_member() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    let roster = roster_text(
-        vec![member("a", "a", true), member("b", "b", false)],
-        Some(json!([{"from": "a", "to": ["b", "ghost"]}])),
-    );
-    assert_refused(&env, &roster, &["'ghost' is not a member"]);
-    let roster = roster_text(
-        vec![member("a", "a", true), member("b", "b", false)],
-        Some(json!([{"from": "ghost", "to": ["b"]}])),
-    );
-    assert_refused(&env, &roster, &["'ghost' is not a member"]);
-}
-
-#[test]
-fn admission_refuses_a_rule_calling_the_entry() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    let roster = roster_text(
-        vec![member("a", "a", true), member("b", "b", false)],
-        Some(json!([{"from": "b", "to": ["a"]}])),
-    );
-    assert_refused(&env, &roster, &["'b' may not call 'a'", "entry member"]);
-}
-
-#[test]
-fn admission_refuses_a_member_calling_itself() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    let roster = roster_text(
-        vec![member("a", "a", true), member("b", "b", false)],
-        Some(json!([{"from": "b", "to": ["b"]}])),
-    );
-    assert_refused(&env, &roster, &["'b' may not call itself"]);
-}
-
-#[test]
-fn admission_refuses_a_manifest_that_does_not_parse() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    fs::write(env.project.join("c/murmur.json"), b"{\"name\": \"c\",").unwrap();
-    let roster = roster_text(
-        vec![
-            member("a", "a", true),
-            member("b", "b", false),
-            member("c", "c", false),
-        ],
-        Some(json!([{"from": "a", "to": ["b"]}])),
-    );
-    let path = env.project.join("c/murmur.json").display().to_string();
-    assert_refused(&env, &roster, &["member 'c'", &path]);
-    // An unknown manifest key is a manifest that does not parse, the key named.
-    let mut extra = manifest("c", true, true);
-    extra["colour"] = json!("blue");
-    env.write_member_capsule("c", &extra, None);
-    assert_refused(&env, &roster, &["member 'c'", &path, "colour"]);
-}
-
-#[test]
-fn admission_refuses_a_callee_that_does_not_accept_peer_tasks() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    let roster = roster_text(
-        vec![member("b", "b", true), member("a", "a", false)],
-        Some(json!([{"from": "b", "to": ["a"]}])),
-    );
-    let path = env.project.join("a/murmur.json").display().to_string();
-    assert_refused(
-        &env,
-        &roster,
-        &["member 'a'", "does not accept peer tasks", &path],
-    );
-}
-
-#[test]
-fn admission_refuses_an_edge_when_a_member_door_does_not_authenticate() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    // c authenticates and is called; a (the entry, calling nobody) has a public door.
-    env.write_member_capsule("a", &manifest("a", false, false), Some(REVIEWER));
-    let roster = roster_text(
-        vec![
-            member("a", "a", true),
-            member("b", "b", false),
-            member("c", "c", false),
-        ],
-        Some(json!([{"from": "b", "to": ["c"]}])),
-    );
-    let path = env.project.join("a/murmur.json").display().to_string();
-    assert_refused(
-        &env,
-        &roster,
-        &[
-            "member 'a'",
-            "must authenticate",
-            "network.authentication",
-            &path,
-        ],
-    );
-    // Without any edge the same members are admitted: the check is about edges.
-    fs::write(
-        env.project.join("roster.json"),
-        roster_text(
-            vec![
-                member("a", "a", true),
-                member("b", "b", false),
-                member("c", "c", false),
-            ],
-            None,
-        ),
-    )
-    .unwrap();
+    // Without any edge the same members are admitted, and the formation runs.
+    env.roster(&json!({"members": members}));
     env.mur(&["formation", "--task", "fine"]).expect_code(0);
-}
-
-#[test]
-fn admission_refuses_an_unknown_roster_key() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    let roster = json!({"members": [member("a", "a", true)], "reachabilty": "all"}).to_string();
-    assert_refused(&env, &roster, &["unknown field `reachabilty`"]);
-    let roster =
-        json!({"members": [{"name": "a", "capsule": "a", "entry": true, "port": 1}]}).to_string();
-    assert_refused(&env, &roster, &["unknown field `port`"]);
-}
-
-#[test]
-fn admission_refuses_a_missing_roster() {
-    let env = FormationFixture::new();
-    let out = env.mur(&["formation", "--json"]);
-    out.expect_code(1);
-    assert!(
-        out.stderr.starts_with("mur formation: ")
-            && out.stderr.contains("roster.json")
-            && out.stderr.contains("no such file"),
-        "{}",
-        out.stderr
-    );
-    let out = env.mur(&["formation", "elsewhere/team.json"]);
-    out.expect_code(1);
-    assert!(
-        out.stderr.contains("elsewhere/team.json") && out.stderr.contains("no such file"),
-        "{}",
-        out.stderr
-    );
-    assert!(!env.formations().exists() || env.formation_dirs().is_empty());
-    env.assert_nothing_running(Duration::ZERO);
-}
-
-#[test]
-fn admission_reports_the_first_refusal_in_order() {
-    let env = FormationFixture::new();
-    admission_capsules(&env);
-    fs::write(env.project.join("c/murmur.json"), b"not json").unwrap();
-    // Duplicate names, no entry, a ghost rule and a broken manifest: names are checked first.
-    let roster = roster_text(
-        vec![member("b", "b", false), member("b", "c", false)],
-        Some(json!([{"from": "b", "to": ["ghost"]}])),
-    );
-    assert_refused(&env, &roster, &["'b' appears twice"]);
-    // Then the entry, then the rules, then the manifests.
-    let roster = roster_text(
-        vec![member("b", "b", false), member("c", "c", false)],
-        Some(json!([{"from": "b", "to": ["ghost"]}])),
-    );
-    assert_refused(&env, &roster, &["no member is the entry"]);
-    let roster = roster_text(
-        vec![member("b", "b", true), member("c", "c", false)],
-        Some(json!([{"from": "b", "to": ["ghost"]}])),
-    );
-    assert_refused(&env, &roster, &["'ghost' is not a member"]);
 }
