@@ -635,7 +635,10 @@ fn assert_clean(text: &str, secrets: &BTreeMap<String, Kind>, what: &str) {
 #[test]
 fn a_formation_task_under_strace_leaks_no_secret_and_umask_000_widens_nothing() {
     if let Some(why) = strace_unavailable() {
-        skipped("strace leak scan (--task)", &why);
+        skipped(
+            "a_formation_task_under_strace_leaks_no_secret_and_umask_000_widens_nothing",
+            &format!("the strace leak scan (--task): {why}"),
+        );
         return;
     }
     let t0 = Instant::now();
@@ -665,7 +668,10 @@ fn a_formation_task_under_strace_leaks_no_secret_and_umask_000_widens_nothing() 
 #[test]
 fn a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing() {
     if let Some(why) = strace_unavailable() {
-        skipped("strace leak scan (served)", &why);
+        skipped(
+            "a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing",
+            &format!("the strace leak scan (served): {why}"),
+        );
         return;
     }
     let t0 = Instant::now();
