@@ -3,82 +3,118 @@
 //! resolver, its JSON-RPC client, and for an authenticated door its `AuthInterceptor` with an
 //! in-memory credential store and the authenticated extended card.
 //!
-//! The SDK lives in the venv `target/a2a-venv` that `tests/sdk/setup.sh` makes (or the Python
-//! that `MUR_A2A_PYTHON` names). Without it each test prints a loud `*** SKIPPED … ***` line on
-//! stderr and passes, so `cargo test` works on a machine that cannot reach PyPI.
+//! The SDK lives in the venv `target/a2a-venv`, which this test makes on first use by running
+//! `tests/sdk/setup.sh` (once per run of this test binary; a venv already holding the SDK is
+//! kept), or in the Python that `MUR_A2A_PYTHON` names. When the venv cannot be made (no Python,
+//! no venv module, PyPI unreachable) each test records itself as skipped (`common::skip`: a loud
+//! `*** SKIPPED … ***` line on stderr and a line in `target/tmp/skipped.tsv`) and passes, so
+//! `cargo test` works on a machine that cannot reach PyPI.
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{OnceLock, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Home;
+use common::{home::Home, skip::skipped};
 use serde_json::Value;
 
 /// How long the SDK script, `mur token` or a session's readiness may take.
 const DEADLINE: Duration = Duration::from_secs(90);
-
-/// Say loudly, past libtest's output capture (it captures only the `print!` macros), that the
-/// test did not run.
-fn skip(reason: &str) {
-    let _ = writeln!(
-        std::io::stderr(),
-        "\n*** SKIPPED: A2A SDK interop test: {reason} ***\n"
-    );
-}
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The Python that has a2a-sdk 0.3.x, or why there is none. `MUR_A2A_PYTHON`, when set, must
-/// work: a Python named on purpose that cannot import the SDK is a failure, not a skip.
+/// work: a Python named on purpose that cannot import the SDK is a failure, not a skip. Otherwise
+/// it is the venv `target/a2a-venv`, made by `tests/sdk/setup.sh` the first time a test here
+/// asks for it and it does not work yet. The tests of this binary run in parallel: the first
+/// makes it, the others wait for that and share the outcome.
 fn sdk_python() -> Result<PathBuf, String> {
-    let explicit = std::env::var_os("MUR_A2A_PYTHON").map(PathBuf::from);
-    let python = explicit
-        .clone()
-        .unwrap_or_else(|| repo().join("target/a2a-venv/bin/python"));
-    let found = || -> Result<(), String> {
-        if !python.exists() {
-            return Err(format!(
-                "{} does not exist (run tests/sdk/setup.sh to make the venv)",
-                python.display()
-            ));
+    if let Some(python) = std::env::var_os("MUR_A2A_PYTHON").map(PathBuf::from) {
+        if let Err(why) = probe_sdk(&python) {
+            panic!("MUR_A2A_PYTHON is set, but {why}");
         }
-        let probe = Command::new(&python)
-            .args([
-                "-c",
-                "import a2a.client, importlib.metadata as m; print(m.version('a2a-sdk'))",
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{} cannot run: {e}", python.display()))?;
-        let version = String::from_utf8_lossy(&probe.stdout).trim().to_string();
-        if !probe.status.success() {
-            return Err(format!(
-                "{} cannot import a2a-sdk (run tests/sdk/setup.sh): {}",
-                python.display(),
-                String::from_utf8_lossy(&probe.stderr).trim()
-            ));
-        }
-        if !version.starts_with("0.3.") {
-            return Err(format!(
-                "{} has a2a-sdk {version}, not 0.3.x (run tests/sdk/setup.sh)",
-                python.display()
-            ));
-        }
-        Ok(())
-    };
-    match found() {
-        Ok(()) => Ok(python),
-        Err(why) if explicit.is_some() => panic!("MUR_A2A_PYTHON is set, but {why}"),
-        Err(why) => Err(why),
+        return Ok(python);
     }
+    static VENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    VENV.get_or_init(|| {
+        let python = repo().join("target/a2a-venv/bin/python");
+        if probe_sdk(&python).is_ok() {
+            return Ok(python);
+        }
+        let said = run_setup_sh()?;
+        probe_sdk(&python).map(|()| python).map_err(|why| {
+            // setup.sh exits 0 when it cannot make the venv; its warning says why.
+            let warning = said
+                .lines()
+                .find_map(|l| l.strip_prefix("*** WARNING: tests/sdk/setup.sh: "))
+                .map(|w| w.trim_end_matches(" ***").to_string());
+            match warning {
+                Some(warning) => format!("tests/sdk/setup.sh could not make the venv: {warning}"),
+                None => format!("after tests/sdk/setup.sh, {why}; it said: {}", said.trim()),
+            }
+        })
+    })
+    .clone()
+}
+
+/// `bash tests/sdk/setup.sh`, its stdout and stderr; `Err` when it cannot be run at all.
+fn run_setup_sh() -> Result<String, String> {
+    let out = Command::new("bash")
+        .arg(repo().join("tests/sdk/setup.sh"))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run bash tests/sdk/setup.sh: {e}"))?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(format!(
+            "tests/sdk/setup.sh failed ({}): {}",
+            out.status,
+            said.trim()
+        ));
+    }
+    Ok(said)
+}
+
+/// `Ok` when `python` imports a2a-sdk 0.3.x; otherwise why not.
+fn probe_sdk(python: &Path) -> Result<(), String> {
+    if !python.exists() {
+        return Err(format!("{} does not exist", python.display()));
+    }
+    let probe = Command::new(python)
+        .args([
+            "-c",
+            "import a2a.client, importlib.metadata as m; print(m.version('a2a-sdk'))",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{} cannot run: {e}", python.display()))?;
+    let version = String::from_utf8_lossy(&probe.stdout).trim().to_string();
+    if !probe.status.success() {
+        return Err(format!(
+            "{} cannot import a2a-sdk: {}",
+            python.display(),
+            String::from_utf8_lossy(&probe.stderr).trim()
+        ));
+    }
+    if !version.starts_with("0.3.") {
+        return Err(format!(
+            "{} has a2a-sdk {version}, not 0.3.x",
+            python.display()
+        ));
+    }
+    Ok(())
 }
 
 /// A `mur run --json` session: its readiness line and its process, SIGTERMed and reaped by
@@ -237,7 +273,13 @@ fn sdk_round_trip(python: &Path, session: &Session, text: &str, token: Option<&s
 fn the_sdk_sends_a_task_to_the_embedded_echo_door_and_gets_it_back() {
     let python = match sdk_python() {
         Ok(python) => python,
-        Err(why) => return skip(&why),
+        Err(why) => {
+            skipped(
+                "the_sdk_sends_a_task_to_the_embedded_echo_door_and_gets_it_back",
+                &format!("the A2A SDK interop test: {why}"),
+            );
+            return;
+        }
     };
     let home = Home::new();
     let session = Session::start(&home, &[]);
@@ -255,7 +297,13 @@ fn the_sdk_sends_a_task_to_the_embedded_echo_door_and_gets_it_back() {
 fn the_sdk_authenticates_with_the_operator_token_and_reads_the_extended_card() {
     let python = match sdk_python() {
         Ok(python) => python,
-        Err(why) => return skip(&why),
+        Err(why) => {
+            skipped(
+                "the_sdk_authenticates_with_the_operator_token_and_reads_the_extended_card",
+                &format!("the A2A SDK interop test: {why}"),
+            );
+            return;
+        }
     };
     let home = Home::new();
     let capsule = home.path().join("capsule");

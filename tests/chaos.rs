@@ -35,6 +35,7 @@
 //! The test makes itself a child subreaper, so orphans (members of a SIGKILLed launcher,
 //! handlers of a SIGKILLed session) become its children and are reaped, never left as zombies.
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::collections::BTreeMap;
@@ -50,8 +51,9 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{
-    Drain, Env, alive, children_of, cmdline, drain, environ, manifest, mur_bin, processes_with_env,
-    start_token,
+    formation::{FormationFixture, manifest},
+    process::{alive, children_of, cmdline, environ, processes_with_env, start_token},
+    run::{Drain, drain, mur_bin},
 };
 use serde_json::{Value, json};
 
@@ -418,9 +420,9 @@ fn capsule_manifest(name: &str, accept: bool, with_control: bool) -> Value {
 }
 
 /// Write the iteration's capsules; the `mur` arguments that start it.
-fn write_capsules(env: &Env, plan: &Plan, pids: &Path) -> Vec<String> {
+fn write_capsules(env: &FormationFixture, plan: &Plan, pids: &Path) -> Vec<String> {
     if !plan.formation() {
-        let dir = env.capsule(
+        let dir = env.write_member_capsule(
             "solo",
             &capsule_manifest("solo", false, true),
             Some(&worker_script(pids, "solo", "0.3")),
@@ -429,17 +431,17 @@ fn write_capsules(env: &Env, plan: &Plan, pids: &Path) -> Vec<String> {
             .map(str::to_string)
             .to_vec();
     }
-    env.capsule(
+    env.write_member_capsule(
         "lead",
         &capsule_manifest("lead", false, false),
         Some(&lead_script(pids)),
     );
-    env.capsule(
+    env.write_member_capsule(
         "reviewer",
         &capsule_manifest("reviewer", true, true),
         Some(&worker_script(pids, "reviewer", "0.15")),
     );
-    env.capsule(
+    env.write_member_capsule(
         "summarizer",
         &capsule_manifest("summarizer", true, false),
         Some(&worker_script(pids, "summarizer", "0.15")),
@@ -465,7 +467,7 @@ fn write_capsules(env: &Env, plan: &Plan, pids: &Path) -> Vec<String> {
 
 /// `count` ended formation directories of this project, older than any the launch mints, each
 /// with a marker naming a launcher that cannot exist and two member dirs holding some files.
-fn write_stale_formations(env: &Env, count: usize) {
+fn write_stale_formations(env: &FormationFixture, count: usize) {
     let marker = serde_json::to_vec_pretty(&json!({
         "project_dir": env.project,
         "launcher_pid": NO_PID,
@@ -491,7 +493,7 @@ fn write_stale_formations(env: &Env, count: usize) {
 
 struct Iteration<'a> {
     plan: &'a Plan,
-    env: Env,
+    env: FormationFixture,
     home_env: String,
     pids: PathBuf,
     main: Proc,
@@ -504,7 +506,7 @@ struct Iteration<'a> {
 
 impl<'a> Iteration<'a> {
     fn run(plan: &'a Plan) -> Found {
-        let env = Env::new();
+        let env = FormationFixture::new();
         let pids = env.project.join("pids");
         fs::create_dir_all(&pids).unwrap();
         let args = write_capsules(&env, plan, &pids);

@@ -2,6 +2,7 @@
 //! never the door. Every case ends with a valid card request on a new connection, which must be
 //! served, and the session process must still be running.
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::io::{Read, Write};
@@ -10,7 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use common::{
+    door::session_of,
+    home::Home,
+    http::{Http, HttpResponse},
+    session::{Session, artifact_text, send_params},
+    wait::{WAIT, wait_until},
+};
 use serde_json::{Value, json};
 
 const CARD: &str = "/.well-known/agent-card.json";
@@ -306,7 +313,7 @@ fn malformed_content_length_gets_400() {
 #[test]
 fn two_authorization_headers_get_401() {
     let home = Home::new();
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "guarded",
         json!({"name": "guarded", "version": "1",
                "network": {"authentication": {"credentials": [{"name": "reader", "scopes": ["tasks/get"]}]}}}),

@@ -3,9 +3,10 @@
 //! malformed requests.
 //!
 //! The filesystem tests mount a 64 KiB tmpfs over the test's `HOME` (root only); where that
-//! cannot be done they print a loud `*** SKIPPED … ***` line and pass. The mount is undone by a
-//! guard, whatever happens.
+//! cannot be done they record the skip (`common::skip`: a loud `*** SKIPPED … ***` line and a line
+//! in `target/tmp/skipped.tsv`) and pass. The mount is undone by a guard, whatever happens.
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::fs;
@@ -17,14 +18,27 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use common::{
+    door::session_of,
+    home::{Home, mode_of},
+    http::{dead_url, http, parse_answer, read_one_response},
+    process::{Proc, status_field},
+    records::{random_u64, record, session_id, write_record_atomically},
+    session::{Session, completed_text, send_body},
+    skip::skipped,
+    stress::Mount,
+};
 
-/// A tmpfs of 64 KiB mounted over `home`, or the loud skip line and `None`.
-fn small_tmpfs(home: &Home, what: &str) -> Option<Mount> {
+/// A tmpfs of 64 KiB mounted over `home`, or `None` when test `test` (its `what` check) is
+/// skipped: the loud skip line, and the skip recorded.
+fn small_tmpfs(home: &Home, test: &str, what: &str) -> Option<Mount> {
     match Mount::tmpfs(home.path(), "size=64k,mode=0700") {
         Ok(mount) => Some(mount),
         Err(why) => {
-            skipped(what, &format!("cannot mount a tmpfs over HOME ({why})"));
+            skipped(
+                test,
+                &format!("{what}: cannot mount a tmpfs over HOME ({why})"),
+            );
             None
         }
     }
@@ -66,7 +80,11 @@ fn assert_warned(session: &Session, needle: &str) {
 #[test]
 fn a_full_home_warns_serves_unrecorded_and_ps_exits_as_designed() {
     let home = Home::new();
-    let Some(mount) = small_tmpfs(&home, "full-filesystem HOME test") else {
+    let Some(mount) = small_tmpfs(
+        &home,
+        "a_full_home_warns_serves_unrecorded_and_ps_exits_as_designed",
+        "full-filesystem HOME test",
+    ) else {
         return;
     };
     let filled = mount.fill();
@@ -130,7 +148,11 @@ fn a_full_home_warns_serves_unrecorded_and_ps_exits_as_designed() {
 #[test]
 fn a_read_only_home_warns_serves_unrecorded_and_ps_exits_as_designed() {
     let home = Home::new();
-    let Some(mount) = small_tmpfs(&home, "read-only HOME test") else {
+    let Some(mount) = small_tmpfs(
+        &home,
+        "a_read_only_home_warns_serves_unrecorded_and_ps_exits_as_designed",
+        "read-only HOME test",
+    ) else {
         return;
     };
 

@@ -5,6 +5,9 @@
 //! The release build (LTO) takes about a minute the first time; it goes to its own target
 //! directory under `target/` so later runs reuse it and never contend with the outer build.
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
+mod common;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -13,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::skip::skipped;
 
 const APPLETS: [&str; 5] = ["run", "ps", "stop", "token", "formation"];
 
@@ -173,9 +178,9 @@ fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
     // And static in fact: it runs where there is nothing else at all.
     // SAFETY: geteuid(2) has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "\n*** SKIPPED: the empty-chroot check of the installed mur, because not root \
-             (chroot(2) needs root) ***\n"
+        skipped(
+            "install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot",
+            "its last part, the empty-chroot check of the installed mur: not root (chroot(2) needs root)",
         );
         return;
     }

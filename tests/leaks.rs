@@ -16,6 +16,7 @@
 //!
 //! Needs `strace` (skipped loudly without it).
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,7 +29,14 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use common::{
+    home::Home,
+    http::http,
+    run::{Drain, mur_bin, run, wait_child},
+    session::{completed_text, send_body},
+    skip::skipped,
+    tokens::is_token,
+};
 use serde_json::{Value, json};
 
 /// How long a traced formation may take to become ready or to end.
@@ -73,7 +81,7 @@ impl Dirs {
         }
     }
 
-    fn capsule(&self, name: &str, manifest: Value, script: &str) {
+    fn write_member_capsule(&self, name: &str, manifest: Value, script: &str) {
         let dir = self.project.join(name);
         fs::create_dir_all(&dir).unwrap();
         let handler = dir.join("handler.sh");
@@ -99,13 +107,13 @@ impl Dirs {
                 "network": {"authentication": {"credentials": []}},
             })
         };
-        self.capsule("lead", base("lead", false), LEAD);
+        self.write_member_capsule("lead", base("lead", false), LEAD);
         let mut reviewer = base("reviewer", true);
         reviewer["network"]["authentication"]["credentials"] =
             json!([{"name": "client", "scopes": ["message/send", "tasks/get"]}]);
         reviewer["control"] = json!({"settings": ["MOOD"], "secrets": ["API_KEY"]});
-        self.capsule("reviewer", reviewer, REVIEWER);
-        self.capsule("summarizer", base("summarizer", true), SUMMARIZER);
+        self.write_member_capsule("reviewer", reviewer, REVIEWER);
+        self.write_member_capsule("summarizer", base("summarizer", true), SUMMARIZER);
         let roster = self.project.join("roster.json");
         fs::write(
             &roster,
@@ -627,7 +635,10 @@ fn assert_clean(text: &str, secrets: &BTreeMap<String, Kind>, what: &str) {
 #[test]
 fn a_formation_task_under_strace_leaks_no_secret_and_umask_000_widens_nothing() {
     if let Some(why) = strace_unavailable() {
-        skipped("strace leak scan (--task)", &why);
+        skipped(
+            "a_formation_task_under_strace_leaks_no_secret_and_umask_000_widens_nothing",
+            &format!("the strace leak scan (--task): {why}"),
+        );
         return;
     }
     let t0 = Instant::now();
@@ -657,7 +668,10 @@ fn a_formation_task_under_strace_leaks_no_secret_and_umask_000_widens_nothing() 
 #[test]
 fn a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing() {
     if let Some(why) = strace_unavailable() {
-        skipped("strace leak scan (served)", &why);
+        skipped(
+            "a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing",
+            &format!("the strace leak scan (served): {why}"),
+        );
         return;
     }
     let t0 = Instant::now();

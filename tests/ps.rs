@@ -1,5 +1,6 @@
 //! `mur ps` against real processes, real doors and a throwaway `HOME` (DESIGN.md §3, §4, §6).
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::fs;
@@ -8,7 +9,17 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use common::{
+    door::{Door, DoorSpec},
+    home::{Home, mode_of},
+    http::dead_url,
+    process::{Proc, exited_pid, mkfifo, start_token},
+    records::{
+        formation_id, ps_row, ps_rows, record, record_for, session_id, status_of, write_private,
+    },
+    run::{PATIENT_DEADLINE, mur_bin, run},
+    wait::wait_until,
+};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -147,7 +158,7 @@ fn a_live_process_without_a_door_is_unreachable_and_kept() {
 
     let doc = home.mur(&["ps", "--json"]).json();
     assert_eq!(status_of(&doc, &id).as_deref(), Some("unreachable"));
-    let reason = capsule(&doc, &id).unwrap()["reason"]
+    let reason = ps_row(&doc, &id).unwrap()["reason"]
         .as_str()
         .unwrap()
         .to_string();
@@ -168,7 +179,7 @@ fn a_door_answering_for_another_session_is_unreachable_and_kept() {
     run.expect_code(0);
     let doc = run.json();
     assert_eq!(status_of(&doc, &id).as_deref(), Some("unreachable"));
-    let reason = capsule(&doc, &id).unwrap()["reason"].as_str().unwrap();
+    let reason = ps_row(&doc, &id).unwrap()["reason"].as_str().unwrap();
     assert!(reason.contains(&other), "reason: {reason}");
     assert!(path.exists());
     assert!(
@@ -235,7 +246,7 @@ fn malformed_formation_fields_make_a_record_unreadable_and_pruned() {
     let run = home.mur(&["ps", "-v", "--json"]);
     run.expect_code(0);
     let doc = run.json();
-    assert_eq!(capsules(&doc).len(), 1, "{doc}");
+    assert_eq!(ps_rows(&doc).len(), 1, "{doc}");
     assert_eq!(status_of(&doc, &door_good).as_deref(), Some("running"));
     let lines = pruned_lines(&run.stderr);
     assert_eq!(lines.len(), paths.len(), "stderr: {}", run.stderr);
@@ -284,7 +295,7 @@ fn links_fifos_and_oversized_files_are_refused_and_removed() {
     let run = home.mur(&["ps", "--json", "-v"]);
     run.expect_code(0);
     let doc = run.json();
-    assert_eq!(capsules(&doc), Vec::<Value>::new(), "{doc}");
+    assert_eq!(ps_rows(&doc), Vec::<Value>::new(), "{doc}");
     assert_eq!(pruned_lines(&run.stderr).len(), 3, "{}", run.stderr);
     assert!(fs::symlink_metadata(&link).is_err(), "the link is removed");
     assert!(!big_path.exists(), "the oversized file is removed");
@@ -416,9 +427,9 @@ fn an_authenticated_door_is_probed_with_the_operator_token() {
         "{doc}"
     );
     assert!(refused_path.exists(), "an unreachable session is kept");
-    assert_eq!(capsule(&doc, &good).unwrap()["authenticated"], json!(true));
+    assert_eq!(ps_row(&doc, &good).unwrap()["authenticated"], json!(true));
     assert_eq!(
-        capsule(&doc, &tokenless).unwrap()["authenticated"],
+        ps_row(&doc, &tokenless).unwrap()["authenticated"],
         json!(false)
     );
 
@@ -472,7 +483,7 @@ fn json_output_has_the_stable_keys_and_never_a_token() {
     let object = doc.as_object().unwrap();
     assert!(object.contains_key("capsules") && object.contains_key("formations"));
 
-    let capsules = capsules(&doc);
+    let capsules = ps_rows(&doc);
     assert_eq!(capsules.len(), 2);
     // Most recent first.
     assert_eq!(capsules[0]["session_id"], json!(plain));

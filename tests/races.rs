@@ -11,6 +11,7 @@
 //!
 //! `MUR_PROVE_SCALE=N` multiplies the number of sessions (default 50).
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::collections::HashMap;
@@ -21,7 +22,14 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use common::{
+    home::Home,
+    http::dead_url,
+    process::{Proc, start_token},
+    records::{random_u64, record, session_id, write_record_atomically},
+    session::Session,
+    stress::scale,
+};
 use serde_json::Value;
 
 /// The two tests here must not run at once: the pid-reuse test needs the kernel's next pid to

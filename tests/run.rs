@@ -1,6 +1,7 @@
 //! `mur run` end to end (DESIGN.md §2, §3, §5): the real binary, real handler processes
 //! (`/bin/sh` scripts), real sockets, and a throwaway `HOME` per test.
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::fs;
@@ -8,7 +9,14 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use common::{
+    door::{CAPSULE_EXTENSION_URI, session_of},
+    home::{Home, mode_of},
+    process::{Lifeline, assert_all_dead, assert_group_ended, group_pids, group_script, read_pids},
+    run::{MUR_DEADLINE, mur_bin, run_to_end},
+    session::{Session, artifact_text, send_params, state, status_text},
+    wait::{WAIT, wait_until},
+};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -146,7 +154,7 @@ fn gated_script(dir: &Path) -> String {
 fn a_non_blocking_task_is_working_then_completed() {
     let home = Home::new();
     let gate = home.dir("gate");
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "slow",
         json!({"name": "slow", "version": "1.0.0"}),
         Some(&gated_script(&gate)),
@@ -187,7 +195,7 @@ fn a_shell_handler_gets_stdin_env_and_workdir_and_its_stdout_is_the_answer() {
          printf 'the answer\\nline two\\n\\n'\n",
         out = out.display()
     );
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "shelly",
         json!({"name": "shelly", "version": "2.3.4"}),
         Some(&script),
@@ -217,7 +225,7 @@ fn a_shell_handler_gets_stdin_env_and_workdir_and_its_stdout_is_the_answer() {
 #[test]
 fn a_handler_exiting_non_zero_fails_with_the_tail_of_its_stderr() {
     let home = Home::new();
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "grumpy",
         json!({"name": "grumpy", "version": "1"}),
         Some(
@@ -241,7 +249,7 @@ fn a_handler_exiting_non_zero_fails_with_the_tail_of_its_stderr() {
 fn a_timed_out_handler_fails_and_its_whole_process_group_is_gone() {
     let home = Home::new();
     let dir = home.dir("pids");
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "sleepy",
         json!({"name": "sleepy", "version": "1", "lifecycle": {"task_timeout_secs": 1}}),
         Some(&group_script(&dir)),
@@ -265,7 +273,7 @@ fn a_timed_out_handler_fails_and_its_whole_process_group_is_gone() {
 fn a_canceled_handler_is_canceled_and_its_whole_process_group_is_gone() {
     let home = Home::new();
     let dir = home.dir("pids");
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "cancelme",
         json!({"name": "cancelme", "version": "1"}),
         Some(&group_script(&dir)),
@@ -290,7 +298,7 @@ fn a_canceled_handler_is_canceled_and_its_whole_process_group_is_gone() {
 fn single_acceptance_refuses_a_second_concurrent_task() {
     let home = Home::new();
     let gate = home.dir("gate");
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "single",
         json!({"name": "single", "version": "1", "lifecycle": {"task_acceptance": "single"}}),
         Some(&gated_script(&gate)),
@@ -327,7 +335,7 @@ fn single_acceptance_refuses_a_second_concurrent_task() {
 fn a_full_queue_refuses_the_next_task_and_the_queued_one_runs_later() {
     let home = Home::new();
     let gate = home.dir("gate");
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "queued",
         json!({"name": "queued", "version": "1",
                "lifecycle": {"task_acceptance": "queue", "concurrency": 1, "queue_depth": 1}}),
@@ -356,7 +364,7 @@ fn a_full_queue_refuses_the_next_task_and_the_queued_one_runs_later() {
 #[test]
 fn acceptance_none_takes_no_tasks() {
     let home = Home::new();
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "closed",
         json!({"name": "closed", "version": "1", "lifecycle": {"task_acceptance": "none"}}),
         Some("#!/bin/sh\necho should-not-run\n"),
@@ -384,7 +392,7 @@ fn task_mode_prints_the_answer_and_passes_the_outcome_through() {
         home.running_entries()
     );
 
-    let failing = home.capsule(
+    let failing = home.write_capsule(
         "failing",
         json!({"name": "failing", "version": "1"}),
         Some("#!/bin/sh\ncat >/dev/null\necho 'it broke' >&2\nexit 7\n"),
@@ -394,7 +402,7 @@ fn task_mode_prints_the_answer_and_passes_the_outcome_through() {
     assert_eq!(out.stdout, "", "no answer on stdout");
     assert!(out.stderr.contains("it broke"), "{:?}", out.stderr);
 
-    let upper = home.capsule(
+    let upper = home.write_capsule(
         "upper",
         json!({"name": "upper", "version": "1"}),
         Some("#!/bin/sh\ntr a-z A-Z\n"),
@@ -464,7 +472,7 @@ fn a_child_escaping_the_handlers_group_neither_hangs_the_task_nor_outlives_it() 
         "#!/bin/sh\ncat >/dev/null\nsetsid sleep 30 &\necho $! > {}\necho done\n",
         pid_file.display()
     );
-    let capsule = home.capsule(
+    let capsule = home.write_capsule(
         "escape",
         json!({"name": "escape", "version": "1", "lifecycle": {"task_timeout_secs": 20}}),
         Some(&script),
@@ -509,7 +517,7 @@ fn secret_parts(tokens: &[&str]) -> Vec<String> {
 #[test]
 fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
     let home = Home::new();
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "guarded",
         json!({"name": "guarded", "version": "1",
         "network": {"authentication": {"credentials": [
@@ -561,7 +569,7 @@ fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
     let wrong_session = {
         // A token from another session of the same capsule: another key.
         let home2 = Home::new();
-        let manifest2 = home2.capsule(
+        let manifest2 = home2.write_capsule(
             "guarded",
             serde_json::from_slice(&fs::read(&manifest).unwrap()).unwrap(),
             Some("#!/bin/sh\necho x\n"),
@@ -679,7 +687,7 @@ fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
          printf 'style=%s' \"${{STYLE-unset}}\"\n",
         seen = seen.display()
     );
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "tuned",
         json!({"name": "tuned", "version": "1",
                "control": {"settings": ["STYLE"], "secrets": ["API_KEY"]}}),
@@ -804,7 +812,7 @@ fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
 // ---------------------------------------------------------------------------------------------
 
 fn control_capsule(home: &Home) -> std::path::PathBuf {
-    home.capsule(
+    home.write_capsule(
         "ctl",
         json!({"name": "ctl", "version": "1", "control": {"settings": ["STYLE"]}}),
         Some("#!/bin/sh\ncat\n"),
@@ -915,7 +923,7 @@ fn session_stop_over_the_door_ends_the_session() {
 fn sigterm_with_a_task_running_takes_the_handlers_group_down_too() {
     let home = Home::new();
     let dir = home.dir("pids");
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "busy",
         json!({"name": "busy", "version": "1"}),
         Some(&group_script(&dir)),
@@ -948,7 +956,7 @@ fn a_second_signal_ends_the_session_at_once() {
          wait\n",
         dir = dir.display()
     );
-    let manifest = home.capsule(
+    let manifest = home.write_capsule(
         "stubborn",
         json!({"name": "stubborn", "version": "1"}),
         Some(&script),
@@ -1082,7 +1090,7 @@ fn bad_manifests_are_refused_naming_the_path_and_key_and_write_nothing() {
     ];
     let script = "#!/bin/sh\ncat\n";
     for (dir, manifest, key) in cases {
-        let path = home.capsule(dir, manifest, Some(script));
+        let path = home.write_capsule(dir, manifest, Some(script));
         let out = home.mur(&["run", path.to_str().unwrap()]);
         out.expect_code(1);
         assert!(
@@ -1109,7 +1117,7 @@ fn bad_manifests_are_refused_naming_the_path_and_key_and_write_nothing() {
     }
 
     // A handler that exists but is not executable.
-    let path = home.capsule("not-executable", good(), None);
+    let path = home.write_capsule("not-executable", good(), None);
     fs::write(path.parent().unwrap().join("handler.sh"), script).unwrap();
     let out = home.mur(&["run", path.to_str().unwrap()]);
     out.expect_code(1);
@@ -1122,7 +1130,7 @@ fn bad_manifests_are_refused_naming_the_path_and_key_and_write_nothing() {
     assert!(out.stderr.contains("executable"), "{:?}", out.stderr);
 
     // A directory holding a murmur.json is taken as its manifest; the refusal names the file.
-    let path = home.capsule("dir-form", with("colour", json!(1)), Some(script));
+    let path = home.write_capsule("dir-form", with("colour", json!(1)), Some(script));
     let out = home.mur(&["run", path.parent().unwrap().to_str().unwrap()]);
     out.expect_code(1);
     assert!(
@@ -1132,7 +1140,7 @@ fn bad_manifests_are_refused_naming_the_path_and_key_and_write_nothing() {
     );
 
     // --capsule-sha256 that does not match.
-    let path = home.capsule("digest", good(), Some(script));
+    let path = home.write_capsule("digest", good(), Some(script));
     let wrong = "0".repeat(64);
     let out = home.mur(&["run", path.to_str().unwrap(), "--capsule-sha256", &wrong]);
     out.expect_code(1);

@@ -1,5 +1,6 @@
 //! `mur stop` against processes this test started, and only those (DESIGN.md §2, §4, §6).
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
 use std::fs;
@@ -8,7 +9,15 @@ use std::os::unix::process::ExitStatusExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use common::{
+    door::{Door, DoorSpec},
+    home::Home,
+    http::dead_url,
+    process::{Proc, comm, mkfifo, start_token},
+    records::{formation_id, record, record_for, session_id, with_suffix},
+    skip::skipped,
+    wait::wait_until,
+};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -447,8 +456,9 @@ fn a_formation_is_stopped_through_its_launcher() {
 fn a_signal_the_kernel_refuses_keeps_the_record() {
     let uid = fs::metadata("/proc/self").unwrap().uid();
     if uid == 0 {
-        eprintln!(
-            "skipped: running as root, which may signal any process, so EPERM cannot be provoked"
+        skipped(
+            "a_signal_the_kernel_refuses_keeps_the_record",
+            "running as root, which may signal any process, so EPERM cannot be provoked",
         );
         return;
     }
@@ -462,8 +472,11 @@ fn a_signal_the_kernel_refuses_keeps_the_record() {
     // refuses the signal, so nothing is ever delivered to it.
     let init_uid = fs::metadata("/proc/1").map(|m| m.uid());
     if cap_kill || init_uid.as_ref().is_ok_and(|&u| u == uid) || init_uid.is_err() {
-        eprintln!(
-            "skipped: no process here is safely out of this user's reach (pid 1 uid {init_uid:?}, CAP_KILL {cap_kill})"
+        skipped(
+            "a_signal_the_kernel_refuses_keeps_the_record",
+            &format!(
+                "no process here is safely out of this user's reach (pid 1 uid {init_uid:?}, CAP_KILL {cap_kill})"
+            ),
         );
         return;
     }

@@ -1,8 +1,14 @@
 //! `mur token` against real records of live processes (DESIGN.md §5, §6).
 
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
-use common::*;
+use common::{
+    home::Home,
+    http::dead_url,
+    process::{Proc, exited_pid},
+    records::{record, record_for, session_id},
+};
 use serde_json::json;
 
 const OPERATOR: &str = "mdt1.eyJjcmVkZW50aWFsIjoib3BlcmF0b3IifQ.OPERATORMAC";

@@ -21,28 +21,29 @@ pub const FORMATION_CMD_DEADLINE: Duration = Duration::from_secs(20);
 /// How long a formation may take to report itself ready, or to end once told to.
 pub const FORMATION_DEADLINE: Duration = Duration::from_secs(20);
 
-/// A fresh directory per test: `home/` is `HOME`, `project/` holds the roster and capsules.
-/// Removed on drop.
-pub struct Env {
+/// A formation test's directories: `home/` is `HOME`, `project/` holds the roster and the
+/// members' capsules. Fresh per test, removed on drop. (A `mur run` test uses
+/// [`super::home::Home`] instead.)
+pub struct FormationFixture {
     root: PathBuf,
     pub home: PathBuf,
     pub project: PathBuf,
 }
 
-impl Default for Env {
+impl Default for FormationFixture {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Env {
+impl FormationFixture {
     pub fn new() -> Self {
         let root = fresh_dir("mur-formation-test");
         let home = root.join("home");
         let project = root.join("project");
         fs::create_dir_all(&home).unwrap();
         fs::create_dir_all(&project).unwrap();
-        Env {
+        FormationFixture {
             root,
             home,
             project,
@@ -130,9 +131,14 @@ impl Env {
         run(self.command(args), FORMATION_CMD_DEADLINE)
     }
 
-    /// Write a capsule `dir` under the project: `murmur.json` and, when `script` is given, an
-    /// executable `handler.sh`. Its directory.
-    pub fn capsule(&self, dir: &str, manifest: &Value, script: Option<&str>) -> PathBuf {
+    /// Write a member's capsule `dir` under the project: `murmur.json` and, when `script` is
+    /// given, an executable `handler.sh`. Its directory (what a roster's `capsule` may name).
+    pub fn write_member_capsule(
+        &self,
+        dir: &str,
+        manifest: &Value,
+        script: Option<&str>,
+    ) -> PathBuf {
         let path = self.project.join(dir);
         fs::create_dir_all(&path).unwrap();
         if let Some(script) = script {
@@ -161,7 +167,7 @@ impl Env {
     }
 }
 
-impl Drop for Env {
+impl Drop for FormationFixture {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.root);
     }

@@ -146,7 +146,7 @@ impl Home {
     /// Write a capsule: `<home>/<name>/murmur.json` from `manifest` (with `"run": ["./handler.sh"]`
     /// added when it has no `run`) and, when `script` is given, `handler.sh` (mode 0755). The
     /// manifest's path.
-    pub fn capsule(&self, name: &str, mut manifest: Value, script: Option<&str>) -> PathBuf {
+    pub fn write_capsule(&self, name: &str, mut manifest: Value, script: Option<&str>) -> PathBuf {
         let dir = self.dir(name);
         if manifest.get("run").is_none() {
             manifest["run"] = json!(["./handler.sh"]);

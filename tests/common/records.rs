@@ -136,16 +136,16 @@ pub fn write_record_atomically(dir: &Path, record: &Value) -> PathBuf {
 // Reading `mur ps`
 // ---------------------------------------------------------------------------------------------
 
-/// `mur ps --json`'s capsule objects, by session id.
-pub fn capsules(doc: &Value) -> Vec<Value> {
+/// `mur ps --json`'s rows: its `capsules` array, one object per session.
+pub fn ps_rows(doc: &Value) -> Vec<Value> {
     doc["capsules"]
         .as_array()
         .unwrap_or_else(|| panic!("no capsules array in {doc}"))
         .clone()
 }
 
-/// The capsule object for `session_id` in a `mur ps --json` document, if listed.
-pub fn capsule<'a>(doc: &'a Value, session_id: &str) -> Option<&'a Value> {
+/// The `mur ps --json` row (capsule object) of `session_id`, if listed.
+pub fn ps_row<'a>(doc: &'a Value, session_id: &str) -> Option<&'a Value> {
     doc["capsules"]
         .as_array()?
         .iter()
@@ -154,5 +154,5 @@ pub fn capsule<'a>(doc: &'a Value, session_id: &str) -> Option<&'a Value> {
 
 /// The status `mur ps --json` gives `session_id`, or `None` when it is not listed.
 pub fn status_of(doc: &Value, session_id: &str) -> Option<String> {
-    capsule(doc, session_id).map(|c| c["status"].as_str().unwrap_or("").to_string())
+    ps_row(doc, session_id).map(|c| c["status"].as_str().unwrap_or("").to_string())
 }

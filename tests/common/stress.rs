@@ -1,16 +1,9 @@
-//! What the stress and fault tests share: the loud skip line, the work scale, and a small tmpfs.
+//! What the stress and fault tests share: the work scale, and a small tmpfs.
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-/// Print the loud line a skipped check leaves in the test output: straight to the process's
-/// stderr, past the test harness's capture, so it shows even when the test passes.
-pub fn skipped(what: &str, reason: &str) {
-    let line = format!("*** SKIPPED {what}: {reason} ***\n");
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
-}
 
 /// `MUR_PROVE_SCALE` (default 1): how many times the default amount of work a stress test does.
 pub fn scale() -> usize {

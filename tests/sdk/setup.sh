@@ -2,9 +2,11 @@
 # Make target/a2a-venv: a Python venv holding the official A2A Python SDK (a2a-sdk, pinned 0.3.x),
 # which tests/a2a_sdk.rs drives against a real `mur run` door through tests/sdk/a2a_client.py.
 #
-# Safe to run unconditionally (CI does): when Python, venv or PyPI is not available it prints a
-# loud warning, leaves no half-made venv behind, and exits 0 -- the Rust test then says loudly
-# that it SKIPPED. An existing venv that already holds the pinned SDK is kept as it is.
+# tests/a2a_sdk.rs runs it on first use (when target/a2a-venv does not work yet), so it need not
+# be run by hand. Safe to run unconditionally: when Python, venv or PyPI is not available it
+# prints a loud warning, leaves no half-made venv behind, and exits 0 -- the Rust test then
+# records that it SKIPPED, and why (target/tmp/skipped.tsv). An existing venv that already holds
+# the pinned SDK is kept as it is.
 #
 # a2a-sdk's base install already brings what its JSON-RPC client needs (httpx, httpx-sse,
 # pydantic); no extras are needed for the JSONRPC transport.
