@@ -35,6 +35,10 @@
 //! The test makes itself a child subreaper, so orphans (members of a SIGKILLed launcher,
 //! handlers of a SIGKILLed session) become its children and are reaped, never left as zombies.
 
+// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
+// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
+#![allow(unsafe_code)]
+
 #[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
@@ -98,6 +102,7 @@ fn formations_and_sessions_leave_nothing_behind_whatever_is_struck_and_when() {
     };
     println!("chaos: seed {seed}, {iterations} iterations (replay: MUR_CHAOS_SEED={seed})");
     assert_eq!(
+        // SAFETY: prctl(2) with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
         0,
         "cannot become a child subreaper"
@@ -1049,6 +1054,7 @@ fn signal_ours(pid: u32, signal: i32, home_env: &str) -> bool {
     let ours = environ(pid)
         .split(|&b| b == 0)
         .any(|entry| entry == home_env.as_bytes());
+    // SAFETY: kill(2) takes plain integers; the process was just checked to be this test's.
     ours && unsafe { libc::kill(pid as i32, signal) } == 0
 }
 
@@ -1112,6 +1118,7 @@ fn reap_orphans() {
     for pid in children_of(std::process::id()) {
         if state(pid) == Some('Z') {
             let mut status = 0;
+            // SAFETY: a live out-parameter for the status; WNOHANG never blocks.
             unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
         }
     }

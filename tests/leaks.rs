@@ -16,6 +16,10 @@
 //!
 //! Needs `strace` (skipped loudly without it).
 
+// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
+// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
+#![allow(unsafe_code)]
+
 #[allow(dead_code)] // each test file uses a subset of the shared helpers
 mod common;
 
@@ -813,8 +817,8 @@ fn a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing(
 
     // Stop it through its launcher; strace ends when every tracee has.
     let launcher = launcher.expect("the records name the launcher");
-    // SAFETY: kill(2) with plain integers, on the launcher this test started under strace.
     assert_eq!(
+        // SAFETY: kill(2) with plain integers, on the launcher this test started under strace.
         unsafe { libc::kill(launcher as libc::pid_t, libc::SIGTERM) },
         0
     );

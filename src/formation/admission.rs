@@ -354,16 +354,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn each_bad_roster_is_refused_naming_what_is_wrong() {
-        let (a, b, c) = (
+    /// The three members every case builds from: the entry `a`, and `b` and `c`.
+    fn abc() -> (Value, Value, Value) {
+        (
             member("a", "a", true),
             member("b", "b", false),
             member("c", "c", false),
-        );
-        let mut colour = manifest("c", true, true);
-        colour["colour"] = json!("blue");
-        let cases = vec![
+        )
+    }
+
+    /// Checks 1 to 4: names, the entry, the rules.
+    fn roster_cases() -> Vec<Case> {
+        let (a, b, _) = abc();
+        vec![
             // 1. Member names.
             refused(
                 "a malformed member name",
@@ -420,6 +423,15 @@ mod tests {
                 ),
                 &["'b' may not call 'a'", "entry member"],
             ),
+        ]
+    }
+
+    /// Checks 5 to 7: the manifests, peer tasks, authentication.
+    fn manifest_cases() -> Vec<Case> {
+        let (a, b, c) = abc();
+        let mut colour = manifest("c", true, true);
+        colour["colour"] = json!("blue");
+        vec![
             // 5. Every manifest parses.
             refused(
                 "a manifest that does not parse",
@@ -468,6 +480,13 @@ mod tests {
                 ],
             )
             .with_file("a/murmur.json", manifest("a", false, false).to_string()),
+        ]
+    }
+
+    /// The roster file itself, and which refusal wins when several apply.
+    fn file_and_order_cases() -> Vec<Case> {
+        let a = abc().0;
+        vec![
             // The roster itself.
             refused(
                 "an unknown roster key",
@@ -520,7 +539,15 @@ mod tests {
                 &["'ghost' is not a member"],
             )
             .with_file("c/murmur.json", "not json".into()),
-        ];
+        ]
+    }
+
+    #[test]
+    fn each_bad_roster_is_refused_naming_what_is_wrong() {
+        let cases = roster_cases()
+            .into_iter()
+            .chain(manifest_cases())
+            .chain(file_and_order_cases());
         for case in cases {
             let project = Project::new();
             for (path, text) in &case.files {

@@ -267,6 +267,7 @@ impl Launcher {
 
     pub fn signal(&self, signal: i32) {
         assert!(self.status.is_none(), "the launcher has already exited");
+        // SAFETY: kill(2) takes plain integers; the launcher is our unreaped child.
         assert_eq!(unsafe { libc::kill(self.pid as i32, signal) }, 0);
     }
 
