@@ -23,9 +23,10 @@ use crate::sys::{proc, signal as sys_signal};
 pub enum NotSignallable {
     /// No process holds the pid, or the one holding it is not the recorded one.
     Gone(String),
-    /// The pid is held and its start time could not be read: it may be the recorded process, so
-    /// it is neither signalled nor called gone.
-    Unverified(String),
+    /// The pid is held, perhaps by the recorded process, and mur will not signal it: its start
+    /// time could not be read, or the rules of whom mur signals forbid it. Never called gone:
+    /// the record is kept.
+    Refused(String),
 }
 
 /// What one signal did.
@@ -50,20 +51,51 @@ pub struct Target {
 }
 
 /// Layers 1 and 2 as a verdict on signalling: `Ok` only for a live pid whose start time reads as
-/// `start`.
+/// `start`, held by a process mur may signal at all ([`may_signal`]).
 ///
 /// A recorded start of `""` (what a writer that could not read its own start time stores) never
 /// matches a token the host reports.
 pub fn check(pid: u32, start: &str) -> Result<(), NotSignallable> {
     match proc::holder_start(pid) {
         None => Err(NotSignallable::Gone(format!("no process holds pid {pid}"))),
-        Some(Some(token)) if token == start => Ok(()),
+        Some(Some(token)) if token == start => may_signal(pid).map_err(NotSignallable::Refused),
         Some(Some(_)) => Err(NotSignallable::Gone(format!(
             "pid {pid} is held by a process that started at another time"
         ))),
-        Some(None) => Err(NotSignallable::Unverified(format!(
+        Some(None) => Err(NotSignallable::Refused(format!(
             "pid {pid}'s start time could not be read"
         ))),
+    }
+}
+
+/// Whom mur may signal, whatever a record says (DESIGN.md §4): only a process whose real uid is
+/// our effective uid — a capsule session is always its user's own process, so a record cannot
+/// aim root's `mur stop` at another user's process — and never pid 1, a kernel thread, a thread
+/// that is not its group's leader (a record naming a thread id would have the whole process
+/// signalled), mur itself or one of its ancestors. The `Err` says which rule refused.
+pub fn may_signal(pid: u32) -> Result<(), String> {
+    if pid == 1 {
+        return Err("pid 1 (init) is never signalled".into());
+    }
+    let kind =
+        proc::kind(pid).ok_or_else(|| format!("pid {pid}'s owner and kind could not be read"))?;
+    let me = proc::euid();
+    if kind.kernel_thread {
+        Err(format!("pid {pid} is a kernel thread"))
+    } else if kind.tgid != pid {
+        Err(format!(
+            "pid {pid} is a thread of process {}, not a process",
+            kind.tgid
+        ))
+    } else if kind.ruid != me {
+        Err(format!(
+            "pid {pid} belongs to uid {}, not to uid {me}; mur signals only its own user's processes",
+            kind.ruid
+        ))
+    } else if proc::self_and_ancestors().contains(&pid) {
+        Err(format!("pid {pid} is this mur or one of its ancestors"))
+    } else {
+        Ok(())
     }
 }
 
@@ -78,8 +110,17 @@ impl Target {
             Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {
                 return Err(NotSignallable::Gone(format!("no process holds pid {pid}")));
             }
-            // ENOSYS (old kernel, other OS), EMFILE and the like: fall back to check-then-kill.
-            Err(_) => None,
+            // Only ENOSYS (old kernel, other OS) means "no pidfds here": then check-then-kill.
+            Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => None,
+            // ENOENT (a thread id, not a process), EMFILE and the like: never a fall-back to
+            // kill(2), which would reach whatever else the number names. The check says why
+            // where it can (a thread is named as one).
+            Err(err) => {
+                check(pid, start)?;
+                return Err(NotSignallable::Refused(format!(
+                    "pid {pid} cannot be pinned (pidfd_open: {err})"
+                )));
+            }
         };
         check(pid, start)?;
         Ok(Self {
@@ -103,7 +144,7 @@ impl Target {
                 match check(self.pid, &self.start) {
                     Ok(()) => {}
                     Err(NotSignallable::Gone(_)) => return Sent::Gone,
-                    Err(NotSignallable::Unverified(why)) => return Sent::Refused(why),
+                    Err(NotSignallable::Refused(why)) => return Sent::Refused(why),
                 }
                 sys_signal::kill(self.pid as libc::pid_t, signal)
             }

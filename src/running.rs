@@ -151,7 +151,7 @@ pub fn process_liveness(record: &RunningRecord) -> Option<Liveness> {
     match process::check(record.pid, &record.process_start) {
         Ok(()) => None,
         Err(NotSignallable::Gone(why)) => Some(Liveness::Gone(why)),
-        Err(NotSignallable::Unverified(why)) => Some(Liveness::Unreachable(why)),
+        Err(NotSignallable::Refused(why)) => Some(Liveness::Unreachable(why)),
     }
 }
 

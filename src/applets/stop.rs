@@ -150,7 +150,7 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
             out.line(&format!("stopped: {label}  already gone"));
             return true;
         }
-        Err(NotSignallable::Unverified(why)) => {
+        Err(NotSignallable::Refused(why)) => {
             cli::warn("stop", &format!("{label}: refused: {why}; record kept"));
             return false;
         }
@@ -280,7 +280,7 @@ fn stop_launcher(id: &str, launcher: &ProcessIdentity, timeout: Duration, out: &
     let target = match Target::open(launcher.pid, &launcher.process_start) {
         Ok(target) => target,
         Err(NotSignallable::Gone(_)) => return true,
-        Err(NotSignallable::Unverified(why)) => {
+        Err(NotSignallable::Refused(why)) => {
             cli::warn("stop", &format!("{label}: refused: {why}"));
             return false;
         }

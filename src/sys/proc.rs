@@ -33,6 +33,43 @@ pub fn holder_start(pid: u32) -> Option<Option<String>> {
     platform::state_and_start(pid)
 }
 
+/// What kind of process holds a pid, as far as whether it may be signalled goes: who owns it,
+/// whether it is a process at all (its thread group's leader) or a kernel thread, its parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kind {
+    /// The real uid.
+    pub ruid: u32,
+    /// The thread group the pid belongs to: the pid itself for a process, another for a thread.
+    pub tgid: u32,
+    /// `PF_KTHREAD`: a kernel thread, which no user space process is.
+    pub kernel_thread: bool,
+    pub ppid: u32,
+}
+
+/// The [`Kind`] of whatever holds `pid`; `None` when it cannot be read (gone, or no procfs).
+pub fn kind(pid: u32) -> Option<Kind> {
+    platform::kind(pid)
+}
+
+/// This process's effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// This process and its ancestors up to (not including) pid 0, nearest first; cut short where a
+/// parent cannot be read.
+pub fn self_and_ancestors() -> Vec<u32> {
+    let mut chain = vec![std::process::id()];
+    while let Some(parent) = kind(*chain.last().expect("never empty")).map(|k| k.ppid) {
+        if parent == 0 || chain.contains(&parent) || chain.len() > 4096 {
+            break;
+        }
+        chain.push(parent);
+    }
+    chain
+}
+
 /// Make this process non-dumpable: no core file, and no same-user `ptrace` or
 /// `/proc/<pid>/mem` read of the keys and tokens it holds only in memory (a formation's master
 /// key, a member's door key and call tokens). Best effort; a no-op where unsupported.
@@ -118,6 +155,31 @@ mod platform {
     pub(super) fn process_start_token(pid: u32) -> Option<String> {
         super::start_token_from_stat(&read_stat(pid)?).map(str::to_string)
     }
+
+    /// `PF_KTHREAD` in the flags field (9) of `/proc/<pid>/stat`.
+    const PF_KTHREAD: u64 = 0x0020_0000;
+
+    /// The owner, thread group and parent from `/proc/<pid>/status`, the flags from its stat.
+    pub(super) fn kind(pid: u32) -> Option<super::Kind> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|rest| rest.split_ascii_whitespace().next())
+                .and_then(|value| value.parse::<u32>().ok())
+        };
+        let flags: u64 = super::fields_after_comm(&read_stat(pid)?)?
+            .nth(6)?
+            .parse()
+            .ok()?;
+        Some(super::Kind {
+            ruid: field("Uid:")?,
+            tgid: field("Tgid:")?,
+            kernel_thread: flags & PF_KTHREAD != 0,
+            ppid: field("PPid:")?,
+        })
+    }
 }
 
 #[cfg(target_os = "macos")]
@@ -154,6 +216,17 @@ mod platform {
             "{}.{:06}",
             info.pbi_start_tvsec, info.pbi_start_tvusec
         ))
+    }
+
+    /// macOS has no kernel threads in its process table and names processes, not threads.
+    pub(super) fn kind(pid: u32) -> Option<super::Kind> {
+        let info = bsd_info(pid).ok()?;
+        Some(super::Kind {
+            ruid: info.pbi_ruid,
+            tgid: pid,
+            kernel_thread: false,
+            ppid: info.pbi_ppid,
+        })
     }
 
     pub(super) fn state_and_start(pid: u32) -> Option<Option<String>> {
@@ -221,6 +294,23 @@ mod tests {
         let token = process_start_token(me).expect("own start time");
         assert!(!token.is_empty());
         assert_eq!(process_start_token(me), Some(token));
+    }
+
+    #[test]
+    fn this_process_is_ours_a_leader_and_among_its_own_ancestors() {
+        let me = std::process::id();
+        let mine = kind(me).unwrap();
+        assert_eq!(
+            (mine.ruid, mine.tgid, mine.kernel_thread),
+            (euid(), me, false)
+        );
+        let chain = self_and_ancestors();
+        assert_eq!(chain[0], me);
+        assert!(chain.contains(&mine.ppid), "{chain:?}");
+        // kthreadd (pid 2) is a kernel thread wherever the kernel shows it.
+        if let Some(kthreadd) = kind(2).filter(|k| k.ppid == 0) {
+            assert!(kthreadd.kernel_thread, "{kthreadd:?}");
+        }
     }
 
     #[test]
