@@ -113,3 +113,55 @@ fn root_never_signals_another_users_process_through_a_record() {
         "belongs to uid 65534, not to uid 0",
     );
 }
+
+/// `HOME=<home>`: the entry every process `mur` starts under this home inherits.
+fn home_env(home: &Home) -> String {
+    format!("HOME={}", home.path().display())
+}
+
+#[test]
+fn nothing_a_handler_starts_outlives_the_session_however_deep_it_hides() {
+    // A double fork out of a new session: the sleep is the handler's great-grandchild, and is
+    // reparented to the session only once its parent dies.
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "deep",
+        serde_json::json!({"name": "deep", "version": "1"}),
+        Some(concat!(
+            "#!/bin/sh\n",
+            "setsid sh -c 'sh -c \"sleep 4242 & echo \\$! > sleep.pid; wait; :\"; :' ",
+            "</dev/null >/dev/null 2>&1 &\n",
+            "while [ ! -s sleep.pid ]; do sleep 0.01; done\n",
+            "echo started\n",
+        )),
+    );
+    let run = home.mur(&["run", manifest.to_str().unwrap(), "--task", "go"]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "started\n");
+    let sleep: u32 = std::fs::read_to_string(home.path().join("sleep.pid"))
+        .expect("the handler wrote the sleep's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(
+        !alive(sleep),
+        "the handler's great-grandchild {sleep} outlived the session"
+    );
+    // No waiting: `mur run` returned, so everything it started (the sleep, and the session's
+    // group reaper) must already be gone.
+    let left = common::process::processes_with_env(&home_env(&home));
+    assert!(left.is_empty(), "left behind: {:?}", describe(&left));
+}
+
+/// `pid: cmdline` for each pid, for a failure message.
+fn describe(pids: &[u32]) -> Vec<String> {
+    pids.iter()
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            )
+        })
+        .collect()
+}

@@ -391,6 +391,7 @@ fn wind_down(engine: &Engine) {
         }
     }
     engine.sweep_orphans();
+    engine.finish_reaper();
 }
 
 fn write_files(

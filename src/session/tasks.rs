@@ -23,6 +23,8 @@ use crate::sys::child::signal_group;
 
 /// Finished tasks kept for `tasks/get`.
 pub const KEPT_TASKS: usize = 1000;
+/// The most generations of a handler's escaped descendants one orphan sweep ends.
+const SWEEP_ROUNDS: usize = 32;
 
 /// What runs a task.
 #[derive(Debug, Clone)]
@@ -452,13 +454,34 @@ impl Engine {
     /// SIGKILL and reap every child of ours that is no running handler: processes that escaped a
     /// finished handler's group and were reparented to this session (a subreaper), so that
     /// nothing a handler started outlives its task.
+    ///
+    /// An orphan's own children are reparented here only once it dies, so the sweep repeats —
+    /// at most [`SWEEP_ROUNDS`] times — until a round finds no orphan: a double fork or a
+    /// `setsid` at any depth is ended, one generation a round.
     pub fn sweep_orphans(&self) {
         let tasks = self.lock();
         let reaper = self.reaper.get().and_then(Option::as_ref).map(|r| r.pid());
-        for pid in crate::sys::child::children() {
-            if Some(pid) != reaper && !tasks.groups.values().any(|&leader| leader == pid) {
-                crate::sys::child::kill_and_reap_orphan(pid);
+        for _ in 0..SWEEP_ROUNDS {
+            let orphans: Vec<u32> = crate::sys::child::children()
+                .into_iter()
+                .filter(|&pid| {
+                    Some(pid) != reaper && !tasks.groups.values().any(|&leader| leader == pid)
+                })
+                .collect();
+            if orphans.is_empty() {
+                return;
             }
+            orphans
+                .into_iter()
+                .for_each(crate::sys::child::kill_and_reap_orphan);
+        }
+    }
+
+    /// The session ends in order and no handler runs: the group reaper, if one was started, is
+    /// told so and reaped, so nothing this session started outlives it.
+    pub fn finish_reaper(&self) {
+        if let Some(reaper) = self.reaper.get().and_then(Option::as_ref) {
+            reaper.finish();
         }
     }
 

@@ -350,11 +350,16 @@ pub fn die_with_parent(command: &mut std::process::Command) {
 /// The session writes `+pgid` when a handler starts and `-pgid` before the leader is reaped (so
 /// a registered pgid can only name that handler's group) over a pipe whose write end only the
 /// session holds. EOF — the session gone, however — makes the reaper SIGKILL every group still
-/// registered and exit. It holds no other descriptor.
+/// registered and exit. It holds no other descriptor. An orderly end closes the pipe and reaps
+/// it ([`GroupReaper::finish`]), so nothing the session started is left once it returns.
 pub struct GroupReaper {
-    write: OwnedFd,
+    /// `None` once [`GroupReaper::finish`] has closed it.
+    write: std::sync::Mutex<Option<OwnedFd>>,
     pid: u32,
 }
+
+/// How long [`GroupReaper::finish`] gives the reaper to exit on EOF before SIGKILLing it.
+const REAPER_EXIT_WAIT: Duration = Duration::from_secs(1);
 
 /// The most handler groups a [`GroupReaper`] tracks at once (the manifest allows 1024 at once).
 const REAPER_SLOTS: usize = 1024;
@@ -374,7 +379,7 @@ impl GroupReaper {
             // SAFETY: this is the forked child, which is what `reaper_main` requires.
             0 => unsafe { reaper_main(keep) },
             pid => Some(Self {
-                write,
+                write: std::sync::Mutex::new(Some(write)),
                 pid: pid as u32,
             }),
         }
@@ -399,12 +404,36 @@ impl GroupReaper {
         self.send(-(pgid as i32));
     }
 
+    /// The session is ending in order and no handler runs: close the pipe (the reaper exits on
+    /// EOF, having no group left to kill), wait for it — SIGKILL after [`REAPER_EXIT_WAIT`] —
+    /// and reap it. Later calls do nothing.
+    pub fn finish(&self) {
+        let closed = self.write.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if closed.is_none() {
+            return;
+        }
+        drop(closed);
+        let Some(raw) = super::proc::as_pid_t(self.pid) else {
+            return;
+        };
+        if !ChildWatch::new(self.pid).wait_exit(REAPER_EXIT_WAIT) {
+            // SAFETY: integers only; the reaper is our unreaped child, so its pid names it alone.
+            unsafe { libc::kill(raw, libc::SIGKILL) };
+        }
+        // SAFETY: a null status pointer is allowed; `raw` is our own child, so this reaps only it.
+        unsafe { libc::waitpid(raw, std::ptr::null_mut(), 0) };
+    }
+
     fn send(&self, value: i32) {
         use std::os::fd::AsRawFd;
         let bytes = value.to_ne_bytes();
+        let write = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(fd) = write.as_ref() else {
+            return;
+        };
         // SAFETY: a write of 4 bytes from a live buffer to our own pipe (atomic: under PIPE_BUF).
         unsafe {
-            libc::write(self.write.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
+            libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
         }
     }
 }
