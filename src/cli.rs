@@ -73,6 +73,26 @@ pub fn number<T: std::str::FromStr>(option: &str, value: std::ffi::OsString) -> 
         .map_err(|_| Failure::Usage(format!("{option} wants a whole number, not '{text}'")))
 }
 
+/// The longest duration any option takes: a year. Bounded at parse time, so no deadline
+/// computed from it can overflow (`Instant + Duration` panics where this would not).
+pub const MAX_SECS: u64 = 366 * 24 * 3600;
+
+/// An option's value as whole seconds in `min..=MAX_SECS`, or a usage error naming the option,
+/// the value and the range.
+pub fn seconds(
+    option: &str,
+    value: std::ffi::OsString,
+    min: u64,
+) -> Result<std::time::Duration, Failure> {
+    let secs: u64 = number(option, value)?;
+    if !(min..=MAX_SECS).contains(&secs) {
+        return Err(Failure::Usage(format!(
+            "{option} wants {min} to {MAX_SECS} seconds (a year), not {secs}"
+        )));
+    }
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 /// A task's text from stdin (`--task -`, `mur formation call PEER -`), read to EOF. One trailing
 /// newline is dropped: `echo hi | mur run --task -` is the task "hi", the line's end not part of
 /// it.

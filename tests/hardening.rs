@@ -165,3 +165,26 @@ fn describe(pids: &[u32]) -> Vec<String> {
         })
         .collect()
 }
+
+#[test]
+fn a_duration_too_long_to_add_to_a_clock_is_a_usage_error() {
+    let home = Home::new();
+    for args in [
+        ["stop", "--all", "--timeout", "18446744073709551615"],
+        [
+            "formation",
+            "roster.json",
+            "--ready-timeout",
+            "18446744073709551615",
+        ],
+    ] {
+        let out = home.mur(&args);
+        out.expect_code(2);
+        assert!(
+            out.stderr
+                .contains("seconds (a year), not 18446744073709551615"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}

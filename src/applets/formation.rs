@@ -3,7 +3,6 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use super::Applet;
 use crate::cli::{self, Failure, Out, Outcome};
@@ -76,11 +75,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             lexopt::Arg::Long("task") => options.task = Some(cli::utf8(parser.value()?)?),
             lexopt::Arg::Long("json") => options.json = true,
             lexopt::Arg::Long("ready-timeout") => {
-                let secs: u64 = cli::number("--ready-timeout", parser.value()?)?;
-                if secs == 0 {
-                    return Err(Failure::Usage("--ready-timeout must be at least 1".into()));
-                }
-                options.ready_timeout = Duration::from_secs(secs);
+                options.ready_timeout = cli::seconds("--ready-timeout", parser.value()?, 1)?;
             }
             lexopt::Arg::Value(path) if roster.is_none() => roster = Some(path.into()),
             other => return Err(other.unexpected().into()),

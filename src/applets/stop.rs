@@ -66,7 +66,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     while let Some(arg) = parser.next()? {
         match arg {
             lexopt::Arg::Long("timeout") | lexopt::Arg::Short('t') => {
-                timeout = Duration::from_secs(cli::number("--timeout", parser.value()?)?);
+                timeout = cli::seconds("--timeout", parser.value()?, 0)?;
             }
             lexopt::Arg::Long("all") => all = true,
             lexopt::Arg::Value(value) => addresses.push(cli::utf8(value)?),

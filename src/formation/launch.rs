@@ -94,7 +94,10 @@ pub fn launch(options: &Options) -> Result<i32, String> {
 
     let entry_out = launch.spawn_entry(&formation, &mut pipes, &mut members, &ready, options)?;
     let (ready_tx, ready_rx) = mpsc::channel();
-    let relay = std::thread::spawn(move || readiness::relay_entry(entry_out, ready_tx));
+    let relay = std::thread::Builder::new()
+        .name("relay".into())
+        .spawn(move || readiness::relay_entry(entry_out, ready_tx))
+        .map_err(|err| format!("cannot relay the entry member's output: {err}"))?;
 
     let mut announced = false;
     let code = loop {
@@ -185,9 +188,12 @@ impl Launch {
                 deadline,
             });
             let (tx, name, id) = (tx.clone(), member.name.clone(), self.id.clone());
-            std::thread::spawn(move || {
-                let _ = tx.send((name, readiness::await_ready(stdout, &id, pid, deadline)));
-            });
+            std::thread::Builder::new()
+                .name("readiness".into())
+                .spawn(move || {
+                    let _ = tx.send((name, readiness::await_ready(stdout, &id, pid, deadline)));
+                })
+                .map_err(|err| format!("cannot await member '{}': {err}", member.name))?;
         }
         Ok((pending, rx))
     }

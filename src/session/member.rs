@@ -73,7 +73,7 @@ impl Member {
             call_timeout,
         });
         let listener = member.clone();
-        let _ = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("channel".into())
             .stack_size(128 * 1024)
             .spawn(move || {
@@ -86,7 +86,8 @@ impl Member {
                 let _known = listener.addresses.lock().unwrap_or_else(|p| p.into_inner());
                 listener.channel_closed.store(true, Ordering::Release);
                 listener.learned.notify_all();
-            });
+            })
+            .map_err(|err| format!("cannot read the formation channel: {err}"))?;
         Ok(member)
     }
 

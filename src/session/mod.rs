@@ -184,9 +184,13 @@ pub fn run(options: &Options) -> Result<i32, String> {
     // The control token is written before the record; failing to write either never fails the
     // session: it runs on, unaddressable (the seed's rule), and says so.
     let (control_guard, record_guard) = write_files(&record, tokens.control_token.as_ref());
-    let lifeline_closed = lifeline.map(watch_lifeline);
+    let lifeline_closed = lifeline.map(watch_lifeline).transpose()?;
     announce(options, &record);
-    let one_shot = options.task.clone().map(|text| run_one_shot(&engine, text));
+    let one_shot = options
+        .task
+        .clone()
+        .map(|text| run_one_shot(&engine, text))
+        .transpose()?;
 
     let ending = loop {
         if let Some(caught) = signal::caught_termination() {
@@ -335,11 +339,12 @@ fn engine(
 }
 
 /// Read the lifeline until EOF on a thread of its own; the flag it raises (and wakes the
-/// session with) when the launcher has let go.
-fn watch_lifeline(mut pipe: std::fs::File) -> Arc<AtomicBool> {
+/// session with) when the launcher has let go. The `Err`: no thread, so a member that ran on
+/// would outlive its launcher.
+fn watch_lifeline(mut pipe: std::fs::File) -> Result<Arc<AtomicBool>, String> {
     let closed = Arc::new(AtomicBool::new(false));
     let raised = closed.clone();
-    let _ = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("lifeline".into())
         .stack_size(64 * 1024)
         .spawn(move || {
@@ -347,33 +352,40 @@ fn watch_lifeline(mut pipe: std::fs::File) -> Arc<AtomicBool> {
             while matches!(pipe.read(&mut byte), Ok(n) if n > 0) {}
             raised.store(true, Ordering::Release);
             crate::sys::wake::notify();
-        });
-    closed
+        })
+        .map_err(|err| format!("cannot watch the formation lifeline: {err}"))?;
+    Ok(closed)
 }
 
 /// Run the `--task` on a thread of its own; its outcome (completed, answer or reason) arrives
 /// on the receiver, and wakes the session.
-fn run_one_shot(engine: &Arc<Engine>, text: String) -> std::sync::mpsc::Receiver<(bool, String)> {
+fn run_one_shot(
+    engine: &Arc<Engine>,
+    text: String,
+) -> Result<std::sync::mpsc::Receiver<(bool, String)>, String> {
     let engine = engine.clone();
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let message = json!({"kind": "message", "role": "user", "messageId": "task",
+    std::thread::Builder::new()
+        .name("one-shot".into())
+        .spawn(move || {
+            let message = json!({"kind": "message", "role": "user", "messageId": "task",
             "parts": [{"kind": "text", "text": text}]});
-        let outcome = match engine.submit("operator", message, text, None) {
-            Ok(id) => engine.wait(&id).map(|task| {
-                let completed = task["status"]["state"] == "completed";
-                let text = task["status"]["message"]["parts"][0]["text"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string();
-                (completed, text)
-            }),
-            Err(refused) => Some((false, refused.to_string())),
-        };
-        let _ = tx.send(outcome.unwrap_or((false, "the task was lost".into())));
-        crate::sys::wake::notify();
-    });
-    rx
+            let outcome = match engine.submit("operator", message, text, None) {
+                Ok(id) => engine.wait(&id).map(|task| {
+                    let completed = task["status"]["state"] == "completed";
+                    let text = task["status"]["message"]["parts"][0]["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    (completed, text)
+                }),
+                Err(refused) => Some((false, refused.to_string())),
+            };
+            let _ = tx.send(outcome.unwrap_or((false, "the task was lost".into())));
+            crate::sys::wake::notify();
+        })
+        .map_err(|err| format!("cannot run the task: {err}"))?;
+    Ok(rx)
 }
 
 /// Stop taking tasks and cancel live ones, waiting for them to end; a second signal, or

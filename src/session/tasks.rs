@@ -250,7 +250,9 @@ impl Engine {
         Ok(id)
     }
 
-    /// Mark `id` working and run it on a thread of its own.
+    /// Mark `id` working and run it on a thread of its own. A thread that cannot be spawned
+    /// (`RLIMIT_NPROC`, memory) fails the task with the reason, so it never stays `working`
+    /// with nothing to end it, and whoever waits for it is answered.
     fn start(self: &Arc<Self>, tasks: &mut Tasks, id: String) {
         tasks.running += 1;
         if let Some(task) = tasks.by_id.get_mut(&id) {
@@ -258,12 +260,20 @@ impl Engine {
             task.updated = crate::time::unix_now();
         }
         let engine = Arc::clone(self);
+        let runs = id.clone();
         let spawned = std::thread::Builder::new()
             .name("task".into())
             .stack_size(256 * 1024)
-            .spawn(move || engine.execute(id));
-        if spawned.is_err() {
+            .spawn(move || engine.execute(runs));
+        if let Err(err) = spawned {
             tasks.running -= 1;
+            if let Some(mut task) = tasks.by_id.remove(&id) {
+                task.state = State::Failed;
+                task.outcome = Some(format!("no thread to run the task: {err}"));
+                task.updated = crate::time::unix_now();
+                insert_finished(tasks, task);
+            }
+            self.changed.notify_all();
         }
     }
 
