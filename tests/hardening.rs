@@ -57,14 +57,19 @@ fn a_record_naming_an_ancestor_of_mur_is_never_signalled() {
 
 #[test]
 fn a_record_naming_a_thread_is_never_signalled() {
-    // A thread of this test process (cargo's harness runs each test on a thread of its own).
+    // A thread of this test process that lives until the test ends.
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        // SAFETY: gettid(2) takes nothing and cannot fail.
+        tid_tx.send(unsafe { libc::gettid() } as u32).unwrap();
+        let _ = end_rx.recv();
+    });
+    let tid = tid_rx.recv().unwrap();
     let me = std::process::id();
-    let tid = std::fs::read_dir(format!("/proc/{me}/task"))
-        .expect("/proc/self/task")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .find(|&tid| tid != me)
-        .expect("a thread other than the main one");
     refused_everywhere(&Home::new(), tid, &format!("a thread of process {me}"));
+    drop(end_tx);
+    thread.join().unwrap();
 }
 
 #[test]
