@@ -193,3 +193,31 @@ fn a_duration_too_long_to_add_to_a_clock_is_a_usage_error() {
         );
     }
 }
+
+#[test]
+fn an_http_1_0_request_is_answered_and_closed_unless_it_asks_to_stay() {
+    use std::io::{Read, Write};
+    let home = Home::new();
+    let session = home.start(&[]);
+    let ask = |head: &str| {
+        let mut stream = std::net::TcpStream::connect(&session.url).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        stream.write_all(head.as_bytes()).unwrap();
+        // Read to EOF: only a closed connection ends this before the read timeout.
+        let mut answer = Vec::new();
+        let closed = stream.read_to_end(&mut answer).is_ok();
+        (String::from_utf8_lossy(&answer).into_owned(), closed)
+    };
+    let (answer, closed) = ask("GET /.well-known/agent-card.json HTTP/1.0\r\n\r\n");
+    assert!(closed, "an HTTP/1.0 connection was held open: {answer}");
+    assert!(answer.contains("Connection: close"), "{answer}");
+    let (answer, closed) =
+        ask("GET /.well-known/agent-card.json HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert!(
+        !closed,
+        "an HTTP/1.0 keep-alive connection was closed: {answer}"
+    );
+    assert!(answer.contains("Connection: keep-alive"), "{answer}");
+}

@@ -34,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
         headers: vec![],
         body: data.to_vec(),
         peer: "127.0.0.1:2".parse().unwrap(),
+        keep_alive: true,
     });
     assert_eq!(response.status, 200);
     let answer: serde_json::Value = serde_json::from_slice(&response.body).expect("JSON answer");

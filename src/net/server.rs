@@ -41,6 +41,9 @@ pub struct Request {
     pub headers: Vec<(String, Vec<u8>)>,
     pub body: Vec<u8>,
     pub peer: SocketAddr,
+    /// Whether the client asked for the connection to stay open: HTTP/1.1 unless it sent
+    /// `Connection: close`; HTTP/1.0 only if it sent `Connection: keep-alive`.
+    pub keep_alive: bool,
 }
 
 impl Request {
@@ -195,7 +198,7 @@ fn connection(
         // Counted from before the handler runs until its answer is written, so a stop the
         // handler itself caused waits for this answer.
         answering.fetch_add(1, Ordering::AcqRel);
-        let keep_alive = wants_keep_alive(&request) && !stop.is_stopped();
+        let keep_alive = request.keep_alive && !stop.is_stopped();
         let response = handler.handle(request);
         let written = write_response(&mut stream, &response, keep_alive);
         answering.fetch_sub(1, Ordering::AcqRel);
@@ -203,12 +206,6 @@ fn connection(
             return;
         }
     }
-}
-
-fn wants_keep_alive(request: &Request) -> bool {
-    !request
-        .header_values("connection")
-        .any(|v| v.eq_ignore_ascii_case(b"close"))
 }
 
 /// Read one request from `stream`, with any bytes already in `buf` (pipelined). `Ok(None)` is a
@@ -282,7 +279,20 @@ pub fn parse_buffered(buf: &mut Vec<u8>, peer: SocketAddr) -> Result<Option<Requ
     if buf.len() < head_len + body_len {
         return Ok(None);
     }
+    let connection = |token: &[u8]| {
+        parsed.headers.iter().any(|h| {
+            h.name.eq_ignore_ascii_case("connection")
+                && h.value
+                    .split(|&b| b == b',')
+                    .any(|v| v.trim_ascii().eq_ignore_ascii_case(token))
+        })
+    };
+    let keep_alive = match parsed.version {
+        Some(1) => !connection(b"close"),
+        _ => connection(b"keep-alive"),
+    };
     let request = Request {
+        keep_alive,
         method: parsed.method.unwrap_or("").to_string(),
         path: parsed.path.unwrap_or("").to_string(),
         headers: parsed

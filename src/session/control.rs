@@ -92,7 +92,10 @@ impl Control {
             ("GET", []) => self.listing(),
             ("PUT", ["settings", name]) => self.put_setting(name, &request.body),
             ("DELETE", ["settings", name]) => self.remove(name, &self.settings, "setting"),
-            ("PUT" | "DELETE", ["secrets", _]) if !request.peer.ip().is_loopback() => {
+            // `to_canonical`: an IPv4 peer of a `--bind ::` door is seen as ::ffff:127.0.0.1.
+            ("PUT" | "DELETE", ["secrets", _])
+                if !request.peer.ip().to_canonical().is_loopback() =>
+            {
                 Response::json(
                     403,
                     &json!({"error": "secrets are accepted from loopback peers only"}),
