@@ -354,7 +354,7 @@ fn live_scenario(home: &Home, label: &str) -> (Duration, Duration) {
             seq.wall
         })
         .collect();
-    let scan = running::scan(&home.running()).unwrap_or_else(|err| fail(&err));
+    let scan = running::scan(&open_dir(&home.running())).unwrap_or_else(|err| fail(&err));
     let layers12 = median(
         &(0..RUNS)
             .map(|_| {
@@ -490,7 +490,7 @@ impl Home {
             let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
         }
         for r in records {
-            let path = running::record_path(&dir, r.session_id.as_str());
+            let path = dir.join(running::record_name(r.session_id.as_str()));
             write(&path, &r.to_bytes());
         }
     }
@@ -609,11 +609,16 @@ struct Sequential {
     silent_time: Duration,
 }
 
+/// `dir`, opened as the running directory is: no link followed.
+fn open_dir(dir: &Path) -> mur::sys::dir::Dir {
+    mur::sys::dir::Dir::open(dir).unwrap_or_else(|err| fail(&format!("{}: {err}", dir.display())))
+}
+
 /// The seed's loop: list, then verify each record in turn, pruning the gone. Records in
 /// `silent` past the first [`SILENT_SAMPLE`] are skipped and counted, not verified.
 fn sequential(dir: &Path, silent: &HashSet<String>) -> Sequential {
     let start = Instant::now();
-    let scan = running::list(dir).unwrap_or_else(|err| fail(&err));
+    let scan = running::list(&open_dir(dir)).unwrap_or_else(|err| fail(&err));
     let mut seq = Sequential {
         wall: Duration::ZERO,
         live: 0,

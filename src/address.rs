@@ -99,10 +99,9 @@ mod tests {
         if let Some(f) = formation {
             value["formation_id"] = format!("frm_0199c4e2f1b7712a9d3e4f50{f:0>8}").into();
         }
-        Entry {
-            path: "/x".into(),
-            record: RunningRecord::from_slice(value.to_string().as_bytes()).unwrap(),
-        }
+        let dir = crate::sys::dir::Dir::open(std::path::Path::new("/")).unwrap();
+        let record = RunningRecord::from_slice(value.to_string().as_bytes()).unwrap();
+        Entry::new(&dir, "x.json", record)
     }
 
     fn session_of(named: Named<'_>) -> String {

@@ -1,8 +1,43 @@
 //! The murmur home, `$HOME/.murmur`, and the directories `mur` keeps in it.
+//!
+//! Invariants (DESIGN.md §3):
+//! - **No link is followed.** `~/.murmur` is opened `O_NOFOLLOW|O_DIRECTORY` and each directory
+//!   under it through its parent's descriptor, the same way ([`crate::sys::dir::Dir`]); a link in
+//!   the place of one is refused with a message naming it. Everything inside is then read,
+//!   written, renamed and removed through the directory's descriptor, so a directory swapped for
+//!   a link mid-run redirects nothing.
+//! - **Only a home the effective uid owns is trusted** (as ssh's `StrictModes`). A directory
+//!   owned by another uid is refused with a message naming the path, its owner and the fix, and
+//!   never re-moded. One the effective uid owns is held at `0700`: re-moded (`fchmod`) when found
+//!   anything else, which also takes away group and other write.
+//! - Readers (`ps`, `stop`, `token`) create nothing: a missing home or running directory is an
+//!   empty machine. A running directory that cannot be re-moded (a read-only filesystem) is read
+//!   as it is, with a warning.
 
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::sys::fs::ensure_private_dir;
+use crate::sys::dir::{self, Dir};
+use crate::sys::fs::PRIVATE_DIR_MODE;
+
+/// Why a directory of the murmur home cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HomeError {
+    /// It must not be trusted: a link in its place, or owned by another uid. Every applet
+    /// refuses to go on (exit 1), `mur run` included.
+    Untrusted(String),
+    /// It cannot be used (cannot be created, not a directory, cannot be re-moded): a writer that
+    /// may run unrecorded (`mur run`) warns and runs on; the others fail.
+    Unusable(String),
+}
+
+impl From<HomeError> for String {
+    fn from(err: HomeError) -> Self {
+        match err {
+            HomeError::Untrusted(why) | HomeError::Unusable(why) => why,
+        }
+    }
+}
 
 /// `$HOME/.murmur`, resolved without touching the filesystem.
 ///
@@ -19,37 +54,139 @@ pub fn location() -> Result<PathBuf, String> {
     }
 }
 
-/// `~/.murmur/running`, resolved without creating or re-moding anything: for readers that must
-/// leave a missing directory missing.
-pub fn running_location() -> Result<PathBuf, String> {
-    Ok(location()?.join("running"))
+/// Open `path` through `open`: a link in its place is [`HomeError::Untrusted`], any other
+/// failure but absence [`HomeError::Unusable`]; `Ok(None)` when it is missing.
+fn opened(
+    path: &Path,
+    open: impl FnOnce() -> std::io::Result<Dir>,
+) -> Result<Option<Dir>, HomeError> {
+    match open() {
+        Ok(dir) => Ok(Some(dir)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) if err.raw_os_error() == Some(libc::ELOOP) => {
+            Err(HomeError::Untrusted(dir::explain(path, &err)))
+        }
+        Err(err) => Err(HomeError::Unusable(dir::explain(path, &err))),
+    }
 }
 
-/// `~/.murmur/running` for a reader that may prune: held at `0700` (with `~/.murmur`) if it
-/// exists, left missing if it does not. The `Err` names a path that is not a usable directory.
-///
-/// A directory that exists but cannot be re-moded (a read-only filesystem) is still read: only
-/// a running directory that cannot be read fails a reader (DESIGN.md §6). `applet` warns so.
-pub fn running_dir_if_present(applet: &str) -> Result<PathBuf, String> {
-    let dir = running_location()?;
-    if std::fs::symlink_metadata(&dir).is_ok() {
-        return match running_dir() {
-            Err(why) if std::fs::metadata(&dir).is_ok_and(|m| m.is_dir()) => {
-                crate::cli::warn(applet, &format!("{why}; reading it as it is"));
-                Ok(dir)
-            }
-            held => held,
-        };
+/// The trust check of one directory of the home: owned by the effective uid, else
+/// [`HomeError::Untrusted`] (and nothing re-moded); held at `0700`, re-moded if it is not,
+/// else [`HomeError::Unusable`] (the re-mode failed).
+pub fn hold(dir: &Dir) -> Result<(), HomeError> {
+    let mode = trust(dir)?;
+    if mode != PRIVATE_DIR_MODE {
+        dir.set_mode(PRIVATE_DIR_MODE).map_err(|err| {
+            HomeError::Unusable(format!(
+                "{}: cannot set mode 0700: {err}",
+                dir.path().display()
+            ))
+        })?;
     }
-    Ok(dir)
+    Ok(())
+}
+
+/// The owner half of [`hold`], changing nothing: the directory's mode when the effective uid
+/// owns it, else [`HomeError::Untrusted`] naming the path, the owner and the fix.
+pub fn trust(dir: &Dir) -> Result<u32, HomeError> {
+    let path = dir.path().display();
+    let meta = dir
+        .stat()
+        .map_err(|err| HomeError::Unusable(format!("{path}: {err}")))?;
+    let me = dir::effective_uid();
+    if meta.uid() != me {
+        return Err(HomeError::Untrusted(format!(
+            "{path} is owned by uid {}, not uid {me} (you): mur trusts only a murmur home you own; \
+             fix: chown -R {me} {path}, or point HOME elsewhere",
+            meta.uid()
+        )));
+    }
+    Ok(meta.mode() & 0o7777)
+}
+
+/// [`hold`] for a reader: a directory that cannot be re-moded is read as it is, with a warning
+/// from `applet` (none when `applet` is `None`).
+fn hold_for_reader(dir: &Dir, applet: Option<&str>) -> Result<(), HomeError> {
+    match hold(dir) {
+        Err(HomeError::Unusable(why)) => {
+            if let Some(applet) = applet {
+                crate::cli::warn(applet, &format!("{why}; reading it as it is"));
+            }
+            Ok(())
+        }
+        held => held,
+    }
+}
+
+/// `~/.murmur`, opened without following a link and checked by [`hold`]; created first when
+/// `create` (else `Ok(None)` when missing).
+fn murmur(create: bool) -> Result<Option<Dir>, HomeError> {
+    let path = location().map_err(HomeError::Unusable)?;
+    if create {
+        // Created 0700 (less the umask); `hold` then sets exactly 0700.
+        match std::fs::DirBuilder::new()
+            .mode(PRIVATE_DIR_MODE)
+            .create(&path)
+        {
+            Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(HomeError::Unusable(format!(
+                    "{}: cannot create: {err}",
+                    path.display()
+                )));
+            }
+            _ => {}
+        }
+    }
+    opened(&path, || Dir::open(&path))
+}
+
+/// `~/.murmur/<name>` (`running`, `formations`, `tasks`…), created if missing, opened through
+/// `~/.murmur`'s descriptor without following a link, both held by [`hold`]: for anything that
+/// writes or removes there.
+pub fn private_dir(name: &str) -> Result<Dir, HomeError> {
+    let vanished = |path: PathBuf| {
+        HomeError::Unusable(format!("{}: vanished while being opened", path.display()))
+    };
+    let home = murmur(true)?.ok_or_else(|| vanished(location().unwrap_or_default()))?;
+    hold(&home)?;
+    let child = create_held(&home, name)?;
+    Ok(child)
+}
+
+/// The subdirectory `name` of a held directory, created if missing, opened without following a
+/// link, and held by [`hold`]: `~/.murmur`'s own directories, a formation's directory and its
+/// members' workdirs.
+pub fn create_held(parent: &Dir, name: &str) -> Result<Dir, HomeError> {
+    let path = parent.join(name);
+    let child = opened(&path, || parent.create_child(name))?.ok_or_else(|| {
+        HomeError::Unusable(format!("{}: vanished while being opened", path.display()))
+    })?;
+    hold(&child)?;
+    Ok(child)
 }
 
 /// `~/.murmur/running`, created if missing and held at `0700` inside a `~/.murmur` held at
 /// `0700`: for anything that writes or removes there.
-pub fn running_dir() -> Result<PathBuf, String> {
-    let home = location()?;
-    ensure_private_dir(&home)?;
-    let dir = home.join("running");
-    ensure_private_dir(&dir)?;
-    Ok(dir)
+pub fn running_dir() -> Result<Dir, HomeError> {
+    private_dir("running")
+}
+
+/// `~/.murmur/running` for a reader that may prune: checked and held at `0700` (with
+/// `~/.murmur`) if it exists, `Ok(None)` — an empty machine, nothing created — if it does not.
+///
+/// A directory that exists but cannot be re-moded (a read-only filesystem) is still read: only
+/// a running directory that cannot be read fails a reader (DESIGN.md §6). `applet` warns so.
+/// A link in the place of either directory, or one owned by another uid, is the `Err`.
+pub fn running_dir_if_present(applet: Option<&str>) -> Result<Option<Dir>, HomeError> {
+    let Some(home) = murmur(false)? else {
+        return Ok(None);
+    };
+    trust(&home)?;
+    let path = home.join("running");
+    let Some(running) = opened(&path, || home.open_child("running"))? else {
+        return Ok(None);
+    };
+    hold_for_reader(&home, applet)?;
+    hold_for_reader(&running, applet)?;
+    Ok(Some(running))
 }

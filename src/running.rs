@@ -20,14 +20,23 @@
 //! capsules, and of the tokens that drive them. A session declaring `control` also holds
 //! `<session_id>.control` beside its record (the control token), written before the record and
 //! removed with it.
+//!
+//! Everything here works through the running directory's descriptor ([`Dir`]): a record is
+//! named, never a path, so a running directory swapped for a link after it was opened redirects
+//! no read, write or removal. And a record is trusted only as ssh's `StrictModes` trusts a file
+//! ([`check_trust`]): owned by the effective uid and writable by no one else. An untrusted record
+//! is reported, never signalled and never removed — `mur` does not remove what it does not trust.
 
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::thread;
 
 use crate::door_client;
 use crate::json::record::{MAX_RECORD_BYTES, RunningRecord};
 use crate::process::{self, NotSignallable};
-use crate::sys::fs::{self, ReadRefusal};
+use crate::sys::dir::{self, Dir, Small};
+use crate::sys::fs::{PRIVATE_FILE_MODE, ReadRefusal};
 
 /// Extension of a record file; the only one [`scan`] reads.
 const RECORD_EXTENSION: &str = "json";
@@ -41,62 +50,72 @@ pub const MAX_CONCURRENT_PROBES: usize = 1024;
 /// One record as read from the running directory.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    /// The file it was read from: what pruning removes, whatever the record claims its id is.
+    /// The file it was read from, for messages: pruning removes the entry of that name in the
+    /// directory it was read through, whatever the record claims its id is.
     pub path: PathBuf,
     pub record: RunningRecord,
+    dir: Dir,
+    name: OsString,
 }
 
-/// A `.json` file in the running directory that is not a readable record.
+/// A `.json` file in the running directory that is not a readable, trusted record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unreadable {
     pub path: PathBuf,
     pub reason: String,
     /// Whether what was read is evidence the file is not a record (malformed, a link, too large)
-    /// as opposed to a read that failed (`EACCES`, `EMFILE`), which proves nothing.
+    /// as opposed to a read that failed (`EACCES`, `EMFILE`), which proves nothing, or a file
+    /// that is not trusted (another owner, writable by others), which is never removed.
     pub invalid: bool,
+    name: OsString,
 }
 
-/// What one pass over a running directory found. Nothing is created, re-moded or removed.
+/// What one pass over a running directory found. Nothing is created or removed; a trusted
+/// record readable by others is re-moded `0600`.
 #[derive(Debug, Default)]
 pub struct Scan {
-    /// Every record that parses, most recent session first.
+    /// Every trusted record that parses, most recent session first.
     pub entries: Vec<Entry>,
     pub unreadable: Vec<Unreadable>,
 }
 
-/// Every `.json` entry of `dir`, read and parsed.
+/// Every `.json` entry of `dir`, read (through its descriptor), checked for trust and parsed.
 ///
 /// Only `.json` is read: staging files end in `.tmp`, so a record mid-write is neither a record
-/// nor unreadable, and `.control` files are not records. A missing `dir` is an empty machine;
-/// any other failure to list it (a regular file in its place, no permission) is the `Err`,
+/// nor unreadable, and `.control` files are not records. A failure to list `dir` is the `Err`,
 /// naming the path.
-pub fn scan(dir: &Path) -> Result<Scan, String> {
-    let listing = match std::fs::read_dir(dir) {
-        Ok(listing) => listing,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Scan::default()),
-        Err(err) => return Err(format!("{}: {err}", dir.display())),
-    };
+pub fn scan(dir: &Dir) -> Result<Scan, String> {
+    let names = dir
+        .names()
+        .map_err(|err| format!("{}: {err}", dir.path().display()))?;
     let mut scan = Scan::default();
-    for item in listing {
-        let item = item.map_err(|err| format!("{}: {err}", dir.display()))?;
-        let path = item.path();
-        if path.extension().and_then(|e| e.to_str()) != Some(RECORD_EXTENSION) {
+    for name in names {
+        if Path::new(&name).extension().and_then(|e| e.to_str()) != Some(RECORD_EXTENSION) {
             continue;
         }
-        let parsed = read_file(&path);
-        let (reason, invalid) = match parsed {
+        let path = dir.join(&name);
+        let (reason, invalid) = match read_file(dir, &name) {
             Ok(Ok(record)) => {
-                scan.entries.push(Entry { path, record });
+                scan.entries.push(Entry {
+                    path,
+                    record,
+                    dir: dir.clone(),
+                    name,
+                });
                 continue;
             }
             Err(ReadRefusal::Vanished) => continue,
-            Ok(Err(reason)) | Err(ReadRefusal::Invalid(reason)) => (reason, true),
+            Ok(Err(Refused::NotARecord(reason))) | Err(ReadRefusal::Invalid(reason)) => {
+                (reason, true)
+            }
+            Ok(Err(Refused::Untrusted(reason))) => (reason, false),
             Err(ReadRefusal::Io(reason)) => (format!("cannot be read: {reason}"), false),
         };
         scan.unreadable.push(Unreadable {
             path,
             reason,
             invalid,
+            name,
         });
     }
     scan.entries
@@ -105,26 +124,69 @@ pub fn scan(dir: &Path) -> Result<Scan, String> {
     Ok(scan)
 }
 
-/// One record file: the `Ok(Err)` says why what was read is not a record.
-fn read_file(path: &Path) -> Result<Result<RunningRecord, String>, ReadRefusal> {
-    fs::read_small_regular(path, MAX_RECORD_BYTES).map(|bytes| RunningRecord::from_slice(&bytes))
+/// Why a file that could be read is not taken as a record.
+enum Refused {
+    /// What was read is not a record: evidence enough to remove it.
+    NotARecord(String),
+    /// It is not trusted ([`check_trust`]): kept, never signalled, never removed.
+    Untrusted(String),
 }
 
-/// The record of `session_id` in `dir`, read and parsed; `None` when there is no such record or
-/// it is not one. Verified by nothing: the caller checks what it relies on.
-pub fn read(dir: &Path, session_id: &str) -> Option<RunningRecord> {
-    read_file(&record_path(dir, session_id)).ok()?.ok()
+/// One record file, read through `dir` and checked for trust before it is parsed.
+fn read_file(dir: &Dir, name: &OsString) -> Result<Result<RunningRecord, Refused>, ReadRefusal> {
+    let small = dir.read_small(name, MAX_RECORD_BYTES)?;
+    if let Err(why) = check_trust(&small, &dir.join(name)) {
+        return Ok(Err(Refused::Untrusted(why)));
+    }
+    Ok(RunningRecord::from_slice(&small.bytes).map_err(Refused::NotARecord))
+}
+
+/// The trust rule for a file in the running directory (DESIGN.md §3, as ssh's `StrictModes`):
+/// it must be owned by the effective uid and writable by no one else, or the `Err` says why and
+/// what fixes it. Nothing is re-moded then. One that is ours and merely readable by others is
+/// re-moded `0600` (through the descriptor it was read from).
+pub fn check_trust(file: &Small, path: &Path) -> Result<(), String> {
+    let (owner, mode, me) = (
+        file.meta.uid(),
+        file.meta.mode() & 0o7777,
+        dir::effective_uid(),
+    );
+    let path = path.display();
+    if owner != me {
+        return Err(format!(
+            "owned by uid {owner}, not uid {me} (you): not trusted, so never signalled nor \
+             removed; fix: chown {me} {path} if it is yours, else remove it"
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "mode {mode:04o} lets others write it: not trusted, so never signalled nor removed; \
+             fix: chmod 600 {path} if it is yours, else remove it"
+        ));
+    }
+    if mode != PRIVATE_FILE_MODE {
+        // Best effort: on a read-only filesystem it stays as it is, and is still ours.
+        let _ = file.set_mode(PRIVATE_FILE_MODE);
+    }
+    Ok(())
+}
+
+/// The record of `session_id` in `dir`, read, checked for trust and parsed; `None` when there is
+/// no such record, it is not trusted or not one. Verified by nothing: the caller checks what it
+/// relies on.
+pub fn read(dir: &Dir, session_id: &str) -> Option<RunningRecord> {
+    read_file(dir, &record_name(session_id)).ok()?.ok()
 }
 
 /// [`scan`], then remove every file that is evidently not a record: nothing could ever verify it,
 /// and the directory exists to be read. The returned scan's `unreadable` holds what was removed
-/// (`invalid`) and what was kept (not `invalid`): files that could not be read, and files that
-/// are not records but could not be removed.
-pub fn list(dir: &Path) -> Result<Scan, String> {
+/// (`invalid`) and what was kept (not `invalid`): files that could not be read or are not
+/// trusted, and files that are not records but could not be removed.
+pub fn list(dir: &Dir) -> Result<Scan, String> {
     let mut scan = scan(dir)?;
     for file in &mut scan.unreadable {
         if file.invalid
-            && let Err(err) = fs::remove_if_present(&file.path)
+            && let Err(err) = dir.unlink(&file.name)
         {
             file.invalid = false;
             file.reason = format!("{}, and it cannot be removed: {err}", file.reason);
@@ -264,7 +326,7 @@ pub enum Depth {
 
 /// Read every record in `dir`, check it as deep as `depth` says, and prune what is evidently
 /// stale. The `Err` is the directory being unreadable.
-pub fn sweep(dir: &Path, depth: Depth) -> Result<Sweep, String> {
+pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
     let scan = list(dir)?;
     let mut sweep = Sweep::default();
     for file in scan.unreadable {
@@ -298,6 +360,7 @@ pub fn sweep(dir: &Path, depth: Depth) -> Result<Sweep, String> {
                     path: entry.path,
                     reason: format!("stale ({reason}) but cannot be removed: {why}"),
                     invalid: false,
+                    name: entry.name,
                 }),
             },
             Some(Liveness::Unreachable(why)) => sweep.kept.push(Kept {
@@ -313,29 +376,58 @@ pub fn sweep(dir: &Path, depth: Depth) -> Result<Sweep, String> {
     Ok(sweep)
 }
 
-/// Remove one record and its control token file. For a [`Liveness::Gone`] reading only. The
-/// `Err` is the OS error that kept the record in place (a read-only filesystem, say).
+/// Remove one record and its control token file, through the directory it was read from. For a
+/// [`Liveness::Gone`] reading only. The `Err` is the OS error that kept the record in place (a
+/// read-only filesystem, say).
 pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
-    let removed = fs::remove_if_present(&entry.path);
-    let _ = fs::remove_if_present(&entry.control_path());
+    let removed = entry.dir.unlink(&entry.name);
+    let _ = entry.dir.unlink(entry.control_name());
     removed
 }
 
 impl Entry {
-    /// The control token file beside this record (whether or not the session declares one).
+    /// An entry for `record`, read from `name` in `dir`.
+    pub fn new(dir: &Dir, name: impl Into<OsString>, record: RunningRecord) -> Self {
+        let name = name.into();
+        Self {
+            path: dir.join(&name),
+            record,
+            dir: dir.clone(),
+            name,
+        }
+    }
+
+    /// The name of the control token file beside this record (whether or not the session
+    /// declares one).
+    fn control_name(&self) -> OsString {
+        Path::new(&self.name)
+            .with_extension(CONTROL_EXTENSION)
+            .into_os_string()
+    }
+
+    /// The control token file beside this record, for messages.
     pub fn control_path(&self) -> PathBuf {
-        self.path.with_extension(CONTROL_EXTENSION)
+        self.dir.join(self.control_name())
+    }
+
+    /// The control token file beside this record, read through the running directory's
+    /// descriptor (no link followed, never blocking) and checked by [`check_trust`]: an
+    /// untrusted one is an [`ReadRefusal::Invalid`] saying why.
+    pub fn read_control(&self, max: u64) -> Result<Vec<u8>, ReadRefusal> {
+        let small = self.dir.read_small(self.control_name(), max)?;
+        check_trust(&small, &self.control_path()).map_err(ReadRefusal::Invalid)?;
+        Ok(small.bytes)
     }
 }
 
-/// `<dir>/<session_id>.json`.
-pub fn record_path(dir: &Path, session_id: &str) -> PathBuf {
-    dir.join(format!("{session_id}.{RECORD_EXTENSION}"))
+/// `<session_id>.json`.
+pub fn record_name(session_id: &str) -> OsString {
+    format!("{session_id}.{RECORD_EXTENSION}").into()
 }
 
-/// `<dir>/<session_id>.control`: where a session declaring `control` keeps its control token.
-pub fn control_path(dir: &Path, session_id: &str) -> PathBuf {
-    dir.join(format!("{session_id}.{CONTROL_EXTENSION}"))
+/// `<session_id>.control`: where a session declaring `control` keeps its control token.
+pub fn control_name(session_id: &str) -> OsString {
+    format!("{session_id}.{CONTROL_EXTENSION}").into()
 }
 
 /// One session's record, on disk for exactly as long as this guard lives.
@@ -343,24 +435,29 @@ pub fn control_path(dir: &Path, session_id: &str) -> PathBuf {
 /// A guard rather than a removal at each return, because a session that ended without retiring
 /// its record would leave an address that resolves to a port nothing holds.
 pub struct RecordGuard {
-    path: PathBuf,
+    dir: Dir,
+    session_id: String,
 }
 
 impl RecordGuard {
-    /// Write `record` into `dir` (staged, `0600`). The `Err` names the path; failing to record
-    /// never fails a session — its caller warns and runs on, unaddressable.
-    pub fn write(dir: &Path, record: &RunningRecord) -> Result<Self, String> {
-        let path = record_path(dir, record.session_id.as_str());
-        fs::write_private(&path, &record.to_bytes())?;
-        Ok(Self { path })
+    /// Write `record` into `dir` (staged, `0600`, through its descriptor). The `Err` names the
+    /// path; failing to record never fails a session — its caller warns and runs on,
+    /// unaddressable.
+    pub fn write(dir: &Dir, record: &RunningRecord) -> Result<Self, String> {
+        let session_id = record.session_id.as_str().to_string();
+        dir.write_private(record_name(&session_id), &record.to_bytes())?;
+        Ok(Self {
+            dir: dir.clone(),
+            session_id,
+        })
     }
 }
 
 impl Drop for RecordGuard {
     fn drop(&mut self) {
-        let _ = fs::remove_if_present(&self.path);
+        let _ = self.dir.unlink(record_name(&self.session_id));
         // The control token goes with the record, whichever guard drops first.
-        let _ = fs::remove_if_present(&self.path.with_extension(CONTROL_EXTENSION));
+        let _ = self.dir.unlink(control_name(&self.session_id));
     }
 }
 
@@ -369,26 +466,29 @@ impl Drop for RecordGuard {
 /// Separate from [`RecordGuard`] because the token is written *before* the record, and a session
 /// whose record could not be written still runs and still holds a token.
 pub struct ControlGuard {
-    path: PathBuf,
+    dir: Dir,
+    session_id: String,
 }
 
 impl ControlGuard {
     /// Write `token` to `<dir>/<session_id>.control` at `0600`. The `Err` never carries the token.
     pub fn write(
-        dir: &Path,
+        dir: &Dir,
         session_id: &str,
         token: &crate::secret::Secret,
     ) -> Result<Self, String> {
-        let path = control_path(dir, session_id);
-        fs::write_private(&path, token.expose().as_bytes())?;
-        Ok(Self { path })
+        dir.write_private(control_name(session_id), token.expose().as_bytes())?;
+        Ok(Self {
+            dir: dir.clone(),
+            session_id: session_id.to_string(),
+        })
     }
 }
 
 impl Drop for ControlGuard {
     fn drop(&mut self) {
-        let _ = fs::remove_if_present(&self.path);
-        let _ = fs::remove_if_present(&self.path.with_extension(RECORD_EXTENSION));
+        let _ = self.dir.unlink(control_name(&self.session_id));
+        let _ = self.dir.unlink(record_name(&self.session_id));
     }
 }
 
@@ -397,17 +497,30 @@ mod tests {
     use super::*;
     use crate::secret::Secret;
 
-    struct Dir(PathBuf);
-    impl Drop for Dir {
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A scratch directory: its path, and the same directory opened as a [`Dir`].
+    struct Scratch(PathBuf, Dir);
+    impl Drop for Scratch {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
-    fn dir(tag: &str) -> Dir {
+    fn dir(tag: &str) -> Scratch {
         let path = std::env::temp_dir().join(format!("mur-running-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).unwrap();
-        Dir(path)
+        let opened = Dir::open(&path).unwrap();
+        Scratch(path, opened)
+    }
+    fn record_path(dir: &Path, id: &str) -> PathBuf {
+        dir.join(record_name(id))
+    }
+    fn control_path(dir: &Path, id: &str) -> PathBuf {
+        dir.join(control_name(id))
+    }
+    fn mode_of(path: &Path) -> u32 {
+        crate::sys::fs::mode_of(path).unwrap()
     }
 
     fn record(hex_tail: char) -> RunningRecord {
@@ -424,20 +537,20 @@ mod tests {
     fn scan_orders_newest_first_and_leaves_staging_control_and_broken_files() {
         let d = dir("scan");
         let (older, newer) = (record('0'), record('1'));
-        let _a = RecordGuard::write(&d.0, &older).unwrap();
-        let _b = RecordGuard::write(&d.0, &newer).unwrap();
+        let _a = RecordGuard::write(&d.1, &older).unwrap();
+        let _b = RecordGuard::write(&d.1, &newer).unwrap();
         std::fs::write(d.0.join("broken.json"), "{").unwrap();
         std::fs::write(d.0.join(".x.json.1.2.tmp"), "{").unwrap();
         std::fs::write(control_path(&d.0, older.session_id.as_str()), "ctl1.a.b").unwrap();
 
-        let found = scan(&d.0).unwrap();
+        let found = scan(&d.1).unwrap();
         let ids: Vec<_> = found.entries.iter().map(|e| e.record.clone()).collect();
         assert_eq!(ids, vec![newer, older]);
         assert_eq!(found.unreadable.len(), 1);
         assert!(found.unreadable[0].invalid);
         assert!(d.0.join("broken.json").exists(), "scan removes nothing");
 
-        let listed = list(&d.0).unwrap();
+        let listed = list(&d.1).unwrap();
         assert_eq!(listed.entries.len(), 2);
         assert!(
             !d.0.join("broken.json").exists(),
@@ -448,14 +561,66 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_dir_is_empty_and_a_file_in_its_place_is_an_error_naming_it() {
-        let d = dir("missing");
-        let missing = d.0.join("running");
-        assert!(scan(&missing).unwrap().entries.is_empty());
-        assert!(!missing.exists());
-        std::fs::write(&missing, "").unwrap();
-        let err = scan(&missing).unwrap_err();
-        assert!(err.starts_with(&missing.display().to_string()), "{err}");
+    fn a_record_others_may_read_is_remoded_and_one_others_may_write_is_kept_untrusted() {
+        let d = dir("trust");
+        let (readable, writable) = (record('4'), record('5'));
+        let _a = RecordGuard::write(&d.1, &readable).unwrap();
+        let _b = RecordGuard::write(&d.1, &writable).unwrap();
+        let readable_path = record_path(&d.0, readable.session_id.as_str());
+        let writable_path = record_path(&d.0, writable.session_id.as_str());
+        std::fs::set_permissions(&readable_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&writable_path, std::fs::Permissions::from_mode(0o666)).unwrap();
+
+        let listed = list(&d.1).unwrap();
+        let ids: Vec<_> = listed.entries.iter().map(|e| e.record.clone()).collect();
+        assert_eq!(ids, vec![readable], "only the trusted record is an entry");
+        assert_eq!(
+            mode_of(&readable_path),
+            0o600,
+            "ours and readable: re-moded"
+        );
+        assert_eq!(listed.unreadable.len(), 1);
+        let kept = &listed.unreadable[0];
+        assert!(!kept.invalid, "untrusted is not evidence");
+        assert!(
+            kept.reason.contains("0666") && kept.reason.contains("chmod 600"),
+            "{}",
+            kept.reason
+        );
+        assert_eq!(mode_of(&writable_path), 0o666, "not trusted: not re-moded");
+        assert!(writable_path.exists(), "not trusted: not removed");
+        assert!(read(&d.1, writable.session_id.as_str()).is_none());
+    }
+
+    /// The running directory is renamed away and a link to an outside directory put in its place
+    /// after it was opened: listing, pruning and the guards still work in the directory opened.
+    #[test]
+    fn a_running_dir_swapped_for_a_link_after_opening_redirects_nothing() {
+        let d = dir("swap");
+        let running = d.0.join("running");
+        std::fs::create_dir(&running).unwrap();
+        let opened = Dir::open(&running).unwrap();
+        let moved = d.0.join("moved");
+        std::fs::rename(&running, &moved).unwrap();
+        let outside = d.0.join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("junk.json"), "{").unwrap();
+        std::os::unix::fs::symlink(&outside, &running).unwrap();
+
+        let rec = record('6');
+        let id = rec.session_id.as_str().to_string();
+        let guard = RecordGuard::write(&opened, &rec).unwrap();
+        assert!(record_path(&moved, &id).exists() && !record_path(&outside, &id).exists());
+        let listed = list(&opened).unwrap();
+        assert_eq!(listed.entries.len(), 1);
+        assert!(listed.unreadable.is_empty());
+        assert!(
+            outside.join("junk.json").exists(),
+            "nothing outside is pruned"
+        );
+        prune(&listed.entries[0]).unwrap();
+        assert!(!record_path(&moved, &id).exists());
+        std::mem::forget(guard);
     }
 
     #[test]
@@ -465,29 +630,23 @@ mod tests {
         let id = rec.session_id.as_str().to_string();
         let token = Secret::new("ctl1.token.mac".into());
 
-        let control = ControlGuard::write(&d.0, &id, &token).unwrap();
-        let guard = RecordGuard::write(&d.0, &rec).unwrap();
-        assert_eq!(
-            crate::sys::fs::mode_of(&control_path(&d.0, &id)).unwrap(),
-            0o600
-        );
-        assert_eq!(
-            crate::sys::fs::mode_of(&record_path(&d.0, &id)).unwrap(),
-            0o600
-        );
-        let entry = scan(&d.0).unwrap().entries.remove(0);
+        let control = ControlGuard::write(&d.1, &id, &token).unwrap();
+        let guard = RecordGuard::write(&d.1, &rec).unwrap();
+        assert_eq!(mode_of(&control_path(&d.0, &id)), 0o600);
+        assert_eq!(mode_of(&record_path(&d.0, &id)), 0o600);
+        let entry = scan(&d.1).unwrap().entries.remove(0);
         prune(&entry).unwrap();
         assert!(!record_path(&d.0, &id).exists() && !control_path(&d.0, &id).exists());
         std::mem::forget(control);
         std::mem::forget(guard);
 
         // The record guard dropping takes the control file too…
-        let _control = ControlGuard::write(&d.0, &id, &token).unwrap();
-        drop(RecordGuard::write(&d.0, &rec).unwrap());
+        let _control = ControlGuard::write(&d.1, &id, &token).unwrap();
+        drop(RecordGuard::write(&d.1, &rec).unwrap());
         assert!(!control_path(&d.0, &id).exists());
         // …and the control guard dropping takes the record.
-        let _record = RecordGuard::write(&d.0, &rec).unwrap();
-        drop(ControlGuard::write(&d.0, &id, &token).unwrap());
+        let _record = RecordGuard::write(&d.1, &rec).unwrap();
+        drop(ControlGuard::write(&d.1, &id, &token).unwrap());
         assert!(!record_path(&d.0, &id).exists());
     }
 

@@ -27,11 +27,16 @@ pub const APPLETS: &[Applet] = &[
     formation::APPLET,
 ];
 
-/// The prologue `ps`, `stop` and `token` share: the running directory (held at `0700` where it
-/// exists), swept as deep as `depth` says, and what the sweep pruned or could not read said on
+/// The prologue `ps`, `stop` and `token` share: the running directory (opened without following
+/// a link, trusted only if the effective uid owns it, held at `0700` where it exists), swept as
+/// deep as `depth` says, and what the sweep pruned or could not read (or did not trust) said on
 /// stderr — the same way by each applet, so no applet prunes silently.
 pub fn sweep(applet: &str, depth: Depth, verbose: bool) -> Result<Sweep, Failure> {
-    let dir = crate::home::running_dir_if_present(applet).map_err(Failure::Failed)?;
+    let dir = crate::home::running_dir_if_present(Some(applet))
+        .map_err(|err| Failure::Failed(err.into()))?;
+    let Some(dir) = dir else {
+        return Ok(Sweep::default());
+    };
     let sweep = crate::running::sweep(&dir, depth).map_err(Failure::Failed)?;
     report(applet, &sweep, verbose);
     Ok(sweep)

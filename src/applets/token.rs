@@ -130,8 +130,9 @@ fn control_token(entry: &Entry) -> Result<Secret, Failure> {
             entry.record.capsule()
         ))
     };
-    let bytes =
-        fs::read_small_regular(&path, MAX_CONTROL_BYTES).map_err(|refusal| match refusal {
+    let bytes = entry
+        .read_control(MAX_CONTROL_BYTES)
+        .map_err(|refusal| match refusal {
             fs::ReadRefusal::Vanished => no_control(),
             fs::ReadRefusal::Invalid(why) | fs::ReadRefusal::Io(why) => {
                 Failure::Failed(format!("{}: {why}", path.display()))

@@ -124,7 +124,7 @@ struct Launch {
     id: FormationId,
     master: Key,
     launcher: ProcessIdentity,
-    dir: PathBuf,
+    dir: crate::sys::dir::Dir,
     exe: PathBuf,
 }
 
@@ -175,8 +175,9 @@ impl Launch {
             if member.entry {
                 continue;
             }
-            let workdir = self.dir.join(&member.name);
-            crate::sys::fs::ensure_private_dir(&workdir)?;
+            let workdir = crate::home::create_held(&self.dir, &member.name)?
+                .path()
+                .to_path_buf();
             let pipes = pipes.take().expect("one set per member");
             write_line(pipes.channel(), &channel::line(&self.hello(member)))?;
             let mut command = members::command(&self.exe, member, &workdir, &self.id, None);
@@ -273,7 +274,7 @@ fn report_stopped(members: &mut Members, id: &FormationId) {
 /// Remove the records of this formation's members whose process is gone (layers 1 and 2; the
 /// launcher has reaped every member, so this is evidence, not a guess).
 fn prune_records_of(id: &FormationId) {
-    let Ok(dir) = crate::home::running_location() else {
+    let Ok(Some(dir)) = crate::home::running_dir_if_present(Some("formation")) else {
         return;
     };
     let Ok(scan) = crate::running::scan(&dir) else {

@@ -151,7 +151,7 @@ fn parse_ready(line: &[u8], id: &FormationId, pid: u32) -> Result<Ready, String>
 
 /// The operator token in a member's record, for probing an authenticated door.
 fn operator_token(session: &SessionId) -> Option<Secret> {
-    let dir = crate::home::running_location().ok()?;
+    let dir = crate::home::running_dir_if_present(None).ok()??;
     crate::running::read(&dir, session.as_str())?.door_token
 }
 

@@ -127,6 +127,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
     signal::catch_termination()?;
     crate::sys::proc::protect_memory();
     let declared = declare(options)?;
+    let running = running_dir()?;
     if matches!(declared.capsule, Capsule::Handler { .. }) {
         // Orphans of handlers are reparented here, where the engine can end them.
         crate::sys::child::become_subreaper();
@@ -183,7 +184,8 @@ pub fn run(options: &Options) -> Result<i32, String> {
     };
     // The control token is written before the record; failing to write either never fails the
     // session: it runs on, unaddressable (the seed's rule), and says so.
-    let (control_guard, record_guard) = write_files(&record, tokens.control_token.as_ref());
+    let (control_guard, record_guard) =
+        write_files(running.as_ref(), &record, tokens.control_token.as_ref());
     let lifeline_closed = lifeline.map(watch_lifeline).transpose()?;
     announce(options, &record);
     let one_shot = options
@@ -406,23 +408,35 @@ fn wind_down(engine: &Engine) {
     engine.finish_reaper();
 }
 
+/// The running directory this session records itself in. A murmur home that must not be trusted
+/// (a link in the place of a directory, another uid's) is the `Err`: the session does not start.
+/// One that merely cannot be used (a read-only or full disk) is `None`, with a warning: the
+/// session runs on, unaddressable.
+fn running_dir() -> Result<Option<crate::sys::dir::Dir>, String> {
+    match crate::home::running_dir() {
+        Ok(dir) => Ok(Some(dir)),
+        Err(crate::home::HomeError::Untrusted(why)) => Err(why),
+        Err(crate::home::HomeError::Unusable(why)) => {
+            crate::cli::warn("run", &format!("{why}; running without a record"));
+            Ok(None)
+        }
+    }
+}
+
 fn write_files(
+    dir: Option<&crate::sys::dir::Dir>,
     record: &RunningRecord,
     control_token: Option<&crate::secret::Secret>,
 ) -> (Option<ControlGuard>, Option<RecordGuard>) {
-    let dir = match crate::home::running_dir() {
-        Ok(dir) => dir,
-        Err(why) => {
-            crate::cli::warn("run", &format!("{why}; running without a record"));
-            return (None, None);
-        }
+    let Some(dir) = dir else {
+        return (None, None);
     };
     let control = control_token.and_then(|token| {
-        ControlGuard::write(&dir, record.session_id.as_str(), token)
+        ControlGuard::write(dir, record.session_id.as_str(), token)
             .map_err(|why| crate::cli::warn("run", &format!("{why}; control token not written")))
             .ok()
     });
-    let guard = RecordGuard::write(&dir, record)
+    let guard = RecordGuard::write(dir, record)
         .map_err(|why| crate::cli::warn("run", &format!("{why}; running without a record")))
         .ok();
     (control, guard)

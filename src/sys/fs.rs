@@ -1,71 +1,17 @@
-//! Files that hold records and secrets: private directories, staged writes, bounded reads that
-//! follow no link.
+//! Path-based file access, for files `mur` reads but does not own (manifests, rosters): bounded
+//! reads that follow no final link and never block on a FIFO. Everything under the murmur home
+//! — directories `mur` keeps, records and secrets it writes, re-modes or removes — goes through a
+//! directory descriptor instead ([`super::dir::Dir`]), so that no link is followed anywhere in it.
 
 use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Mode of every directory `mur` creates or holds under the murmur home.
 pub const PRIVATE_DIR_MODE: u32 = 0o700;
 /// Mode of every record and secret file.
 pub const PRIVATE_FILE_MODE: u32 = 0o600;
-
-/// Create `dir` (one level) at `0700` if it is missing; re-mode it to `0700` if it is wider.
-///
-/// The mode is set with `chmod` after `mkdir`, so the process umask (even `000`) never widens it.
-/// The `Err` names the path and the OS error.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
-    match fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(err) => return Err(format!("{}: cannot create: {err}", dir.display())),
-    }
-    let meta = fs::metadata(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
-    if !meta.is_dir() {
-        return Err(format!("{}: exists and is not a directory", dir.display()));
-    }
-    if meta.permissions().mode() & 0o7777 != PRIVATE_DIR_MODE {
-        fs::set_permissions(dir, fs::Permissions::from_mode(PRIVATE_DIR_MODE))
-            .map_err(|err| format!("{}: cannot set mode 0700: {err}", dir.display()))?;
-    }
-    Ok(())
-}
-
-/// Write `bytes` to `target` at mode `0600`: into a staging file beside it (named
-/// `.<name>.<pid>.<n>.tmp`, so a scanner reading only `.json` never sees it half-written), then
-/// renamed onto it.
-///
-/// A reader therefore sees the old file, the new one, or none — never a partial one. The staging
-/// file is removed if any step fails. The `Err` names the path; it never carries `bytes`.
-pub fn write_private(target: &Path, bytes: &[u8]) -> Result<(), String> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = target
-        .file_name()
-        .map_or_else(|| "file".into(), |name| name.to_string_lossy().into_owned());
-    let staging = target.with_file_name(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| -> io::Result<()> {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(PRIVATE_FILE_MODE)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&staging)?;
-        // The umask may have removed bits from `mode`; set exactly 0600.
-        file.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
-        file.write_all(bytes)?;
-        fs::rename(&staging, target)
-    })();
-    written.map_err(|err| {
-        let _ = fs::remove_file(&staging);
-        format!("cannot write {}: {err}", target.display())
-    })
-}
 
 /// Why a file could not be read as a small regular file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,14 +61,6 @@ pub fn read_small_regular(path: &Path, max: u64) -> Result<Vec<u8>, ReadRefusal>
     Ok(body)
 }
 
-/// Remove a file (a link is removed, not followed); a file already gone is not an error.
-pub fn remove_if_present(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err),
-        _ => Ok(()),
-    }
-}
-
 /// The permission bits of `path`, not following a final link.
 pub fn mode_of(path: &Path) -> io::Result<u32> {
     Ok(fs::symlink_metadata(path)?.permissions().mode() & 0o7777)
@@ -132,6 +70,7 @@ pub fn mode_of(path: &Path) -> io::Result<u32> {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     struct Scratch(PathBuf);
     impl Drop for Scratch {
@@ -148,37 +87,6 @@ mod tests {
         ));
         fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
-    }
-
-    #[test]
-    fn a_private_dir_is_created_0700_and_a_wide_one_is_remoded() {
-        let root = scratch_dir();
-        let dir = root.0.join("d");
-        ensure_private_dir(&dir).unwrap();
-        assert_eq!(mode_of(&dir).unwrap(), 0o700);
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
-        ensure_private_dir(&dir).unwrap();
-        assert_eq!(mode_of(&dir).unwrap(), 0o700);
-    }
-
-    #[test]
-    fn a_file_in_the_place_of_a_dir_is_an_error_naming_it() {
-        let root = scratch_dir();
-        let file = root.0.join("f");
-        fs::write(&file, "").unwrap();
-        let err = ensure_private_dir(&file).unwrap_err();
-        assert!(err.starts_with(&file.display().to_string()), "{err}");
-    }
-
-    #[test]
-    fn a_private_write_is_0600_and_leaves_no_staging_file() {
-        let root = scratch_dir();
-        let target = root.0.join("x.json");
-        write_private(&target, b"one").unwrap();
-        write_private(&target, b"two").unwrap();
-        assert_eq!(fs::read(&target).unwrap(), b"two");
-        assert_eq!(mode_of(&target).unwrap(), 0o600);
-        assert_eq!(fs::read_dir(&root.0).unwrap().count(), 1);
     }
 
     #[test]

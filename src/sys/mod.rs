@@ -7,6 +7,7 @@
 //! [`crate::process`]'s and [`crate::running`]'s business.
 
 pub mod child;
+pub mod dir;
 pub mod fs;
 pub mod panic_kill;
 pub mod pipe;

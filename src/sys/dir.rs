@@ -1,0 +1,523 @@
+//! A directory held by its descriptor: opened without following a symbolic link, and everything
+//! inside it — list, read, write, rename, unlink — done relative to that descriptor.
+//!
+//! Invariants:
+//! - A [`Dir`] is opened `O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC`: a symbolic link in its place is
+//!   refused (`ELOOP`), never followed. Only the last component is guarded by [`Dir::open`]; the
+//!   murmur home's own directories are each opened from their parent's descriptor
+//!   ([`Dir::open_child`]), so no link is followed below `$HOME`.
+//! - Every operation on an entry takes a *name* (one path component) and goes through the
+//!   directory's descriptor (`openat`, `mkdirat`, `renameat`, `unlinkat`): a directory renamed
+//!   away and replaced by a link after it was opened redirects nothing.
+//! - Files are opened `O_NOFOLLOW|O_NONBLOCK`: a link is refused, a FIFO never blocks a reader.
+//! - The path a [`Dir`] keeps is for messages only; nothing re-resolves it.
+
+use std::ffi::{CStr, CString, OsStr, OsString};
+use std::fs::{File, Metadata, Permissions};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::fs::{PRIVATE_FILE_MODE, ReadRefusal};
+
+/// An open directory. Cloning shares the one descriptor.
+#[derive(Debug, Clone)]
+pub struct Dir(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    file: File,
+    path: PathBuf,
+}
+
+/// A small regular file read whole through a [`Dir`], with what `fstat` said of the very file
+/// read (not of whatever holds its name now).
+#[derive(Debug)]
+pub struct Small {
+    pub bytes: Vec<u8>,
+    pub meta: Metadata,
+    file: File,
+}
+
+impl Small {
+    /// `fchmod` the file that was read.
+    pub fn set_mode(&self, mode: u32) -> io::Result<()> {
+        self.file.set_permissions(Permissions::from_mode(mode))
+    }
+}
+
+/// The effective uid of this process: the one owner `mur` trusts.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Why opening `path` as a directory failed, for a message: a link and a non-directory are
+/// named as such.
+pub fn explain(path: &Path, err: &io::Error) -> String {
+    match err.raw_os_error() {
+        Some(libc::ELOOP) => format!(
+            "{} is a symbolic link: mur follows no link for a directory it keeps; \
+             fix: remove the link (mur creates the directory itself)",
+            path.display()
+        ),
+        Some(libc::ENOTDIR) => format!("{}: exists and is not a directory", path.display()),
+        _ => format!("{}: {err}", path.display()),
+    }
+}
+
+/// `name` as a C string naming one entry: not empty, not `.` or `..`, no `/`, no NUL.
+fn component(name: &OsStr) -> io::Result<CString> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{:?} is not a single file name", name),
+        ));
+    }
+    CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a name"))
+}
+
+/// `-1` as the `io::Error` of `errno`; anything else as `Ok`.
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+const DIR_FLAGS: libc::c_int =
+    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+impl Dir {
+    /// Open `path` as a directory, refusing a symbolic link in its place (`ELOOP`) and anything
+    /// that is not a directory (`ENOTDIR`); [`explain`] words either.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|err| {
+                link_is_eloop(err, || {
+                    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+                })
+            })?;
+        Ok(Self(Arc::new(Inner {
+            file,
+            path: path.to_path_buf(),
+        })))
+    }
+
+    /// The path this directory was opened as (or under): for messages only.
+    pub fn path(&self) -> &Path {
+        &self.0.path
+    }
+
+    /// The display path of an entry.
+    pub fn join(&self, name: impl AsRef<OsStr>) -> PathBuf {
+        self.0.path.join(name.as_ref())
+    }
+
+    fn fd(&self) -> libc::c_int {
+        self.0.file.as_raw_fd()
+    }
+
+    /// `openat(self, name, flags)` as an owned descriptor.
+    fn open_at(&self, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+        let c_name = component(name)?;
+        // SAFETY: `c_name` is a NUL-terminated string alive for the call; the descriptor is ours.
+        let fd = check(unsafe {
+            libc::openat(self.fd(), c_name.as_ptr(), flags, mode as libc::c_uint)
+        })?;
+        // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// The subdirectory `name`, opened through this one without following a link.
+    pub fn open_child(&self, name: impl AsRef<OsStr>) -> io::Result<Self> {
+        let name = name.as_ref();
+        let fd = self
+            .open_at(name, DIR_FLAGS, 0)
+            .map_err(|err| link_is_eloop(err, || self.is_link(name)))?;
+        Ok(Self(Arc::new(Inner {
+            file: File::from(fd),
+            path: self.join(name),
+        })))
+    }
+
+    /// The subdirectory `name`, created (`mkdirat`, mode `0700`) if missing, then opened as
+    /// [`Dir::open_child`] does. Its mode is the caller's to check: the umask may narrow it.
+    pub fn create_child(&self, name: impl AsRef<OsStr>) -> io::Result<Self> {
+        let name = name.as_ref();
+        let c_name = component(name)?;
+        // SAFETY: `c_name` is a NUL-terminated string alive for the call.
+        let made = check(unsafe { libc::mkdirat(self.fd(), c_name.as_ptr(), 0o700) });
+        match made {
+            Err(err) if err.raw_os_error() != Some(libc::EEXIST) => return Err(err),
+            _ => {}
+        }
+        self.open_child(name)
+    }
+
+    /// Whether the entry `name` is a symbolic link (`fstatat` without following it).
+    fn is_link(&self, name: &OsStr) -> bool {
+        let Ok(c_name) = component(name) else {
+            return false;
+        };
+        let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: `c_name` is NUL-terminated and `stat` points at writable space for one
+        // `struct stat`, read only if the call succeeded (and so filled it).
+        let done = unsafe {
+            libc::fstatat(
+                self.fd(),
+                c_name.as_ptr(),
+                stat.as_mut_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        // SAFETY: fstatat returned 0, so it wrote the whole struct.
+        done == 0 && unsafe { stat.assume_init() }.st_mode & libc::S_IFMT == libc::S_IFLNK
+    }
+
+    /// `fstat` of the directory itself.
+    pub fn stat(&self) -> io::Result<Metadata> {
+        self.0.file.metadata()
+    }
+
+    /// `fchmod` of the directory itself.
+    pub fn set_mode(&self, mode: u32) -> io::Result<()> {
+        self.0.file.set_permissions(Permissions::from_mode(mode))
+    }
+
+    /// The names in this directory (without `.` and `..`), in no particular order.
+    pub fn names(&self) -> io::Result<Vec<OsString>> {
+        // SAFETY: F_DUPFD_CLOEXEC on a descriptor we hold; the result is checked.
+        let dup = check(unsafe { libc::fcntl(self.fd(), libc::F_DUPFD_CLOEXEC, 0) })?;
+        // SAFETY: `dup` is a fresh descriptor; on success the DIR stream owns it (closedir
+        // closes it), on failure we close it here.
+        let stream = unsafe { libc::fdopendir(dup) };
+        if stream.is_null() {
+            let err = io::Error::last_os_error();
+            // SAFETY: `dup` is still ours: fdopendir failed without taking it.
+            unsafe { libc::close(dup) };
+            return Err(err);
+        }
+        let listed = read_stream(stream);
+        // SAFETY: `stream` came from fdopendir and is closed exactly once.
+        unsafe { libc::closedir(stream) };
+        listed
+    }
+
+    /// The whole of the entry `name`, if it is a regular file of at most `max` bytes, opened
+    /// without following a link and without blocking on a FIFO.
+    pub fn read_small(&self, name: impl AsRef<OsStr>, max: u64) -> Result<Small, ReadRefusal> {
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        let fd = self
+            .open_at(name.as_ref(), flags, 0)
+            .map_err(|err| match err.raw_os_error() {
+                Some(libc::ENOENT) => ReadRefusal::Vanished,
+                Some(libc::ELOOP) => ReadRefusal::Invalid("is a symbolic link".into()),
+                _ => ReadRefusal::Io(err.to_string()),
+            })?;
+        let file = File::from(fd);
+        let meta = file
+            .metadata()
+            .map_err(|err| ReadRefusal::Io(err.to_string()))?;
+        if !meta.file_type().is_file() {
+            return Err(ReadRefusal::Invalid("is not a regular file".into()));
+        }
+        if meta.len() > max {
+            return Err(ReadRefusal::Invalid(format!(
+                "is {} bytes, larger than the {max} allowed",
+                meta.len()
+            )));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        (&file)
+            .take(max + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|err| ReadRefusal::Io(err.to_string()))?;
+        if bytes.len() as u64 > max {
+            return Err(ReadRefusal::Invalid(format!(
+                "grew past the {max} bytes allowed while being read"
+            )));
+        }
+        Ok(Small { bytes, meta, file })
+    }
+
+    /// Write `bytes` to the entry `name` at mode `0600`: into a staging entry beside it (named
+    /// `.<name>.<pid>.<n>.tmp`, created `O_EXCL|O_NOFOLLOW`), then `renameat` onto it. A reader
+    /// sees the old file, the new one, or none. The staging entry is removed if a step fails.
+    /// The `Err` names the path; it never carries `bytes`.
+    pub fn write_private(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> Result<(), String> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let name = name.as_ref();
+        let mut staging = OsString::from(".");
+        staging.push(name);
+        staging.push(format!(
+            ".{}.{}.tmp",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let written = (|| -> io::Result<()> {
+            let mut file = File::from(self.open_at(&staging, flags, PRIVATE_FILE_MODE)?);
+            // The umask may have removed bits from the mode; set exactly 0600.
+            file.set_permissions(Permissions::from_mode(PRIVATE_FILE_MODE))?;
+            file.write_all(bytes)?;
+            self.rename(&staging, name)
+        })();
+        written.map_err(|err| {
+            let _ = self.unlink(&staging);
+            format!("cannot write {}: {err}", self.join(name).display())
+        })
+    }
+
+    /// `renameat(self, from, self, to)`.
+    pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
+        let (from, to) = (component(from)?, component(to)?);
+        // SAFETY: both names are NUL-terminated strings alive for the call.
+        check(unsafe { libc::renameat(self.fd(), from.as_ptr(), self.fd(), to.as_ptr()) })?;
+        Ok(())
+    }
+
+    /// `unlinkat` the entry `name` (a link is removed, never followed); one already gone is not
+    /// an error.
+    pub fn unlink(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+        self.unlink_at(name.as_ref(), 0).or_else(absent_is_ok)
+    }
+
+    fn unlink_at(&self, name: &OsStr, flags: libc::c_int) -> io::Result<()> {
+        let c_name = component(name)?;
+        // SAFETY: `c_name` is a NUL-terminated string alive for the call.
+        check(unsafe { libc::unlinkat(self.fd(), c_name.as_ptr(), flags) })?;
+        Ok(())
+    }
+
+    /// Remove the entry `name` and, if it is a directory, everything under it, following no
+    /// link: each level is opened through its parent's descriptor and emptied with `unlinkat`.
+    /// One already gone is not an error.
+    pub fn remove_tree(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+        let name = name.as_ref();
+        match self.unlink_at(name, 0) {
+            Ok(()) => return Ok(()),
+            Err(err) if matches!(err.raw_os_error(), Some(libc::EISDIR | libc::EPERM)) => {}
+            Err(err) => return absent_is_ok(err),
+        }
+        let child = match self.open_child(name) {
+            Ok(child) => child,
+            Err(err) => return absent_is_ok(err),
+        };
+        for entry in child.names()? {
+            child.remove_tree(&entry)?;
+        }
+        self.unlink_at(name, libc::AT_REMOVEDIR)
+            .or_else(absent_is_ok)
+    }
+}
+
+/// `O_DIRECTORY|O_NOFOLLOW` on a link fails `ENOTDIR` on Linux (`ELOOP` elsewhere): make a
+/// link `ELOOP` everywhere, so callers tell a link from a regular file by the error alone.
+fn link_is_eloop(err: io::Error, is_link: impl FnOnce() -> bool) -> io::Error {
+    if err.raw_os_error() == Some(libc::ENOTDIR) && is_link() {
+        io::Error::from_raw_os_error(libc::ELOOP)
+    } else {
+        err
+    }
+}
+
+fn absent_is_ok(err: io::Error) -> io::Result<()> {
+    if err.kind() == io::ErrorKind::NotFound {
+        Ok(())
+    } else {
+        Err(err)
+    }
+}
+
+/// Every name a `DIR` stream yields but `.` and `..`.
+fn read_stream(stream: *mut libc::DIR) -> io::Result<Vec<OsString>> {
+    let mut names = Vec::new();
+    // SAFETY: `stream` is a valid DIR stream; rewinding resets the offset the dup shares with
+    // the original descriptor, so every listing starts at the beginning.
+    unsafe { libc::rewinddir(stream) };
+    loop {
+        set_errno(0);
+        // SAFETY: `stream` is a valid DIR stream, used from this thread only.
+        let entry = unsafe { libc::readdir(stream) };
+        if entry.is_null() {
+            let err = io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(0) | None => Ok(names),
+                Some(_) => Err(err),
+            };
+        }
+        // SAFETY: a non-null readdir result points at a dirent whose d_name is NUL-terminated,
+        // valid until the next readdir on this stream; the bytes are copied out at once.
+        let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
+        if name != b"." && name != b".." {
+            names.push(OsString::from_vec(name.to_vec()));
+        }
+    }
+}
+
+fn set_errno(value: libc::c_int) {
+    // SAFETY: the errno location is this thread's own, valid for the thread's life.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        *libc::__errno_location() = value;
+    }
+    // SAFETY: as above.
+    #[cfg(target_os = "macos")]
+    unsafe {
+        *libc::__error() = value;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::MetadataExt;
+
+    struct Scratch(PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+    fn scratch(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("mur-unit-dir-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    #[test]
+    fn a_link_in_the_place_of_a_directory_is_refused_naming_it() {
+        let root = scratch("link");
+        let outside = root.0.join("outside");
+        fs::create_dir(&outside).unwrap();
+        let link = root.0.join("running");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        let err = Dir::open(&link).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
+        let said = explain(&link, &err);
+        assert!(said.starts_with(&link.display().to_string()), "{said}");
+        assert!(said.contains("symbolic link"), "{said}");
+        let parent = Dir::open(&root.0).unwrap();
+        assert_eq!(
+            parent.open_child("running").unwrap_err().raw_os_error(),
+            Some(libc::ELOOP)
+        );
+        assert_eq!(
+            parent.create_child("running").unwrap_err().raw_os_error(),
+            Some(libc::ELOOP)
+        );
+        assert!(parent.open_child("../x").is_err() && parent.open_child("..").is_err());
+    }
+
+    /// The directory is renamed away and a link to an outside directory put in its place after
+    /// it was opened: every operation still lands in the directory that was opened.
+    #[test]
+    fn a_directory_swapped_for_a_link_after_opening_redirects_nothing() {
+        let root = scratch("swap");
+        let running = root.0.join("running");
+        fs::create_dir(&running).unwrap();
+        fs::write(running.join("a.json"), "a").unwrap();
+        let outside = root.0.join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("a.json"), "outside").unwrap();
+        fs::write(outside.join("b.json"), "outside").unwrap();
+        fs::set_permissions(&outside, Permissions::from_mode(0o751)).unwrap();
+
+        let dir = Dir::open(&running).unwrap();
+        let moved = root.0.join("moved");
+        fs::rename(&running, &moved).unwrap();
+        std::os::unix::fs::symlink(&outside, &running).unwrap();
+
+        assert_eq!(dir.read_small("a.json", 64).unwrap().bytes, b"a");
+        dir.write_private("c.json", b"new").unwrap();
+        dir.unlink("a.json").unwrap();
+        dir.unlink("b.json").unwrap();
+        dir.set_mode(0o700).unwrap();
+        dir.create_child("sub").unwrap();
+        dir.remove_tree("sub").unwrap();
+        let mut names = dir.names().unwrap();
+        names.sort();
+        assert_eq!(names, vec![OsString::from("c.json")]);
+
+        assert_eq!(fs::read(moved.join("c.json")).unwrap(), b"new");
+        assert!(!moved.join("a.json").exists());
+        assert_eq!(fs::read(outside.join("a.json")).unwrap(), b"outside");
+        assert_eq!(fs::read(outside.join("b.json")).unwrap(), b"outside");
+        assert!(!outside.join("c.json").exists() && !outside.join("sub").exists());
+        assert_eq!(fs::metadata(&outside).unwrap().mode() & 0o7777, 0o751);
+    }
+
+    #[test]
+    fn a_private_write_is_0600_staged_and_listed_once() {
+        let root = scratch("write");
+        let dir = Dir::open(&root.0).unwrap();
+        dir.write_private("x.json", b"one").unwrap();
+        dir.write_private("x.json", b"two").unwrap();
+        let read = dir.read_small("x.json", 16).unwrap();
+        assert_eq!(read.bytes, b"two");
+        assert_eq!(read.meta.mode() & 0o7777, 0o600);
+        assert_eq!(dir.names().unwrap(), vec![OsString::from("x.json")]);
+        assert_eq!(
+            dir.names().unwrap().len(),
+            1,
+            "a second listing starts over"
+        );
+    }
+
+    #[test]
+    fn links_fifos_and_large_files_are_refused_without_blocking() {
+        let root = scratch("read");
+        let dir = Dir::open(&root.0).unwrap();
+        fs::write(root.0.join("big"), vec![b'x'; 2048]).unwrap();
+        assert!(matches!(
+            dir.read_small("big", 1024),
+            Err(ReadRefusal::Invalid(_))
+        ));
+        std::os::unix::fs::symlink(root.0.join("big"), root.0.join("link")).unwrap();
+        assert_eq!(
+            dir.read_small("link", 4096).unwrap_err(),
+            ReadRefusal::Invalid("is a symbolic link".into())
+        );
+        let fifo = CString::new(root.0.join("fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path alive for the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert!(matches!(
+            dir.read_small("fifo", 4096),
+            Err(ReadRefusal::Invalid(_))
+        ));
+        assert_eq!(
+            dir.read_small("none", 1).unwrap_err(),
+            ReadRefusal::Vanished
+        );
+    }
+
+    #[test]
+    fn a_tree_is_removed_without_following_its_links() {
+        let root = scratch("tree");
+        let outside = root.0.join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("keep"), "k").unwrap();
+        let tree = root.0.join("tree");
+        fs::create_dir_all(tree.join("a/b")).unwrap();
+        fs::write(tree.join("a/b/f"), "f").unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("a/link")).unwrap();
+        let dir = Dir::open(&root.0).unwrap();
+        dir.remove_tree("tree").unwrap();
+        assert!(!tree.exists());
+        assert_eq!(fs::read(outside.join("keep")).unwrap(), b"k");
+        dir.remove_tree("tree").unwrap();
+    }
+}
