@@ -466,7 +466,7 @@ impl Engine {
     /// nothing a handler started outlives its task.
     ///
     /// An orphan's own children are reparented here only once it dies, so the sweep repeats —
-    /// at most [`SWEEP_ROUNDS`] times — until a round finds no orphan: a double fork or a
+    /// at most `SWEEP_ROUNDS` times — until a round finds no orphan: a double fork or a
     /// `setsid` at any depth is ended, one generation a round.
     pub fn sweep_orphans(&self) {
         let tasks = self.lock();

@@ -405,7 +405,7 @@ impl GroupReaper {
     }
 
     /// The session is ending in order and no handler runs: close the pipe (the reaper exits on
-    /// EOF, having no group left to kill), wait for it — SIGKILL after [`REAPER_EXIT_WAIT`] —
+    /// EOF, having no group left to kill), wait for it — SIGKILL after `REAPER_EXIT_WAIT` —
     /// and reap it. Later calls do nothing.
     pub fn finish(&self) {
         let closed = self.write.lock().unwrap_or_else(|p| p.into_inner()).take();
