@@ -68,39 +68,10 @@ const CARD_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-c
 fn main() {
     // `cargo bench` passes `--bench`; this harness takes no options.
     common::named("ps");
-    let binary = PathBuf::from(MUR);
-    let size = std::fs::metadata(&binary)
-        .unwrap_or_else(|err| fail(&format!("{}: {err}", binary.display())))
-        .len();
-    let mib = size as f64 / (1024.0 * 1024.0);
-    println!("mur ps benchmark");
-    println!("  binary  {}", binary.display());
-    println!("  size    {size} bytes = {mib:.3} MiB (stripped by the release profile)");
-    println!(
-        "  machine {} CPUs, bench pid {}",
-        thread::available_parallelism().map_or(0, |n| n.get()),
-        std::process::id()
-    );
-    println!();
+    let size = print_binary();
 
     // Empty home first, while this process is still quiet.
-    let empty = Home::tagged("empty");
-    for _ in 0..10 {
-        ps(empty.root(), 0);
-    }
-    let empty_runs: Vec<Duration> = (0..RUNS_EMPTY)
-        .map(|_| {
-            let run = ps(empty.root(), 0);
-            if run.stdout.trim() != "no running capsules" {
-                fail(&format!("empty home: unexpected output {:?}", run.stdout));
-            }
-            run.wall
-        })
-        .collect();
-    let empty_median = median(&empty_runs);
-    println!("empty home ($HOME with no .murmur), {RUNS_EMPTY} runs");
-    println!("  mur ps  {}", STYLE.spread(&empty_runs));
-    println!();
+    let empty_median = empty_home();
 
     let stamp = unix_ms();
     let ids: Vec<String> = (0..RECORDS).map(|i| session_id(stamp, i)).collect();
@@ -126,11 +97,73 @@ fn main() {
     println!();
     println!("(a) {RECORDS} records, all live, every door answering");
     println!("    (every record names this bench process, which has >{RECORDS} threads)");
-    let (a_ps, a_seq) = live_scenario(&live, "(a)");
+    let a = live_scenario(&live, "(a)");
+    let a1 = single_threaded_scenario(&doors);
+    let b = silent_scenario(&doors, &live);
+    let c = gone_scenario(stamp);
+    print_summary(&Figures {
+        a,
+        a1,
+        b,
+        c,
+        empty_median,
+        size,
+    });
+}
 
-    // (a') the same doors, but the records name a single-threaded helper. Layer 2 reads
-    // /proc/<pid>/stat, and for a process with many threads the kernel sums over all of them;
-    // a real capsule is its own process, so this is the closer figure for layers 1 and 2.
+/// Prints the binary's path and size and the machine; the size in bytes.
+fn print_binary() -> u64 {
+    let binary = PathBuf::from(MUR);
+    let size = std::fs::metadata(&binary)
+        .unwrap_or_else(|err| fail(&format!("{}: {err}", binary.display())))
+        .len();
+    println!("mur ps benchmark");
+    println!("  binary  {}", binary.display());
+    println!(
+        "  size    {size} bytes = {:.3} MiB (stripped by the release profile)",
+        mib(size)
+    );
+    println!(
+        "  machine {} CPUs, bench pid {}",
+        thread::available_parallelism().map_or(0, |n| n.get()),
+        std::process::id()
+    );
+    println!();
+    size
+}
+
+/// `bytes` in MiB.
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// Times and prints `mur ps` in a home with no `.murmur`; the median.
+fn empty_home() -> Duration {
+    let empty = Home::tagged("empty");
+    for _ in 0..10 {
+        ps(empty.root(), 0);
+    }
+    let empty_runs: Vec<Duration> = (0..RUNS_EMPTY)
+        .map(|_| {
+            let run = ps(empty.root(), 0);
+            if run.stdout.trim() != "no running capsules" {
+                fail(&format!("empty home: unexpected output {:?}", run.stdout));
+            }
+            run.wall
+        })
+        .collect();
+    let empty_median = median(&empty_runs);
+    println!("empty home ($HOME with no .murmur), {RUNS_EMPTY} runs");
+    println!("  mur ps  {}", STYLE.spread(&empty_runs));
+    println!();
+    empty_median
+}
+
+/// (a') the same doors, but the records name a single-threaded helper. Layer 2 reads
+/// /proc/<pid>/stat, and for a process with many threads the kernel sums over all of them;
+/// a real capsule is its own process, so this is the closer figure for layers 1 and 2.
+/// Returns the medians of `mur ps` and of the sequential loop.
+fn single_threaded_scenario(doors: &[Door]) -> (Duration, Duration) {
     let mut helper = Command::new("cat")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -157,13 +190,17 @@ fn main() {
         "(a') as (a), but every record names a single-threaded helper process (cat, pid {})",
         helper.id()
     );
-    let (a1_ps, a1_seq) = live_scenario(&single, "(a')");
+    let medians = live_scenario(&single, "(a')");
     // Its stdin closes when this process exits, however it exits; end it now anyway.
     let _ = helper.kill();
     let _ = helper.wait();
     drop(single);
+    medians
+}
 
-    // (b) the same, 200 doors silent: every fifth one, so they spread across the listing.
+/// (b) the `live` home again, with 200 of its doors silent: every fifth one, so they spread
+/// across the listing. Returns the median of `mur ps` and the sequential loop's estimate.
+fn silent_scenario(doors: &[Door], live: &Home) -> (Duration, Duration) {
     let silent_ids: HashSet<String> = doors
         .iter()
         .enumerate()
@@ -214,8 +251,12 @@ fn main() {
         "  ratio       sequential (estimated) / mur ps = {:.0}x",
         ratio(b_seq_estimate, b_ps)
     );
+    (b_ps, b_seq_estimate)
+}
 
-    // (c) every record names a reaped process.
+/// (c) every record names a reaped process (session ids stamped `stamp + 1`). Returns the
+/// medians of `mur ps` and of the sequential loop.
+fn gone_scenario(stamp: u64) -> (Duration, Duration) {
     println!();
     println!("(c) {RECORDS} records, all gone (reaped pids), rewritten before every run");
     let reaped = reaped_processes(RECORDS);
@@ -278,7 +319,31 @@ fn main() {
         "  ratio       sequential / mur ps = {:.1}x",
         ratio(c_seq, c_ps)
     );
+    (c_ps, c_seq)
+}
 
+/// Every figure the summary shows: (mur ps, sequential) medians per scenario ((b)'s
+/// sequential one estimated), the empty-home median and the binary's size in bytes.
+struct Figures {
+    a: (Duration, Duration),
+    a1: (Duration, Duration),
+    b: (Duration, Duration),
+    c: (Duration, Duration),
+    empty_median: Duration,
+    size: u64,
+}
+
+/// Prints the summary table.
+fn print_summary(figures: &Figures) {
+    let Figures {
+        a: (a_ps, a_seq),
+        a1: (a1_ps, a1_seq),
+        b: (b_ps, b_seq_estimate),
+        c: (c_ps, c_seq),
+        empty_median,
+        size,
+    } = *figures;
+    let mib = mib(size);
     println!();
     println!("summary");
     let rows = [

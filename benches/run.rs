@@ -73,7 +73,28 @@ fn main() {
     println!();
 
     // Readiness first, while this process is single-threaded and quiet.
-    let (ready, stops) = readiness(&home);
+    let ready = report_readiness(&home);
+
+    // Idle RSS of a fresh echo session and of a fresh manifest (cat) session.
+    let cat = home.capsule("cat", &["/bin/cat"], None);
+    let script = home.capsule("script", &["./handler.sh"], Some("#!/bin/sh\ncat\n"));
+    let workdir = home.root().join("work");
+    mkdir(&workdir);
+    let idle_rss = report_idle_memory(&home, &cat);
+
+    let door = report_door_throughput(&home);
+    let overheads = report_handler_overhead(&home, &cat, &script, &workdir, door.send1.median);
+
+    let left = leftovers(home.root());
+    if !left.is_empty() {
+        fail(&format!("processes left behind: {left:?}"));
+    }
+    print_summary(&ready, idle_rss, &door, overheads);
+}
+
+/// Measures and prints the readiness figures; the readiness times.
+fn report_readiness(home: &Home) -> Vec<Duration> {
+    let (ready, stops) = readiness(home);
     println!(
         "readiness: spawn of `mur run --json` (echo) to its readiness line, {READY_RUNS} runs \
          ({READY_WARMUP} unmeasured before)"
@@ -81,12 +102,12 @@ fn main() {
     println!("  {}", STYLE.spread(&ready));
     println!("  then SIGTERM to exit (reaped): {}", STYLE.spread(&stops));
     println!();
+    ready
+}
 
-    // Idle RSS of a fresh echo session and of a fresh manifest (cat) session.
-    let cat = home.capsule("cat", &["/bin/cat"], None);
-    let script = home.capsule("script", &["./handler.sh"], Some("#!/bin/sh\ncat\n"));
-    let workdir = home.root().join("work");
-    mkdir(&workdir);
+/// Measures and prints the idle memory of a fresh echo session and of a fresh session of the
+/// `cat` capsule; the echo session's RSS in KiB.
+fn report_idle_memory(home: &Home, cat: &Path) -> u64 {
     println!(
         "idle memory: fresh session, ready, then idle {} s",
         IDLE.as_secs()
@@ -96,7 +117,7 @@ fn main() {
         ("echo (embedded)", vec![]),
         ("cat (manifest)", vec![cat.as_os_str()]),
     ] {
-        let session = Session::start(&home, &args);
+        let session = Session::start(home, &args);
         thread::sleep(IDLE);
         let status = ProcStatus::of(session.pid);
         if idle_rss == 0 {
@@ -105,9 +126,21 @@ fn main() {
         println!("  {label:<16} {}", status.describe());
     }
     println!();
+    idle_rss
+}
 
-    // Door throughput against one echo session.
-    let echo = Session::start(&home, &[]);
+/// The door's throughput figures against one echo session.
+struct DoorThroughput {
+    card1: Throughput,
+    card2: Throughput,
+    send1: Throughput,
+    send2: Throughput,
+}
+
+/// Measures and prints the door's throughput against one echo session: agent-card GETs and
+/// `message/send`s, 1 and 2 at a time.
+fn report_door_throughput(home: &Home) -> DoorThroughput {
+    let echo = Session::start(home, &[]);
     let card_get = format!(
         "GET /.well-known/agent-card.json HTTP/1.1\r\nHost: {}\r\n\r\n",
         echo.url
@@ -141,19 +174,35 @@ fn main() {
     );
     drop(echo);
     println!();
+    DoorThroughput {
+        card1,
+        card2,
+        send1,
+        send2,
+    }
+}
 
-    // Handler overhead: a task through the door next to the same handler spawned directly.
+/// Measures and prints the handler overhead of the `cat` and `script` capsules: a task through
+/// the door next to the same handler spawned directly, and for scale `echo_send`, the median
+/// echo round trip. The extra median time of each.
+fn report_handler_overhead(
+    home: &Home,
+    cat: &Path,
+    script: &Path,
+    workdir: &Path,
+    echo_send: Duration,
+) -> Vec<(&'static str, Duration)> {
     println!(
         "handler overhead: blocking message/send round trip vs. spawning the same handler here \
          ({HANDLER_RUNS} each, interleaved, {HANDLER_WARMUP} unmeasured)"
     );
     let mut overheads = vec![];
     for (label, dir, argv) in [
-        ("/bin/cat", &cat, vec![PathBuf::from("/bin/cat")]),
-        ("sh script", &script, vec![script.join("handler.sh")]),
+        ("/bin/cat", cat, vec![PathBuf::from("/bin/cat")]),
+        ("sh script", script, vec![script.join("handler.sh")]),
     ] {
-        let session = Session::start_in(&home, &[dir.as_os_str()], &workdir);
-        let (through, direct) = handler_overhead(&session, &argv, &workdir);
+        let session = Session::start_in(home, &[dir.as_os_str()], workdir);
+        let (through, direct) = handler_overhead(&session, &argv, workdir);
         let (t, d) = (median(&through), median(&direct));
         let extra = t.saturating_sub(d);
         println!("  {label}");
@@ -169,21 +218,25 @@ fn main() {
     }
     println!(
         "  for scale: an echo message/send round trip (no handler) has median {}",
-        STYLE.ms(send1.median)
+        STYLE.ms(echo_send)
     );
     println!();
+    overheads
+}
 
-    let left = leftovers(home.root());
-    if !left.is_empty() {
-        fail(&format!("processes left behind: {left:?}"));
-    }
-
+/// Prints the summary table of every figure beside what is expected of it.
+fn print_summary(
+    ready: &[Duration],
+    idle_rss: u64,
+    door: &DoorThroughput,
+    overheads: Vec<(&str, Duration)>,
+) {
     println!("summary");
     let mut rows = vec![
         ["figure".to_string(), "measured".into(), "expected".into()],
         [
             "readiness (median of 50)".into(),
-            STYLE.ms(median(&ready)),
+            STYLE.ms(median(ready)),
             "<= 10 ms".into(),
         ],
         [
@@ -193,22 +246,22 @@ fn main() {
         ],
         [
             "agent card GET, 1 conn".into(),
-            format!("{:.0}/s", card1.rate),
+            format!("{:.0}/s", door.card1.rate),
             "-".into(),
         ],
         [
             "agent card GET, 2 conns".into(),
-            format!("{:.0}/s", card2.rate),
+            format!("{:.0}/s", door.card2.rate),
             "-".into(),
         ],
         [
             "message/send echo, 1 thread".into(),
-            format!("{:.0}/s", send1.rate),
+            format!("{:.0}/s", door.send1.rate),
             "-".into(),
         ],
         [
             "message/send echo, 2 threads".into(),
-            format!("{:.0}/s", send2.rate),
+            format!("{:.0}/s", door.send2.rate),
             ">= 5,000/s on 2 cores".into(),
         ],
     ];

@@ -377,13 +377,10 @@ impl PublicCard for Session {
     }
 }
 
-#[test]
-fn malformed_json_rpc_requests_get_their_error_codes() {
-    let home = Home::new();
-    let mut session = home.start(&[]);
-    let finished = session.send(None, "done already", true);
-    let finished_id = finished["id"].as_str().unwrap().to_string();
-    let cases: Vec<(Value, i64, &str)> = vec![
+/// The malformed requests, each with the error code it must get and what is wrong with it;
+/// `finished_id` names a task that has already completed.
+fn malformed_requests(finished_id: &str) -> Vec<(Value, i64, &'static str)> {
+    vec![
         (
             json!({"jsonrpc": "1.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}}),
             -32600,
@@ -460,8 +457,16 @@ fn malformed_json_rpc_requests_get_their_error_codes() {
             -32007,
             "the extended card of a public door",
         ),
-    ];
-    for (request, expected, what) in cases {
+    ]
+}
+
+#[test]
+fn malformed_json_rpc_requests_get_their_error_codes() {
+    let home = Home::new();
+    let mut session = home.start(&[]);
+    let finished = session.send(None, "done already", true);
+    let finished_id = finished["id"].as_str().unwrap().to_string();
+    for (request, expected, what) in malformed_requests(&finished_id) {
         let (code, answer) = rpc_error(&session, request.to_string().as_bytes());
         assert_eq!(code, expected, "{what}: {answer}");
         // The id is echoed when it is a scalar, null otherwise.

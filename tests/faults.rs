@@ -436,6 +436,157 @@ fn malformed_cycle(url: &str, n: usize, tally: &Tally) {
     }
 }
 
+/// One slow-loris connection: trickles a valid request a byte a second. Returns how long after
+/// its first byte the door answered and closed, and the status it answered.
+fn slow_loris(url: &str) -> (Duration, Option<u16>) {
+    let mut stream = connect(url).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let request = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+    let first = Instant::now();
+    let mut answer = Vec::new();
+    for &byte in request.iter().cycle().take(30) {
+        if stream.write_all(&[byte]).is_err() {
+            break;
+        }
+        let mut chunk = [0u8; 1024];
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                answer.extend_from_slice(&chunk[..n]);
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                while let Ok(n) = stream.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    answer.extend_from_slice(&chunk[..n]);
+                }
+                break;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    (first.elapsed(), parse_answer(&answer).map(|a| a.status))
+}
+
+/// Connection attempts in bursts: open BURST_SIZE at once (half send half a head), then close
+/// them all; every attempt is counted in `attempts`.
+fn connection_bursts(url: &str, attempts: &AtomicUsize) {
+    for _ in 0..BURSTS {
+        let mut open = vec![];
+        for i in 0..BURST_SIZE {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut stream) = connect(url) {
+                if i % 2 == 0 {
+                    let _ = stream.write_all(b"GET /.well-known/agent-ca");
+                }
+                open.push(stream);
+            }
+        }
+        thread::sleep(Duration::from_millis(20));
+        drop(open);
+        thread::sleep(Duration::from_millis(30));
+    }
+}
+
+/// LORIS slow-loris connections to `url`, each on a thread of its own.
+fn start_slow_loris(url: &str) -> Vec<thread::JoinHandle<(Duration, Option<u16>)>> {
+    (0..LORIS)
+        .map(|_| {
+            let url = url.to_string();
+            thread::spawn(move || slow_loris(&url))
+        })
+        .collect()
+}
+
+/// MALFORMED malformed requests to `url`, by FLOOD_THREADS threads, answers noted in `tally`.
+fn start_flood(url: &str, tally: &Arc<Tally>) -> Vec<thread::JoinHandle<()>> {
+    (0..FLOOD_THREADS)
+        .map(|t| {
+            let (url, tally) = (url.to_string(), tally.clone());
+            thread::spawn(move || {
+                let cycles = MALFORMED / 10 / FLOOD_THREADS;
+                for n in 0..cycles {
+                    malformed_cycle(&url, n + t, &tally);
+                }
+            })
+        })
+        .collect()
+}
+
+/// What the watcher saw while the door was abused: the valid requests it made and their
+/// failures, and the peaks of the door's RSS and thread count.
+struct Watch {
+    done: AtomicBool,
+    checks: Mutex<(usize, Vec<String>)>,
+    peak_rss: AtomicU64,
+    peak_threads: AtomicU64,
+}
+
+/// Until `watch.done`: valid requests must keep succeeding; sample the memory and threads of
+/// the door's process `pid`.
+fn watch_the_door(url: &str, pid: u32, watch: &Watch) {
+    let mut n = 0;
+    while !watch.done.load(Ordering::SeqCst) {
+        n += 1;
+        let text = format!("valid during the flood #{n}");
+        let body = send_body(&text).to_string();
+        let outcome = http(url, "POST", "/", None, body.as_bytes());
+        let mut checks = watch.checks.lock().unwrap();
+        checks.0 += 1;
+        match outcome {
+            Ok(a)
+                if a.status == 200
+                    && completed_text(&a.json()).as_deref() == Some(text.as_str()) => {}
+            Ok(a) => checks
+                .1
+                .push(format!("#{n}: HTTP {} {}", a.status, a.text())),
+            Err(e) => checks.1.push(format!("#{n}: {e}")),
+        }
+        drop(checks);
+        if let Some(rss) = status_field(pid, "VmRSS") {
+            watch.peak_rss.fetch_max(rss, Ordering::Relaxed);
+        }
+        if let Some(threads) = status_field(pid, "Threads") {
+            watch.peak_threads.fetch_max(threads, Ordering::Relaxed);
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The thread count of `pid` once its connection threads are gone (within 15 s) or the last
+/// one seen.
+fn threads_once_settled(pid: u32, threads_before: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut threads_after = status_field(pid, "Threads").unwrap();
+    while threads_after > threads_before + 2 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+        threads_after = status_field(pid, "Threads").unwrap();
+    }
+    threads_after
+}
+
+/// Every slow-loris connection was answered 408 and dropped about 10 s after its first byte.
+fn assert_loris_cut_off(loris_results: &[(Duration, Option<u16>)]) {
+    for (elapsed, status) in loris_results {
+        assert_eq!(
+            *status,
+            Some(408),
+            "a slow-loris connection is answered 408"
+        );
+        assert!(
+            *elapsed >= Duration::from_secs(9) && *elapsed <= Duration::from_secs(14),
+            "dropped about 10 s after its first byte, not {elapsed:?}"
+        );
+    }
+}
+
 #[test]
 fn the_door_keeps_serving_under_slow_loris_floods_and_malformed_requests_in_bounded_memory() {
     let t0 = Instant::now();
@@ -448,120 +599,27 @@ fn the_door_keeps_serving_under_slow_loris_floods_and_malformed_requests_in_boun
     let hwm_before = status_field(pid, "VmHWM").unwrap();
     let threads_before = status_field(pid, "Threads").unwrap();
 
-    let done = Arc::new(AtomicBool::new(false));
-
-    // Slow loris: each connection trickles a valid request a byte a second; the door must
-    // answer 408 and close about 10 s after the first byte.
-    let loris: Vec<_> = (0..LORIS)
-        .map(|_| {
-            let url = url.clone();
-            thread::spawn(move || -> (Duration, Option<u16>) {
-                let mut stream = connect(&url).unwrap();
-                stream.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-                let request = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
-                let first = Instant::now();
-                let mut answer = Vec::new();
-                for &byte in request.iter().cycle().take(30) {
-                    if stream.write_all(&[byte]).is_err() {
-                        break;
-                    }
-                    let mut chunk = [0u8; 1024];
-                    match stream.read(&mut chunk) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            answer.extend_from_slice(&chunk[..n]);
-                            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-                            while let Ok(n) = stream.read(&mut chunk) {
-                                if n == 0 {
-                                    break;
-                                }
-                                answer.extend_from_slice(&chunk[..n]);
-                            }
-                            break;
-                        }
-                        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-                        Err(_) => break,
-                    }
-                }
-                (first.elapsed(), parse_answer(&answer).map(|a| a.status))
-            })
-        })
-        .collect();
-
-    // Connection attempts in bursts: open BURST_SIZE at once (half send half a head), then
-    // close them all.
+    // Slow loris: the door must answer 408 and close about 10 s after the first byte.
+    let loris = start_slow_loris(&url);
     let attempts = Arc::new(AtomicUsize::new(0));
     let bursts = {
         let (url, attempts) = (url.clone(), attempts.clone());
-        thread::spawn(move || {
-            for _ in 0..BURSTS {
-                let mut open = vec![];
-                for i in 0..BURST_SIZE {
-                    attempts.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut stream) = connect(&url) {
-                        if i % 2 == 0 {
-                            let _ = stream.write_all(b"GET /.well-known/agent-ca");
-                        }
-                        open.push(stream);
-                    }
-                }
-                thread::sleep(Duration::from_millis(20));
-                drop(open);
-                thread::sleep(Duration::from_millis(30));
-            }
-        })
+        thread::spawn(move || connection_bursts(&url, &attempts))
     };
-
     // The flood of malformed requests.
     let tally = Arc::new(Tally::default());
     let flood_started = Instant::now();
-    let flood: Vec<_> = (0..FLOOD_THREADS)
-        .map(|t| {
-            let (url, tally) = (url.clone(), tally.clone());
-            thread::spawn(move || {
-                let cycles = MALFORMED / 10 / FLOOD_THREADS;
-                for n in 0..cycles {
-                    malformed_cycle(&url, n + t, &tally);
-                }
-            })
-        })
-        .collect();
-
+    let flood = start_flood(&url, &tally);
     // Meanwhile: valid requests must keep succeeding; sample memory and threads.
-    let peak_rss = Arc::new(AtomicU64::new(rss_before));
-    let peak_threads = Arc::new(AtomicU64::new(threads_before));
-    let checks: Arc<Mutex<(usize, Vec<String>)>> = Arc::default();
+    let watch = Arc::new(Watch {
+        done: AtomicBool::new(false),
+        checks: Mutex::default(),
+        peak_rss: AtomicU64::new(rss_before),
+        peak_threads: AtomicU64::new(threads_before),
+    });
     let checker = {
-        let (url, done, checks) = (url.clone(), done.clone(), checks.clone());
-        let (peak_rss, peak_threads) = (peak_rss.clone(), peak_threads.clone());
-        thread::spawn(move || {
-            let mut n = 0;
-            while !done.load(Ordering::SeqCst) {
-                n += 1;
-                let text = format!("valid during the flood #{n}");
-                let body = send_body(&text).to_string();
-                let outcome = http(&url, "POST", "/", None, body.as_bytes());
-                let mut checks = checks.lock().unwrap();
-                checks.0 += 1;
-                match outcome {
-                    Ok(a)
-                        if a.status == 200
-                            && completed_text(&a.json()).as_deref() == Some(text.as_str()) => {}
-                    Ok(a) => checks
-                        .1
-                        .push(format!("#{n}: HTTP {} {}", a.status, a.text())),
-                    Err(e) => checks.1.push(format!("#{n}: {e}")),
-                }
-                drop(checks);
-                if let Some(rss) = status_field(pid, "VmRSS") {
-                    peak_rss.fetch_max(rss, Ordering::Relaxed);
-                }
-                if let Some(threads) = status_field(pid, "Threads") {
-                    peak_threads.fetch_max(threads, Ordering::Relaxed);
-                }
-                thread::sleep(Duration::from_millis(50));
-            }
-        })
+        let (url, watch) = (url.clone(), watch.clone());
+        thread::spawn(move || watch_the_door(&url, pid, &watch))
     };
 
     for f in flood {
@@ -571,21 +629,16 @@ fn the_door_keeps_serving_under_slow_loris_floods_and_malformed_requests_in_boun
     bursts.join().unwrap();
     let loris_results: Vec<(Duration, Option<u16>)> =
         loris.into_iter().map(|l| l.join().unwrap()).collect();
-    done.store(true, Ordering::SeqCst);
+    watch.done.store(true, Ordering::SeqCst);
     checker.join().unwrap();
 
     // After: still serving, connection threads gone, memory bounded.
     assert!(session.alive(), "the session survived");
     assert_serves(&session, "after the flood");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut threads_after = status_field(pid, "Threads").unwrap();
-    while threads_after > threads_before + 2 && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
-        threads_after = status_field(pid, "Threads").unwrap();
-    }
+    let threads_after = threads_once_settled(pid, threads_before);
     let rss_after = status_field(pid, "VmRSS").unwrap();
     let hwm_after = status_field(pid, "VmHWM").unwrap();
-    let (valid_checks, valid_failures) = checks.lock().unwrap().clone();
+    let (valid_checks, valid_failures) = watch.checks.lock().unwrap().clone();
     let by_status = tally.by_status.lock().unwrap().clone();
     let wrong = tally.wrong.lock().unwrap().clone();
     println!(
@@ -603,10 +656,10 @@ fn the_door_keeps_serving_under_slow_loris_floods_and_malformed_requests_in_boun
             .collect::<Vec<_>>(),
         loris_results.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
         valid_failures.len(),
-        peak_rss.load(Ordering::Relaxed),
+        watch.peak_rss.load(Ordering::Relaxed),
         hwm_after as f64 / 1024.0,
         PEAK_RSS_BOUND_KB / 1024,
-        peak_threads.load(Ordering::Relaxed),
+        watch.peak_threads.load(Ordering::Relaxed),
         t0.elapsed(),
     );
     assert_eq!(tally.sent.load(Ordering::Relaxed), MALFORMED);
@@ -621,17 +674,7 @@ fn the_door_keeps_serving_under_slow_loris_floods_and_malformed_requests_in_boun
         valid_failures.is_empty(),
         "valid requests failed: {valid_failures:?}"
     );
-    for (elapsed, status) in &loris_results {
-        assert_eq!(
-            *status,
-            Some(408),
-            "a slow-loris connection is answered 408"
-        );
-        assert!(
-            *elapsed >= Duration::from_secs(9) && *elapsed <= Duration::from_secs(14),
-            "dropped about 10 s after its first byte, not {elapsed:?}"
-        );
-    }
+    assert_loris_cut_off(&loris_results);
     assert!(
         threads_after <= threads_before + 2,
         "connection threads linger: {threads_before} before, {threads_after} after"

@@ -361,6 +361,7 @@ fn an_entry_member_killed_by_a_signal_ends_the_formation_with_128_plus_it() {
     let env = FormationFixture::new();
     let (mut launcher, ready) = serve_three(&env);
     let entry = ready.pid("lead");
+    // SAFETY: kill(2) takes plain integers; the entry is a live member of this test's formation.
     assert_eq!(unsafe { libc::kill(entry as i32, libc::SIGKILL) }, 0);
     let status = launcher.finish(FORMATION_DEADLINE);
     assert_eq!(
@@ -401,6 +402,7 @@ fn members_outlive_a_sigkilled_launcher_by_at_most_two_seconds() {
     // Orphans are reparented to the nearest subreaper: make that this test process, so the
     // members become our children once the launcher is gone and their exits can be timed.
     assert_eq!(
+        // SAFETY: prctl(2) with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
         0
     );
@@ -446,6 +448,7 @@ fn members_outlive_a_sigkilled_launcher_by_at_most_two_seconds() {
                 continue;
             }
             let mut wstatus = 0;
+            // SAFETY: a live out-parameter for the status; WNOHANG never blocks.
             let reaped = unsafe { libc::waitpid(pid as i32, &mut wstatus, libc::WNOHANG) };
             if reaped == pid as i32 {
                 let code = libc::WIFEXITED(wstatus).then(|| libc::WEXITSTATUS(wstatus));
@@ -614,28 +617,29 @@ fn a_peer_whose_door_never_answers_misses_its_deadline_and_nothing_is_left() {
 // Door security and calls
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn member_doors_take_only_their_own_formation_tokens() {
-    let env = FormationFixture::new();
-    let (mut launcher, ready) = serve_three(&env);
-    let frm = ready.formation_id();
-    let (reviewer, summarizer, lead) = (
-        ready.url("reviewer"),
-        ready.url("summarizer"),
-        ready.url("lead"),
-    );
-    let probe = rpc("tasks/get", json!({"id": "tsk_nothing"}));
-    let bearer = |t: &str| format!("Bearer {t}");
-    let is_401 = |a: &HttpAnswer, what: &str| {
-        assert_eq!(a.status, 401, "{what}: {a:?}");
-        assert!(
-            a.head.contains("WWW-Authenticate: Bearer realm="),
-            "{what}: {a:?}"
-        );
-    };
+/// `token` as an `Authorization` header value.
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
 
-    // Genuine tokens, read from the calling member's memory (they are nowhere else: that is
-    // the point). The entry member holds one per callee.
+/// Fail unless `answer` is a 401 that names the Bearer realm and nothing else.
+fn assert_401(answer: &HttpAnswer, what: &str) {
+    assert_eq!(answer.status, 401, "{what}: {answer:?}");
+    assert!(
+        answer.head.contains("WWW-Authenticate: Bearer realm="),
+        "{what}: {answer:?}"
+    );
+}
+
+/// A formation token carrying `payload` under a made-up MAC.
+fn crafted_token(payload: &Value) -> String {
+    let payload = b64_encode(payload.to_string().as_bytes());
+    format!("mft1.{payload}.{}", b64_encode(&[7u8; 32]))
+}
+
+/// The genuine lead→reviewer token, read from the entry member's memory (it is nowhere else:
+/// that is the point). The entry member holds one per callee.
+fn lead_to_reviewer_token(ready: &Readiness) -> String {
     let tokens = tokens_in_memory(ready.pid("lead"), "mft1.")
         .expect("read the entry member's memory (needs ptrace access to own processes)");
     let to_reviewer = tokens
@@ -645,19 +649,26 @@ fn member_doors_take_only_their_own_formation_tokens() {
         .clone();
     assert_eq!(
         token_payload(&to_reviewer),
-        json!({"formation": frm, "from": "lead", "to": "reviewer"})
+        json!({"formation": ready.formation_id(), "from": "lead", "to": "reviewer"})
     );
+    to_reviewer
+}
 
-    // At its own door it is a member caller: accepted (the task simply does not exist) ...
-    let answer = post(&reviewer, Some(&bearer(&to_reviewer)), &probe);
+/// At its own door the member token is a member caller: it runs tasks, sees only the ones it
+/// started, and holds only the call methods. Returns the reviewer's operator token.
+fn assert_member_token_calls_at_its_door(
+    env: &FormationFixture,
+    ready: &Readiness,
+    to_reviewer: &str,
+    probe: &Value,
+) -> String {
+    let reviewer = ready.url("reviewer");
+    // Accepted (the task simply does not exist) ...
+    let answer = post(&reviewer, Some(&bearer(to_reviewer)), probe);
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(answer.json()["error"]["code"], -32001);
     // ... it runs tasks there, and sees only the ones it started.
-    let answer = post(
-        &reviewer,
-        Some(&bearer(&to_reviewer)),
-        &send_text("by lead"),
-    );
+    let answer = post(&reviewer, Some(&bearer(to_reviewer)), &send_text("by lead"));
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(answer.json()["result"]["status"]["state"], "completed");
     let operator = env.record(&ready.session_id("reviewer"))["door_token"]
@@ -673,34 +684,43 @@ fn member_doors_take_only_their_own_formation_tokens() {
     let own_id = own["result"]["id"].as_str().unwrap().to_string();
     let peek = post(
         &reviewer,
-        Some(&bearer(&to_reviewer)),
+        Some(&bearer(to_reviewer)),
         &rpc("tasks/get", json!({"id": own_id})),
     );
     assert_eq!(peek.json()["error"]["code"], -32001, "{peek:?}");
     // A member token holds only the call methods.
     let stop = post(
         &reviewer,
-        Some(&bearer(&to_reviewer)),
+        Some(&bearer(to_reviewer)),
         &rpc("session/stop", json!({})),
     );
     assert_eq!(stop.status, 403, "{stop:?}");
+    operator
+}
 
-    // Replayed at another member's door: 403, whoever that member is.
-    let answer = post(&summarizer, Some(&bearer(&to_reviewer)), &probe);
+/// Replayed at another member's door: 403, whoever that member is; a crafted token naming
+/// this formation and another member is 403 too, whatever its MAC.
+fn assert_member_token_forbidden_elsewhere(ready: &Readiness, to_reviewer: &str, probe: &Value) {
+    let answer = post(&ready.url("summarizer"), Some(&bearer(to_reviewer)), probe);
     assert_eq!(answer.status, 403, "replay at summarizer: {answer:?}");
-    let answer = post(&lead, Some(&bearer(&to_reviewer)), &probe);
+    let answer = post(&ready.url("lead"), Some(&bearer(to_reviewer)), probe);
     assert_eq!(answer.status, 403, "replay at lead: {answer:?}");
-    // A crafted token naming this formation and another member is 403 too, whatever its MAC.
-    let payload = b64_encode(
-        json!({"formation": frm, "from": "lead", "to": "summarizer"})
-            .to_string()
-            .as_bytes(),
+    let crafted = crafted_token(
+        &json!({"formation": ready.formation_id(), "from": "lead", "to": "summarizer"}),
     );
-    let crafted = format!("mft1.{payload}.{}", b64_encode(&[7u8; 32]));
-    let answer = post(&reviewer, Some(&bearer(&crafted)), &probe);
+    let answer = post(&ready.url("reviewer"), Some(&bearer(&crafted)), probe);
     assert_eq!(answer.status, 403, "{answer:?}");
+}
 
-    // Forged, truncated, garbage or foreign: 401, never saying why.
+/// Forged, truncated, garbage or foreign tokens, and another door's operator token: 401,
+/// never saying why.
+fn assert_bad_tokens_unauthorized(
+    ready: &Readiness,
+    to_reviewer: &str,
+    operator: &str,
+    probe: &Value,
+) {
+    let reviewer = ready.url("reviewer");
     let parts: Vec<&str> = to_reviewer.split('.').collect();
     let mac = parts[2];
     let flipped = format!(
@@ -709,72 +729,65 @@ fn member_doors_take_only_their_own_formation_tokens() {
         &mac[1..]
     );
     let forged = format!("mft1.{}.{flipped}", parts[1]);
-    is_401(
-        &post(&reviewer, Some(&bearer(&forged)), &probe),
+    assert_401(
+        &post(&reviewer, Some(&bearer(&forged)), probe),
         "forged MAC",
     );
-    is_401(
+    assert_401(
         &post(
             &reviewer,
             Some(&bearer(&to_reviewer[..to_reviewer.len() - 5])),
-            &probe,
+            probe,
         ),
         "truncated",
     );
-    is_401(
+    assert_401(
         &post(
             &reviewer,
             Some(&bearer(&format!("mft1.{}", parts[1]))),
-            &probe,
+            probe,
         ),
         "no MAC",
     );
-    let self_claim = b64_encode(
-        json!({"formation": frm, "from": "lead", "to": "reviewer"})
-            .to_string()
-            .as_bytes(),
+    let self_claim = crafted_token(
+        &json!({"formation": ready.formation_id(), "from": "lead", "to": "reviewer"}),
     );
-    is_401(
-        &post(
-            &reviewer,
-            Some(&bearer(&format!(
-                "mft1.{self_claim}.{}",
-                b64_encode(&[7u8; 32])
-            ))),
-            &probe,
-        ),
+    assert_401(
+        &post(&reviewer, Some(&bearer(&self_claim)), probe),
         "crafted for this door",
     );
-    let foreign = b64_encode(
-        json!({"formation": "frm_0199c4e2f1b7712a9d3e4f5061728390", "from": "lead", "to": "summarizer"})
-            .to_string()
-            .as_bytes(),
+    let foreign = crafted_token(
+        &json!({"formation": "frm_0199c4e2f1b7712a9d3e4f5061728390", "from": "lead", "to": "summarizer"}),
     );
-    is_401(
-        &post(
-            &reviewer,
-            Some(&bearer(&format!(
-                "mft1.{foreign}.{}",
-                b64_encode(&[7u8; 32])
-            ))),
-            &probe,
-        ),
+    assert_401(
+        &post(&reviewer, Some(&bearer(&foreign)), probe),
         "another formation",
     );
-    is_401(
-        &post(&reviewer, Some("Bearer mft1.abc.def"), &probe),
+    assert_401(
+        &post(&reviewer, Some("Bearer mft1.abc.def"), probe),
         "garbage",
     );
-    is_401(&post(&reviewer, None, &probe), "no header");
-    is_401(
-        &post(&reviewer, Some(&to_reviewer), &probe),
+    assert_401(&post(&reviewer, None, probe), "no header");
+    assert_401(
+        &post(&reviewer, Some(to_reviewer), probe),
         "no Bearer scheme",
     );
     // One member's operator token is nothing at another member's door.
-    is_401(
-        &post(&summarizer, Some(&bearer(&operator)), &probe),
+    assert_401(
+        &post(&ready.url("summarizer"), Some(&bearer(operator)), probe),
         "another door's operator token",
     );
+}
+
+#[test]
+fn member_doors_take_only_their_own_formation_tokens() {
+    let env = FormationFixture::new();
+    let (mut launcher, ready) = serve_three(&env);
+    let probe = rpc("tasks/get", json!({"id": "tsk_nothing"}));
+    let to_reviewer = lead_to_reviewer_token(&ready);
+    let operator = assert_member_token_calls_at_its_door(&env, &ready, &to_reviewer, &probe);
+    assert_member_token_forbidden_elsewhere(&ready, &to_reviewer, &probe);
+    assert_bad_tokens_unauthorized(&ready, &to_reviewer, &operator, &probe);
 
     launcher.signal(libc::SIGTERM);
     assert_eq!(launcher.finish(FORMATION_DEADLINE).code(), Some(143));
@@ -890,12 +903,11 @@ fn a_member_granted_no_calls_is_told_so() {
 // No token leaks
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn no_token_reaches_argv_the_environment_output_or_a_handler() {
-    let env = FormationFixture::new();
-    // The entry member also has control (a ctl1 token in a .control file), the reviewer a
-    // declared credential (a second mdt1 token in its record); every handler dumps what it
-    // sees: its environment, its argv, and its inherited descriptors' targets.
+/// Three members that all call each other, every handler dumping what it sees: its
+/// environment, its argv, and its inherited descriptors' targets. The entry member also has
+/// control (a ctl1 token in a .control file), the reviewer a declared credential (a second
+/// mdt1 token in its record). Returns the roster.
+fn three_self_dumping_members(env: &FormationFixture) -> PathBuf {
     let dump = r#"echo "== $MUR_CAPSULE"; env; cat /proc/$$/cmdline | tr '\0' ' '; echo; ls -l /proc/$$/fd"#;
     let lead = format!(
         "#!/bin/sh\nset -eu\ntext=$(cat)\n{dump}\n\"$MUR\" formation call reviewer \"$text\"\n\"$MUR\" formation call summarizer \"$text\"\n"
@@ -913,19 +925,19 @@ fn no_token_reaches_argv_the_environment_output_or_a_handler() {
         &manifest("summarizer", true, true),
         Some(&peer),
     );
-    let roster = env.roster(&json!({
+    env.roster(&json!({
         "members": [
             {"name": "lead", "capsule": "lead", "entry": true},
             {"name": "reviewer", "capsule": "reviewer"},
             {"name": "summarizer", "capsule": "summarizer"},
         ],
         "reachability": "all",
-    }));
-    let mut launcher = env.launch(&[roster.to_str().unwrap(), "--json"]);
-    let ready = launcher.readiness();
+    }))
+}
 
-    // Every token that exists: the records' door tokens and credentials, the control token,
-    // and the formation tokens each member holds in memory.
+/// Every token that exists: the records' door tokens and credentials, the control token, and
+/// the formation tokens each member holds in memory.
+fn every_token(env: &FormationFixture, ready: &Readiness) -> Vec<String> {
     let mut secrets: Vec<String> = Vec::new();
     for record in env.records() {
         secrets.push(record["door_token"].as_str().unwrap().to_string());
@@ -951,28 +963,26 @@ fn no_token_reaches_argv_the_environment_output_or_a_handler() {
         let held = tokens_in_memory(pid, "mft1.").expect("read a member's memory");
         secrets.extend(held);
     }
-    // lead → reviewer, lead → summarizer, reviewer → summarizer, summarizer → reviewer.
-    let formation_tokens = secrets.iter().filter(|s| s.starts_with("mft1.")).count();
-    assert!(
-        formation_tokens >= 4,
-        "{formation_tokens} formation tokens found"
-    );
-    assert!(secrets.iter().filter(|s| s.starts_with("mdt1.")).count() >= 4);
+    secrets
+}
 
-    let clean = |what: &str, bytes: &[u8]| {
-        let text = String::from_utf8_lossy(bytes);
-        for prefix in ["mft1.", "mdt1.", "ctl1."] {
-            assert!(
-                !text.contains(prefix),
-                "{what} holds a {prefix} token: {text}"
-            );
-        }
-        for secret in &secrets {
-            assert!(!text.contains(secret.as_str()), "{what} holds a token");
-        }
-    };
+/// Fail if `bytes` (described as `what`) hold any token prefix or any of `secrets`.
+fn assert_clean(secrets: &[String], what: &str, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    for prefix in ["mft1.", "mdt1.", "ctl1."] {
+        assert!(
+            !text.contains(prefix),
+            "{what} holds a {prefix} token: {text}"
+        );
+    }
+    for secret in secrets {
+        assert!(!text.contains(secret.as_str()), "{what} holds a token");
+    }
+}
 
-    // A task through the entry member: every handler's view of itself comes back.
+/// A task through the entry member: every handler's view of itself comes back, and holds no
+/// token.
+fn assert_handlers_see_no_token(env: &FormationFixture, ready: &Readiness, secrets: &[String]) {
     let operator = env.record(&ready.session_id("lead"))["door_token"]
         .as_str()
         .unwrap()
@@ -995,20 +1005,28 @@ fn no_token_reaches_argv_the_environment_output_or_a_handler() {
     assert!(seen.contains("MURMUR_CALL_FD="), "{seen}");
     assert!(!seen.contains("MURMUR_FORMATION_LIFELINE"), "{seen}");
     assert!(!seen.contains("MURMUR_FORMATION_CHANNEL"), "{seen}");
-    clean("what the handlers saw", seen.as_bytes());
+    assert_clean(secrets, "what the handlers saw", seen.as_bytes());
+}
 
-    // The launcher and every member: environment and argv.
-    let mut pids = vec![launcher.pid];
-    pids.extend(ready.pids());
-    for &pid in &pids {
+/// The launcher and every member: no token in their environment or argv.
+fn assert_no_token_in_environ_or_argv(pids: &[u32], secrets: &[String]) {
+    for &pid in pids {
         let environ = environ(pid);
         assert!(!environ.is_empty(), "cannot read the environment of {pid}");
-        clean(&format!("/proc/{pid}/environ"), &environ);
+        assert_clean(secrets, &format!("/proc/{pid}/environ"), &environ);
         let argv = cmdline(pid);
         assert!(!argv.is_empty());
-        clean(&format!("/proc/{pid}/cmdline"), argv.join(" ").as_bytes());
+        assert_clean(
+            secrets,
+            &format!("/proc/{pid}/cmdline"),
+            argv.join(" ").as_bytes(),
+        );
     }
-    // No file but a record or a control file holds one.
+}
+
+/// No file but a record or a control file holds one: none under the formations directory or
+/// the project.
+fn assert_no_token_in_files(env: &FormationFixture, secrets: &[String]) {
     let mut stack = vec![env.formations(), env.project.clone()];
     while let Some(dir) = stack.pop() {
         for entry in fs::read_dir(&dir).unwrap().flatten() {
@@ -1016,16 +1034,48 @@ fn no_token_reaches_argv_the_environment_output_or_a_handler() {
             if path.is_dir() {
                 stack.push(path);
             } else {
-                clean(&path.display().to_string(), &fs::read(&path).unwrap());
+                assert_clean(
+                    secrets,
+                    &path.display().to_string(),
+                    &fs::read(&path).unwrap(),
+                );
             }
         }
     }
+}
+
+#[test]
+fn no_token_reaches_argv_the_environment_output_or_a_handler() {
+    let env = FormationFixture::new();
+    let roster = three_self_dumping_members(&env);
+    let mut launcher = env.launch(&[roster.to_str().unwrap(), "--json"]);
+    let ready = launcher.readiness();
+
+    let secrets = every_token(&env, &ready);
+    // lead → reviewer, lead → summarizer, reviewer → summarizer, summarizer → reviewer.
+    let formation_tokens = secrets.iter().filter(|s| s.starts_with("mft1.")).count();
+    assert!(
+        formation_tokens >= 4,
+        "{formation_tokens} formation tokens found"
+    );
+    assert!(secrets.iter().filter(|s| s.starts_with("mdt1.")).count() >= 4);
+
+    assert_handlers_see_no_token(&env, &ready, &secrets);
+    let mut pids = vec![launcher.pid];
+    pids.extend(ready.pids());
+    assert_no_token_in_environ_or_argv(&pids, &secrets);
+    assert_no_token_in_files(&env, &secrets);
 
     launcher.signal(libc::SIGTERM);
     assert_eq!(launcher.finish(FORMATION_DEADLINE).code(), Some(143));
     // Everything the launcher and its members printed.
-    clean("the launcher's stdout", launcher.stdout().as_bytes());
-    clean(
+    assert_clean(
+        &secrets,
+        "the launcher's stdout",
+        launcher.stdout().as_bytes(),
+    );
+    assert_clean(
+        &secrets,
         "the launcher's and members' stderr",
         launcher.stderr().as_bytes(),
     );

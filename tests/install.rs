@@ -97,18 +97,15 @@ fn in_chroot(root: &Path, args: &[&str]) -> Output {
     command.output().expect("running /mur in the chroot")
 }
 
-#[test]
-fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
+/// Runs install.sh from `work`, with a relative PREFIX (`prefix`): it must build from its own
+/// directory, install relative to the caller's, and say so. Returns `PREFIX/bin`.
+fn run_install_sh(work: &TempDir) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     // CARGO_TARGET_TMPDIR is <target dir>/tmp, wherever the target dir is.
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .expect("the target dir")
         .join("install-sh");
-
-    // Run it from somewhere else, with a relative PREFIX: it must build from its own
-    // directory and install relative to the caller's.
-    let work = TempDir::new("install");
     let out = Command::new(repo.join("install.sh"))
         .arg("prefix")
         .current_dir(work.path())
@@ -129,17 +126,11 @@ fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
         "no PATH hint for a bin dir that is not on PATH\n{}",
         show(&out)
     );
+    bin
+}
 
-    // The binary: a regular, executable file.
-    let meta = fs::symlink_metadata(&mur).expect("PREFIX/bin/mur exists");
-    assert!(meta.is_file(), "{} is not a regular file", mur.display());
-    assert_ne!(
-        meta.permissions().mode() & 0o111,
-        0,
-        "mur is not executable"
-    );
-
-    // One relative symlink per applet, and each one dispatches to its applet.
+/// One relative symlink per applet in `bin`, and each one dispatches to its applet.
+fn assert_applet_links(bin: &Path) {
     for applet in APPLETS {
         let link = bin.join(format!("mur-{applet}"));
         let meta =
@@ -169,27 +160,13 @@ fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
             show(&out)
         );
     }
+}
 
-    // Static, as far as `file` can tell.
-    match file_says(&mur) {
-        Some(kind) => assert!(
-            kind.contains("statically linked") || kind.contains("static-pie linked"),
-            "file does not call mur static: {kind}"
-        ),
-        None => eprintln!("note: `file` is not installed; relying on install.sh's own checks"),
-    }
-
-    // And static in fact: it runs where there is nothing else at all.
-    // SAFETY: geteuid(2) has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        skipped(
-            "install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot",
-            "its last part, the empty-chroot check of the installed mur: not root (chroot(2) needs root)",
-        );
-        return;
-    }
+/// Copies `mur` into an otherwise empty chroot (only an empty `home` beside it) and checks
+/// that `--version` and `ps --json` run there.
+fn assert_runs_in_an_empty_chroot(mur: &Path) {
     let root = TempDir::new("chroot");
-    fs::copy(&mur, root.path().join("mur")).expect("copying mur into the chroot");
+    fs::copy(mur, root.path().join("mur")).expect("copying mur into the chroot");
     fs::DirBuilder::new()
         .mode(0o700)
         .create(root.path().join("home"))
@@ -230,4 +207,42 @@ fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
         "mur ps --json in the chroot\n{}",
         show(&out)
     );
+}
+
+#[test]
+fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
+    let work = TempDir::new("install");
+    let bin = run_install_sh(&work);
+    let mur = bin.join("mur");
+
+    // The binary: a regular, executable file.
+    let meta = fs::symlink_metadata(&mur).expect("PREFIX/bin/mur exists");
+    assert!(meta.is_file(), "{} is not a regular file", mur.display());
+    assert_ne!(
+        meta.permissions().mode() & 0o111,
+        0,
+        "mur is not executable"
+    );
+
+    assert_applet_links(&bin);
+
+    // Static, as far as `file` can tell.
+    match file_says(&mur) {
+        Some(kind) => assert!(
+            kind.contains("statically linked") || kind.contains("static-pie linked"),
+            "file does not call mur static: {kind}"
+        ),
+        None => eprintln!("note: `file` is not installed; relying on install.sh's own checks"),
+    }
+
+    // And static in fact: it runs where there is nothing else at all.
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skipped(
+            "install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot",
+            "its last part, the empty-chroot check of the installed mur: not root (chroot(2) needs root)",
+        );
+        return;
+    }
+    assert_runs_in_an_empty_chroot(&mur);
 }

@@ -29,7 +29,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -439,6 +439,7 @@ fn is_record_or_control(name: &str) -> bool {
     base.starts_with("ses_") && (base.ends_with(".json") || base.ends_with(".control"))
 }
 
+/// What the strace `log` of a run under `home` shows about where secrets went.
 fn analyse(log: &str, home: &Path) -> Findings {
     let (calls, fcntls) = parse_log(log);
     let running = home.join(".murmur/running");
@@ -448,8 +449,17 @@ fn analyse(log: &str, home: &Path) -> Findings {
         stdio_writes: calls.iter().filter(|c| matches!(c.fd, Some(1 | 2))).count(),
         ..Findings::default()
     };
+    find_channel_pipes(&mut f, &calls, &fcntls);
+    let streams = streams_by_target(&mut f, &calls);
+    f.targets = streams.len();
+    find_secrets(&mut f, log, &streams);
+    place_secrets(&mut f, &streams, &running);
+    f
+}
 
-    // Channel pipes: the pipe each member process takes over as MURMUR_FORMATION_CHANNEL=<fd>.
+/// Counts the execves and records the channel pipes: the pipe each member process takes over
+/// as MURMUR_FORMATION_CHANNEL=<fd>.
+fn find_channel_pipes(f: &mut Findings, calls: &[Call], fcntls: &[(u32, i32, String)]) {
     let mut channel_fd: BTreeMap<u32, i32> = BTreeMap::new();
     for call in calls.iter().filter(|c| c.target == "execve") {
         f.execves += 1;
@@ -462,16 +472,18 @@ fn analyse(log: &str, home: &Path) -> Findings {
     // Only a member's first fcntl on that number is the channel being taken over: once the
     // channel closes, the number can be reused for another pipe (a handler's stdout, say).
     let mut taken: BTreeSet<u32> = BTreeSet::new();
-    for (pid, fd, target) in &fcntls {
+    for (pid, fd, target) in fcntls {
         if channel_fd.get(pid) == Some(fd) && taken.insert(*pid) && target.starts_with("pipe:[") {
             f.channel_pipes.insert(target.clone());
         }
     }
+}
 
-    // Every byte stream, concatenated per target in log order (a secret split across writes is
-    // still found).
+/// Every byte stream, concatenated per target in log order (a secret split across writes is
+/// still found); truncated and opaque calls are noted in `f` on the way.
+fn streams_by_target(f: &mut Findings, calls: &[Call]) -> BTreeMap<String, String> {
     let mut streams: BTreeMap<String, String> = BTreeMap::new();
-    for call in &calls {
+    for call in calls {
         if call.truncated {
             f.truncated
                 .push(format!("{} {} {}", call.pid, call.syscall, call.target));
@@ -496,9 +508,11 @@ fn analyse(log: &str, home: &Path) -> Findings {
             }
         }
     }
-    f.targets = streams.len();
+    streams
+}
 
-    // The secrets: every token anywhere in the log, and the door keys in the channel lines.
+/// The secrets: every token anywhere in the log, and the door keys in the channel lines.
+fn find_secrets(f: &mut Findings, log: &str, streams: &BTreeMap<String, String>) {
     for (prefix, kind) in [
         ("mdt1.", Kind::DoorToken),
         ("ctl1.", Kind::ControlToken),
@@ -508,38 +522,22 @@ fn analyse(log: &str, home: &Path) -> Findings {
             f.secrets.insert(token, kind);
         }
     }
-    for (target, stream) in &streams {
+    for (target, stream) in streams {
         if f.channel_pipes.contains(target) {
             for key in door_keys_in(stream) {
                 f.secrets.insert(key, Kind::DoorKey);
             }
         }
     }
+}
 
-    for (target, stream) in &streams {
+/// Every appearance of every secret in `streams`, counted as allowed (by where) or noted as a
+/// leak.
+fn place_secrets(f: &mut Findings, streams: &BTreeMap<String, String>, running: &str) {
+    for (target, stream) in streams {
         for (secret, kind) in &f.secrets {
             for (at, _) in stream.match_indices(secret.as_str()) {
-                let file_name = target
-                    .strip_prefix(&format!("{running}/"))
-                    .filter(|n| !n.contains('/'));
-                let place: Option<&'static str> = if target.starts_with("execve") {
-                    None
-                } else if file_name.is_some_and(is_record_or_control)
-                    && matches!(kind, Kind::DoorToken | Kind::ControlToken)
-                {
-                    Some("record/control files")
-                } else if f.channel_pipes.contains(target)
-                    && matches!(kind, Kind::DoorKey | Kind::FormationToken)
-                {
-                    Some("channel pipes")
-                } else if is_loopback_tcp(target)
-                    && *kind != Kind::DoorKey
-                    && stream[..at].ends_with("Bearer ")
-                {
-                    Some("loopback HTTP Authorization")
-                } else {
-                    None
-                };
+                let place = allowed_place(&f.channel_pipes, running, target, stream, at, *kind);
                 match place {
                     Some(place) => *f.allowed.entry(place).or_default() += 1,
                     None => f.leaks.push(format!(
@@ -551,7 +549,36 @@ fn analyse(log: &str, home: &Path) -> Findings {
             }
         }
     }
-    f
+}
+
+/// Where a secret of `kind` found at byte `at` of `target`'s `stream` is allowed to be, or
+/// `None` when it is a leak.
+fn allowed_place(
+    channel_pipes: &BTreeSet<String>,
+    running: &str,
+    target: &str,
+    stream: &str,
+    at: usize,
+    kind: Kind,
+) -> Option<&'static str> {
+    let file_name = target
+        .strip_prefix(&format!("{running}/"))
+        .filter(|n| !n.contains('/'));
+    if target.starts_with("execve") {
+        None
+    } else if file_name.is_some_and(is_record_or_control)
+        && matches!(kind, Kind::DoorToken | Kind::ControlToken)
+    {
+        Some("record/control files")
+    } else if channel_pipes.contains(target) && matches!(kind, Kind::DoorKey | Kind::FormationToken)
+    {
+        Some("channel pipes")
+    } else if is_loopback_tcp(target) && kind != Kind::DoorKey && stream[..at].ends_with("Bearer ")
+    {
+        Some("loopback HTTP Authorization")
+    } else {
+        None
+    }
 }
 
 #[track_caller]
@@ -669,27 +696,40 @@ fn a_formation_task_under_strace_leaks_no_secret_and_umask_000_widens_nothing() 
     );
 }
 
-#[test]
-fn a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing() {
-    if let Some(why) = strace_unavailable() {
-        skipped(
-            "a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing",
-            &format!("the strace leak scan (served): {why}"),
-        );
-        return;
+/// strace, and once known the launcher under it: both killed if the test fails before they
+/// end (strace's tracees go with their tracer's kill only if the launcher goes).
+struct Reaper(std::process::Child, Option<u32>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(pid) = self.1 {
+            // SAFETY: kill(2) with plain integers.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
-    let t0 = Instant::now();
-    let dirs = Dirs::new();
-    let roster = dirs.roster();
-    let log = dirs.root.join("strace.log");
+}
+
+/// A served formation under strace: the tracer, its stderr drained, and its stdout both sent
+/// line by line and kept whole.
+struct TracedServe {
+    child: Reaper,
+    stderr: Drain,
+    lines: mpsc::Receiver<String>,
+    stdout_seen: Arc<Mutex<String>>,
+}
+
+/// Starts `mur formation ROSTER --json` under strace, logging to `log`.
+fn spawn_traced_serve(dirs: &Dirs, log: &Path, roster: &Path) -> TracedServe {
     let mut child = dirs
-        .traced_formation(&log, &roster, &["--json"])
+        .traced_formation(log, roster, &["--json"])
         .spawn()
         .expect("spawn strace");
     let stderr = Drain::start(child.stderr.take().unwrap());
     let (tx, lines) = mpsc::channel();
     let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let stdout_seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let stdout_seen = Arc::new(Mutex::new(String::new()));
     {
         let seen = stdout_seen.clone();
         thread::spawn(move || {
@@ -701,36 +741,41 @@ fn a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing(
             }
         });
     }
-    // Killed if the test fails before it ends: strace's tracees go with their tracer's kill only
-    // if the launcher goes, so kill the launcher too.
-    struct Reaper(std::process::Child, Option<u32>);
-    impl Drop for Reaper {
-        fn drop(&mut self) {
-            if let Some(pid) = self.1 {
-                // SAFETY: kill(2) with plain integers.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            }
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
+    TracedServe {
+        child: Reaper(child, None),
+        stderr,
+        lines,
+        stdout_seen,
     }
-    let mut child = Reaper(child, None);
-    let ready: Value = match lines.recv_timeout(TRACED_DEADLINE) {
+}
+
+/// The members of the readiness line, which must name three.
+fn readiness_members(traced: &TracedServe) -> Vec<Value> {
+    let ready: Value = match traced.lines.recv_timeout(TRACED_DEADLINE) {
         Ok(line) => serde_json::from_str(&line).expect("a readiness line"),
-        Err(_) => panic!("no readiness line; stderr: {}", stderr.text()),
+        Err(_) => panic!("no readiness line; stderr: {}", traced.stderr.text()),
     };
     let members = ready["members"].as_array().expect("members").clone();
     assert_eq!(members.len(), 3, "{ready}");
+    members
+}
 
-    // While it serves: the records and the control file hold the tokens the test will look for.
+/// The record of session `sid`, read from the running directory.
+fn read_record(dirs: &Dirs, sid: &str) -> Value {
+    serde_json::from_slice(
+        &fs::read(dirs.running().join(format!("{sid}.json"))).expect("a member's record"),
+    )
+    .unwrap()
+}
+
+/// The tokens the members' records hold (door tokens and credentials) and the launcher they
+/// name; checks on the way that every member runs under umask 000.
+fn record_tokens(dirs: &Dirs, members: &[Value]) -> (BTreeMap<String, Kind>, Option<u32>) {
     let mut from_files: BTreeMap<String, Kind> = BTreeMap::new();
     let mut launcher = None;
-    for member in &members {
+    for member in members {
         let sid = member["session_id"].as_str().unwrap();
-        let record: Value = serde_json::from_slice(
-            &fs::read(dirs.running().join(format!("{sid}.json"))).expect("a member's record"),
-        )
-        .unwrap();
+        let record = read_record(dirs, sid);
         launcher = record["formation_launcher"]["pid"]
             .as_u64()
             .map(|p| p as u32);
@@ -752,11 +797,100 @@ fn a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing(
             "member {sid} runs under umask 000"
         );
     }
-    child.1 = launcher;
-    let reviewer = members.iter().find(|m| m["name"] == "reviewer").unwrap();
+    (from_files, launcher)
+}
+
+/// The member named `name`.
+fn member<'a>(members: &'a [Value], name: &str) -> &'a Value {
+    members.iter().find(|m| m["name"] == name).unwrap()
+}
+
+/// A `message/send` of `text` to the entry's door at `url`: the completed task's text.
+fn send_to_entry(url: &str, token: &str, text: &str) -> String {
+    let answer = http(
+        url,
+        "POST",
+        "/",
+        Some(token),
+        send_body(text).to_string().as_bytes(),
+    )
+    .expect("message/send to the entry");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    completed_text(&answer.json()).unwrap_or_else(|| panic!("{}", answer.text()))
+}
+
+/// Work it: a task through the entry (lead calls both peers with formation tokens), a control
+/// setting on the reviewer (with the `control` token), and another task that sees it.
+fn work_the_formation(dirs: &Dirs, members: &[Value], control: &str) {
+    let lead = members.iter().find(|m| m["entry"] == true).unwrap();
+    let lead_record = read_record(dirs, lead["session_id"].as_str().unwrap());
+    let lead_token = lead_record["door_token"].as_str().unwrap();
+    let lead_url = lead["url"].as_str().unwrap();
+    assert_eq!(
+        send_to_entry(lead_url, lead_token, "hello"),
+        "lead: reviewed[hello] + summary[hello]"
+    );
+    let put = http(
+        member(members, "reviewer")["url"].as_str().unwrap(),
+        "PUT",
+        "/control/settings/MOOD",
+        Some(control),
+        br#"{"value": "calm"}"#,
+    )
+    .expect("PUT a control setting");
+    assert!(
+        (200..300).contains(&put.status),
+        "{} {}",
+        put.status,
+        put.text()
+    );
+    assert_eq!(
+        send_to_entry(lead_url, lead_token, "again"),
+        "lead: reviewed[again] (calm) + summary[again]"
+    );
+}
+
+/// Stops the formation through its `launcher`; strace ends when every tracee has, and every
+/// record and control file is gone.
+fn stop_traced(traced: &mut TracedServe, dirs: &Dirs, launcher: u32) {
+    assert_eq!(
+        // SAFETY: kill(2) with plain integers, on the launcher this test started under strace.
+        unsafe { libc::kill(launcher as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let status =
+        wait_child(&mut traced.child.0, TRACED_DEADLINE).expect("strace ends with the formation");
+    traced.child.1 = None;
+    assert_eq!(status.code(), Some(143), "stderr: {}", traced.stderr.text());
+    traced.stderr.wait(Duration::from_secs(5));
+    assert!(
+        fs::read_dir(dirs.running()).unwrap().next().is_none(),
+        "every record and control file is gone"
+    );
+}
+
+#[test]
+fn a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing() {
+    if let Some(why) = strace_unavailable() {
+        skipped(
+            "a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing",
+            &format!("the strace leak scan (served): {why}"),
+        );
+        return;
+    }
+    let t0 = Instant::now();
+    let dirs = Dirs::new();
+    let roster = dirs.roster();
+    let log = dirs.root.join("strace.log");
+    let mut traced = spawn_traced_serve(&dirs, &log, &roster);
+    let members = readiness_members(&traced);
+
+    // While it serves: the records and the control file hold the tokens the test will look for.
+    let (mut from_files, launcher) = record_tokens(&dirs, &members);
+    traced.child.1 = launcher;
     let control_path = dirs.running().join(format!(
         "{}.control",
-        reviewer["session_id"].as_str().unwrap()
+        member(&members, "reviewer")["session_id"].as_str().unwrap()
     ));
     let control = fs::read_to_string(&control_path).expect("the reviewer's control file");
     from_files.insert(control.trim().to_string(), Kind::ControlToken);
@@ -770,65 +904,11 @@ fn a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing(
         "served formation: {d} directories and {f} files under HOME at 0700/0600 while it serves"
     );
 
-    // Work it: a task through the entry (lead calls both peers with formation tokens), a control
-    // setting on the reviewer, and another task that sees it.
-    let lead = members.iter().find(|m| m["entry"] == true).unwrap();
-    let lead_record: Value = serde_json::from_slice(
-        &fs::read(
-            dirs.running()
-                .join(format!("{}.json", lead["session_id"].as_str().unwrap())),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let lead_token = lead_record["door_token"].as_str().unwrap();
-    let lead_url = lead["url"].as_str().unwrap();
-    let send = |text: &str| {
-        let answer = http(
-            lead_url,
-            "POST",
-            "/",
-            Some(lead_token),
-            send_body(text).to_string().as_bytes(),
-        )
-        .expect("message/send to the entry");
-        assert_eq!(answer.status, 200, "{}", answer.text());
-        completed_text(&answer.json()).unwrap_or_else(|| panic!("{}", answer.text()))
-    };
-    assert_eq!(send("hello"), "lead: reviewed[hello] + summary[hello]");
-    let put = http(
-        reviewer["url"].as_str().unwrap(),
-        "PUT",
-        "/control/settings/MOOD",
-        Some(control.trim()),
-        br#"{"value": "calm"}"#,
-    )
-    .expect("PUT a control setting");
-    assert!(
-        (200..300).contains(&put.status),
-        "{} {}",
-        put.status,
-        put.text()
-    );
-    assert_eq!(
-        send("again"),
-        "lead: reviewed[again] (calm) + summary[again]"
-    );
-
-    // Stop it through its launcher; strace ends when every tracee has.
-    let launcher = launcher.expect("the records name the launcher");
-    assert_eq!(
-        // SAFETY: kill(2) with plain integers, on the launcher this test started under strace.
-        unsafe { libc::kill(launcher as libc::pid_t, libc::SIGTERM) },
-        0
-    );
-    let status = wait_child(&mut child.0, TRACED_DEADLINE).expect("strace ends with the formation");
-    child.1 = None;
-    assert_eq!(status.code(), Some(143), "stderr: {}", stderr.text());
-    stderr.wait(Duration::from_secs(5));
-    assert!(
-        fs::read_dir(dirs.running()).unwrap().next().is_none(),
-        "every record and control file is gone"
+    work_the_formation(&dirs, &members, control.trim());
+    stop_traced(
+        &mut traced,
+        &dirs,
+        launcher.expect("the records name the launcher"),
     );
     let (d, f) = assert_private_tree(&dirs.home, "after it ended");
 
@@ -843,11 +923,15 @@ fn a_served_formation_under_strace_leaks_no_secret_and_umask_000_widens_nothing(
     }
     assert_no_leaks(&findings, "served formation under strace");
     assert_clean(
-        &stdout_seen.lock().unwrap(),
+        &traced.stdout_seen.lock().unwrap(),
         &findings.secrets,
         "the launcher's stdout",
     );
-    assert_clean(&stderr.text(), &findings.secrets, "the launcher's stderr");
+    assert_clean(
+        &traced.stderr.text(),
+        &findings.secrets,
+        "the launcher's stderr",
+    );
     println!(
         "served formation: {d} directories and {f} files under HOME at 0700/0600 after it ended; \
          log {} kB; {:.1?}",

@@ -451,6 +451,41 @@ fn an_authenticated_door_is_probed_with_the_operator_token() {
     }
 }
 
+/// Every capsule row of `ps --json` has each stable key with its type, and no token-bearing
+/// key.
+fn assert_capsule_schema(capsules: &[Value]) {
+    type Check = fn(&Value) -> bool;
+    let schema: [(&str, Check); 13] = [
+        ("session_id", Value::is_string),
+        ("capsule_name", Value::is_string),
+        ("capsule_version", Value::is_string),
+        ("status", Value::is_string),
+        ("reason", |v| v.is_string() || v.is_null()),
+        ("pid", Value::is_u64),
+        ("url", Value::is_string),
+        ("workdir", Value::is_string),
+        ("started_at", Value::is_string),
+        ("uptime_secs", |v| v.is_u64() || v.is_null()),
+        ("outlives_launcher", Value::is_boolean),
+        ("authenticated", Value::is_boolean),
+        ("formation_id", |v| v.is_string() || v.is_null()),
+    ];
+    for c in capsules {
+        for (key, check) in schema {
+            assert!(
+                c.get(key).is_some_and(check),
+                "capsule key {key} missing or mistyped: {c}"
+            );
+        }
+        for key in c.as_object().unwrap().keys() {
+            assert!(
+                !key.contains("token") && key != "credentials",
+                "a token-bearing key in ps --json: {key}"
+            );
+        }
+    }
+}
+
 #[test]
 fn json_output_has_the_stable_keys_and_never_a_token() {
     let home = Home::patient();
@@ -492,36 +527,7 @@ fn json_output_has_the_stable_keys_and_never_a_token() {
     // Most recent first.
     assert_eq!(capsules[0]["session_id"], json!(plain));
     assert_eq!(capsules[1]["session_id"], json!(member));
-    type Check = fn(&Value) -> bool;
-    let schema: [(&str, Check); 13] = [
-        ("session_id", Value::is_string),
-        ("capsule_name", Value::is_string),
-        ("capsule_version", Value::is_string),
-        ("status", Value::is_string),
-        ("reason", |v| v.is_string() || v.is_null()),
-        ("pid", Value::is_u64),
-        ("url", Value::is_string),
-        ("workdir", Value::is_string),
-        ("started_at", Value::is_string),
-        ("uptime_secs", |v| v.is_u64() || v.is_null()),
-        ("outlives_launcher", Value::is_boolean),
-        ("authenticated", Value::is_boolean),
-        ("formation_id", |v| v.is_string() || v.is_null()),
-    ];
-    for c in &capsules {
-        for (key, check) in schema {
-            assert!(
-                c.get(key).is_some_and(check),
-                "capsule key {key} missing or mistyped: {c}"
-            );
-        }
-        for key in c.as_object().unwrap().keys() {
-            assert!(
-                !key.contains("token") && key != "credentials",
-                "a token-bearing key in ps --json: {key}"
-            );
-        }
-    }
+    assert_capsule_schema(&capsules);
     let m = &capsules[1];
     assert_eq!(m["status"], json!("running"));
     assert_eq!(m["reason"], Value::Null);

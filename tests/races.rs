@@ -21,6 +21,7 @@ mod common;
 use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -104,219 +105,186 @@ fn wrong_start(real: &str, shift: u64) -> String {
     }
 }
 
-#[test]
-fn sessions_come_and_go_under_concurrent_ps_and_stray_stops_and_nothing_else_is_touched() {
-    let _serial = serial();
-    let t0 = Instant::now();
-    let sessions = 50 * scale();
-    let workers = 5;
-    let ps_threads = 10;
-    let stop_threads = 5;
-    let home = Arc::new(Home::new());
-    let running = home.running_dir();
-    let shared = Arc::new(Shared::default());
-
-    // Bystanders: processes nothing may signal, named by records with the wrong start time.
-    let mut bystanders: Vec<Proc> = (0..5).map(|_| Proc::sleeper()).collect();
-    let bystander_ids: Vec<(u32, String)> =
-        bystanders.iter().map(|p| (p.pid(), p.start())).collect();
-    let me = std::process::id();
-    let my_start = start_token(me).unwrap();
-
-    let mut threads = vec![];
-
-    // The decoy writer: a fresh record every few ms naming a bystander, a live session or this
-    // very test process, always with the wrong start time; written staged and renamed, as mur
-    // writes, so it is never seen half-written.
-    {
-        let (shared, running) = (shared.clone(), running.clone());
-        let bystander_ids = bystander_ids.clone();
-        let my_start = my_start.clone();
-        threads.push(thread::spawn(move || {
-            let mut n = 0u64;
-            while !shared.done.load(Ordering::SeqCst) {
-                n += 1;
-                let (pid, start) = match n % 3 {
-                    0 => {
-                        let live = shared.live.lock().unwrap();
-                        let pick = (n as usize / 3) % live.len().max(1);
-                        match live.values().nth(pick).copied() {
-                            Some(pid) => match start_token(pid) {
-                                Some(start) => (pid, start),
-                                None => continue,
-                            },
-                            None => bystander_ids[0].clone(),
-                        }
-                    }
-                    1 => (me, my_start.clone()),
-                    _ => bystander_ids[(n as usize / 3) % bystander_ids.len()].clone(),
-                };
-                let id = session_id();
-                let url = dead_url();
-                write_record_atomically(
-                    &running,
-                    &record(&id, pid, &wrong_start(&start, 1 + n % 50), &url),
-                );
-                shared.decoys.lock().unwrap().push(id);
-                shared.decoys_written.fetch_add(1, Ordering::Relaxed);
-                thread::sleep(Duration::from_millis(15));
-            }
-        }));
-    }
-
-    // Readers: `mur ps --json -v` in a loop.
-    for _ in 0..ps_threads {
-        let (shared, home) = (shared.clone(), home.clone());
-        threads.push(thread::spawn(move || {
-            while !shared.done.load(Ordering::SeqCst) {
-                let out = home.mur(&["ps", "--json", "-v"]);
-                if out.code != Some(0) {
-                    shared.violation(format!("mur ps exited {:?}: {}", out.code, out.stderr));
-                    continue;
+/// The decoy writer: until `shared.done`, a fresh record every few ms naming a bystander, a
+/// live session or this very test process (`me`: its pid and start time), always with the
+/// wrong start time; written staged and renamed, as mur writes, so it is never seen
+/// half-written.
+fn write_decoys(
+    shared: &Shared,
+    running: &Path,
+    bystander_ids: &[(u32, String)],
+    me: &(u32, String),
+) {
+    let mut n = 0u64;
+    while !shared.done.load(Ordering::SeqCst) {
+        n += 1;
+        let (pid, start) = match n % 3 {
+            0 => {
+                let live = shared.live.lock().unwrap();
+                let pick = (n as usize / 3) % live.len().max(1);
+                match live.values().nth(pick).copied() {
+                    Some(pid) => match start_token(pid) {
+                        Some(start) => (pid, start),
+                        None => continue,
+                    },
+                    None => bystander_ids[0].clone(),
                 }
-                let doc: Value = match serde_json::from_str(out.stdout.trim_end()) {
-                    Ok(doc) => doc,
-                    Err(e) => {
-                        shared.violation(format!(
-                            "mur ps --json is not JSON ({e}): {:?}",
-                            out.stdout
-                        ));
-                        continue;
-                    }
-                };
-                let listed: HashMap<String, String> = doc["capsules"]
-                    .as_array()
-                    .map(|list| {
-                        list.iter()
-                            .map(|c| {
-                                (
-                                    c["session_id"].as_str().unwrap_or("").to_string(),
-                                    c["status"].as_str().unwrap_or("").to_string(),
-                                )
-                            })
-                            .collect()
+            }
+            1 => me.clone(),
+            _ => bystander_ids[(n as usize / 3) % bystander_ids.len()].clone(),
+        };
+        let id = session_id();
+        let url = dead_url();
+        write_record_atomically(
+            running,
+            &record(&id, pid, &wrong_start(&start, 1 + n % 50), &url),
+        );
+        shared.decoys.lock().unwrap().push(id);
+        shared.decoys_written.fetch_add(1, Ordering::Relaxed);
+        thread::sleep(Duration::from_millis(15));
+    }
+}
+
+/// A reader: `mur ps --json -v` in a loop until `shared.done`, every run recorded as seen.
+fn read_ps_in_a_loop(shared: &Shared, home: &Home) {
+    while !shared.done.load(Ordering::SeqCst) {
+        let out = home.mur(&["ps", "--json", "-v"]);
+        if out.code != Some(0) {
+            shared.violation(format!("mur ps exited {:?}: {}", out.code, out.stderr));
+            continue;
+        }
+        let doc: Value = match serde_json::from_str(out.stdout.trim_end()) {
+            Ok(doc) => doc,
+            Err(e) => {
+                shared.violation(format!("mur ps --json is not JSON ({e}): {:?}", out.stdout));
+                continue;
+            }
+        };
+        let listed: HashMap<String, String> = doc["capsules"]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .map(|c| {
+                        (
+                            c["session_id"].as_str().unwrap_or("").to_string(),
+                            c["status"].as_str().unwrap_or("").to_string(),
+                        )
                     })
-                    .unwrap_or_default();
-                let mut pruned = vec![];
-                for line in out.stderr.lines() {
-                    let Some(rest) = line.strip_prefix("mur ps: pruned ") else {
-                        shared.violation(format!("unexpected mur ps stderr line: {line:?}"));
-                        continue;
-                    };
-                    let Some((path, reason)) = rest.split_once(": ") else {
-                        shared.violation(format!("unparseable prune line: {line:?}"));
-                        continue;
-                    };
-                    if !is_gone_reason(reason) {
-                        shared.violation(format!(
-                            "mur ps pruned a file for a reason other than a gone process \
-                             (a partial or unreadable record?): {line:?}"
-                        ));
-                    }
-                    let name = path.rsplit('/').next().unwrap_or(path).to_string();
-                    pruned.push((name, reason.to_string()));
-                }
-                shared.ps_runs.lock().unwrap().push(PsRun {
-                    started: out.started,
-                    ended: out.ended,
-                    listed,
-                    pruned,
-                });
-            }
-        }));
+                    .collect()
+            })
+            .unwrap_or_default();
+        let pruned = pruned_files(shared, &out.stderr);
+        shared.ps_runs.lock().unwrap().push(PsRun {
+            started: out.started,
+            ended: out.ended,
+            listed,
+            pruned,
+        });
     }
+}
 
-    // Stray stops: `mur stop` naming things that are not live test sessions.
-    for t in 0..stop_threads {
-        let (shared, home) = (shared.clone(), home.clone());
-        threads.push(thread::spawn(move || {
-            let mut n = t;
-            while !shared.done.load(Ordering::SeqCst) {
-                n += stop_threads;
-                let pick = |list: &Mutex<Vec<String>>| {
-                    let list = list.lock().unwrap();
-                    (!list.is_empty()).then(|| list[(n * 7919) % list.len()].clone())
-                };
-                let target = match n % 5 {
-                    0 => pick(&shared.dead),
-                    1 => pick(&shared.dead).map(|id| id[id.len() - 8..].to_string()),
-                    2 => pick(&shared.decoys),
-                    3 => pick(&shared.decoys).map(|id| id[id.len() - 6..].to_uppercase()),
-                    _ => None,
-                }
-                .unwrap_or_else(session_id);
-                let out = home.mur(&["stop", &target]);
-                shared.stray_stops.fetch_add(1, Ordering::Relaxed);
-                if out.code != Some(1) || out.stdout.contains("stopped") {
-                    shared.violation(format!(
-                        "mur stop {target} (not a live session) exited {:?}: stdout {:?} stderr {:?}",
-                        out.code, out.stdout, out.stderr
-                    ));
-                } else if !out.stderr.contains("no running session") {
-                    shared.violation(format!(
-                        "mur stop {target}: unexpected refusal {:?}",
-                        out.stderr
-                    ));
-                }
-            }
-        }));
+/// The files a `mur ps -v` says on `stderr` it pruned (their names) and the reasons given; any
+/// other line, or a reason other than a gone process, is a violation.
+fn pruned_files(shared: &Shared, stderr: &str) -> Vec<(String, String)> {
+    let mut pruned = vec![];
+    for line in stderr.lines() {
+        let Some(rest) = line.strip_prefix("mur ps: pruned ") else {
+            shared.violation(format!("unexpected mur ps stderr line: {line:?}"));
+            continue;
+        };
+        let Some((path, reason)) = rest.split_once(": ") else {
+            shared.violation(format!("unparseable prune line: {line:?}"));
+            continue;
+        };
+        if !is_gone_reason(reason) {
+            shared.violation(format!(
+                "mur ps pruned a file for a reason other than a gone process \
+                 (a partial or unreadable record?): {line:?}"
+            ));
+        }
+        let name = path.rsplit('/').next().unwrap_or(path).to_string();
+        pruned.push((name, reason.to_string()));
     }
+    pruned
+}
 
-    // The sessions: each worker keeps up to two alive, stopping the older one by `mur stop <id>`
-    // or SIGTERM, alternately.
-    let per_worker = sessions.div_ceil(workers);
-    let mut session_workers = vec![];
-    for w in 0..workers {
-        let (shared, home) = (shared.clone(), home.clone());
-        let count = per_worker.min(sessions.saturating_sub(w * per_worker));
-        session_workers.push(thread::spawn(move || {
-            let mut live: Vec<(usize, Session)> = vec![];
-            let mut stopped = 0usize;
-            for k in 0..count {
-                let session = home.start(&[]);
-                let index = {
-                    let mut lives = shared.lives.lock().unwrap();
-                    lives.push(Life {
-                        id: session.id.clone(),
-                        pid: session.pid,
-                        ready_at: session.ready_at,
-                        stop_at: None,
-                    });
-                    lives.len() - 1
-                };
-                shared
-                    .live
-                    .lock()
-                    .unwrap()
-                    .insert(session.id.clone(), session.pid);
-                live.push((index, session));
-                thread::sleep(Duration::from_millis((random_u64() % 250) + 50));
-                if live.len() == 2 || k + 1 == count {
-                    while live.len() > usize::from(k + 1 != count) {
-                        let (index, session) = live.remove(0);
-                        stop_one(
-                            &shared,
-                            &home,
-                            index,
-                            session,
-                            (w + stopped).is_multiple_of(2),
-                        );
-                        stopped += 1;
-                    }
-                }
-            }
-        }));
+/// Stray stops (thread `t` of `stop_threads`): until `shared.done`, `mur stop` naming things
+/// that are not live test sessions, which must each be refused.
+fn stop_strays(shared: &Shared, home: &Home, t: usize, stop_threads: usize) {
+    let mut n = t;
+    while !shared.done.load(Ordering::SeqCst) {
+        n += stop_threads;
+        let pick = |list: &Mutex<Vec<String>>| {
+            let list = list.lock().unwrap();
+            (!list.is_empty()).then(|| list[(n * 7919) % list.len()].clone())
+        };
+        let target = match n % 5 {
+            0 => pick(&shared.dead),
+            1 => pick(&shared.dead).map(|id| id[id.len() - 8..].to_string()),
+            2 => pick(&shared.decoys),
+            3 => pick(&shared.decoys).map(|id| id[id.len() - 6..].to_uppercase()),
+            _ => None,
+        }
+        .unwrap_or_else(session_id);
+        let out = home.mur(&["stop", &target]);
+        shared.stray_stops.fetch_add(1, Ordering::Relaxed);
+        if out.code != Some(1) || out.stdout.contains("stopped") {
+            shared.violation(format!(
+                "mur stop {target} (not a live session) exited {:?}: stdout {:?} stderr {:?}",
+                out.code, out.stdout, out.stderr
+            ));
+        } else if !out.stderr.contains("no running session") {
+            shared.violation(format!(
+                "mur stop {target}: unexpected refusal {:?}",
+                out.stderr
+            ));
+        }
     }
-    for worker in session_workers {
-        worker.join().expect("a session worker panicked");
-    }
-    shared.done.store(true, Ordering::SeqCst);
-    for t in threads {
-        t.join().expect("a helper thread panicked");
-    }
-    let busy = t0.elapsed();
+}
 
-    // Afterwards: one more ps prunes every decoy, without a signal to anyone.
+/// Session worker `w`: starts `count` sessions, keeping up to two alive, stopping the older one
+/// by `mur stop <id>` or SIGTERM, alternately.
+fn run_sessions(shared: &Shared, home: &Home, w: usize, count: usize) {
+    let mut live: Vec<(usize, Session)> = vec![];
+    let mut stopped = 0usize;
+    for k in 0..count {
+        let session = home.start(&[]);
+        let index = {
+            let mut lives = shared.lives.lock().unwrap();
+            lives.push(Life {
+                id: session.id.clone(),
+                pid: session.pid,
+                ready_at: session.ready_at,
+                stop_at: None,
+            });
+            lives.len() - 1
+        };
+        shared
+            .live
+            .lock()
+            .unwrap()
+            .insert(session.id.clone(), session.pid);
+        live.push((index, session));
+        thread::sleep(Duration::from_millis((random_u64() % 250) + 50));
+        if live.len() == 2 || k + 1 == count {
+            while live.len() > usize::from(k + 1 != count) {
+                let (index, session) = live.remove(0);
+                stop_one(
+                    shared,
+                    home,
+                    index,
+                    session,
+                    (w + stopped).is_multiple_of(2),
+                );
+                stopped += 1;
+            }
+        }
+    }
+}
+
+/// Afterwards: one more ps lists nothing and prunes every decoy (for a gone process only), and
+/// nothing is left in the running dir.
+fn assert_a_last_ps_prunes_the_rest(home: &Home) {
     let last = home.mur(&["ps", "--json", "-v"]);
     last.expect_code(0);
     assert_eq!(
@@ -344,27 +312,31 @@ fn sessions_come_and_go_under_concurrent_ps_and_stray_stops_and_nothing_else_is_
         .filter(|n| n.ends_with(".json") || n.ends_with(".tmp") || n.ends_with(".control"))
         .collect();
     assert!(left.is_empty(), "left in the running dir: {left:?}");
-    for (i, bystander) in bystanders.iter_mut().enumerate() {
-        assert!(
-            bystander.alive(),
-            "bystander {i} (pid {}) was ended: {:?}",
-            bystander.pid(),
-            bystander.exit_status()
-        );
-    }
+}
 
-    // Judge every ps against every session's life.
-    let lives = shared.lives.lock().unwrap().clone();
+/// What judging the ps runs against the sessions' lives counted.
+#[derive(Default)]
+struct Judged {
+    /// (ps, live session) pairs: a ps that ran wholly inside a session's life.
+    pairs: usize,
+    /// Of those, the ones where the ps listed the session other than running.
+    unreachable: usize,
+    decoy_prunes: usize,
+    gone_prunes: usize,
+}
+
+/// Judge every ps against every session's life: no ps prunes a session's record before the
+/// test stopped it, and every ps wholly inside a life lists that session running. Breaches go
+/// to `shared`'s violations.
+fn judge(shared: &Shared, lives: &[Life], runs: &[PsRun]) -> Judged {
     let by_id: HashMap<&str, &Life> = lives.iter().map(|l| (l.id.as_str(), l)).collect();
-    let runs = shared.ps_runs.lock().unwrap();
-    let (mut pairs, mut unreachable, mut decoy_prunes, mut gone_prunes) =
-        (0usize, 0usize, 0usize, 0usize);
-    for run in runs.iter() {
+    let mut judged = Judged::default();
+    for run in runs {
         for (name, reason) in &run.pruned {
             let id = name.trim_end_matches(".json");
             match by_id.get(id) {
                 Some(life) => {
-                    gone_prunes += 1;
+                    judged.gone_prunes += 1;
                     let stop_at = life.stop_at.expect("every session was stopped");
                     if run.ended < stop_at {
                         shared.violation(format!(
@@ -373,17 +345,17 @@ fn sessions_come_and_go_under_concurrent_ps_and_stray_stops_and_nothing_else_is_
                         ));
                     }
                 }
-                None => decoy_prunes += 1,
+                None => judged.decoy_prunes += 1,
             }
         }
-        for life in &lives {
+        for life in lives {
             let stop_at = life.stop_at.unwrap();
             if life.ready_at < run.started && run.ended < stop_at {
-                pairs += 1;
+                judged.pairs += 1;
                 match run.listed.get(&life.id).map(String::as_str) {
                     Some("running") => {}
                     Some(other) => {
-                        unreachable += 1;
+                        judged.unreachable += 1;
                         shared.violation(format!(
                             "a ps inside the life of {} (pid {}) listed it {other}",
                             life.id, life.pid
@@ -397,6 +369,82 @@ fn sessions_come_and_go_under_concurrent_ps_and_stray_stops_and_nothing_else_is_
             }
         }
     }
+    judged
+}
+
+#[test]
+fn sessions_come_and_go_under_concurrent_ps_and_stray_stops_and_nothing_else_is_touched() {
+    let _serial = serial();
+    let t0 = Instant::now();
+    let sessions = 50 * scale();
+    let workers = 5;
+    let ps_threads = 10;
+    let stop_threads = 5;
+    let home = Arc::new(Home::new());
+    let running = home.running_dir();
+    let shared = Arc::new(Shared::default());
+
+    // Bystanders: processes nothing may signal, named by records with the wrong start time.
+    let mut bystanders: Vec<Proc> = (0..5).map(|_| Proc::sleeper()).collect();
+    let bystander_ids: Vec<(u32, String)> =
+        bystanders.iter().map(|p| (p.pid(), p.start())).collect();
+    let me = std::process::id();
+    let me = (me, start_token(me).unwrap());
+
+    let mut threads = vec![];
+    {
+        let (shared, running) = (shared.clone(), running.clone());
+        let bystander_ids = bystander_ids.clone();
+        threads.push(thread::spawn(move || {
+            write_decoys(&shared, &running, &bystander_ids, &me);
+        }));
+    }
+    for _ in 0..ps_threads {
+        let (shared, home) = (shared.clone(), home.clone());
+        threads.push(thread::spawn(move || read_ps_in_a_loop(&shared, &home)));
+    }
+    for t in 0..stop_threads {
+        let (shared, home) = (shared.clone(), home.clone());
+        threads.push(thread::spawn(move || {
+            stop_strays(&shared, &home, t, stop_threads);
+        }));
+    }
+    let per_worker = sessions.div_ceil(workers);
+    let mut session_workers = vec![];
+    for w in 0..workers {
+        let (shared, home) = (shared.clone(), home.clone());
+        let count = per_worker.min(sessions.saturating_sub(w * per_worker));
+        session_workers.push(thread::spawn(move || {
+            run_sessions(&shared, &home, w, count);
+        }));
+    }
+    for worker in session_workers {
+        worker.join().expect("a session worker panicked");
+    }
+    shared.done.store(true, Ordering::SeqCst);
+    for t in threads {
+        t.join().expect("a helper thread panicked");
+    }
+    let busy = t0.elapsed();
+
+    assert_a_last_ps_prunes_the_rest(&home);
+    for (i, bystander) in bystanders.iter_mut().enumerate() {
+        assert!(
+            bystander.alive(),
+            "bystander {i} (pid {}) was ended: {:?}",
+            bystander.pid(),
+            bystander.exit_status()
+        );
+    }
+
+    let lives = shared.lives.lock().unwrap().clone();
+    let runs = shared.ps_runs.lock().unwrap();
+    let Judged {
+        pairs,
+        unreachable,
+        decoy_prunes,
+        gone_prunes,
+    } = judge(&shared, &lives, &runs);
     let violations = shared.violations.lock().unwrap().clone();
     println!(
         "races: {} sessions in {busy:.1?} ({workers} workers; stopped half by `mur stop`, half by SIGTERM); \

@@ -9,13 +9,14 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
     door::{CAPSULE_EXTENSION_URI, session_of},
     home::{Home, mode_of},
+    http::{Http, HttpResponse},
     process::{Lifeline, assert_all_dead, assert_group_ended, group_pids, group_script, read_pids},
     run::{MUR_DEADLINE, mur_bin, run_to_end},
     session::{Session, artifact_text, send_params, state, status_text},
@@ -518,10 +519,10 @@ fn secret_parts(tokens: &[&str]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
-    let home = Home::new();
-    let manifest = home.write_capsule(
+/// The `guarded` capsule: an authenticated door with three credentials (a reader, a writer
+/// and another writer) whose handler answers `got LINE`.
+fn guarded_capsule(home: &Home) -> PathBuf {
+    home.write_capsule(
         "guarded",
         json!({"name": "guarded", "version": "1",
         "network": {"authentication": {"credentials": [
@@ -530,30 +531,58 @@ fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
             {"name": "other", "scopes": ["message/send", "tasks/get"]},
         ]}}}),
         Some("#!/bin/sh\nread line\necho \"got $line\"\n"),
-    );
-    let mut session = home.start(&[manifest.to_str().unwrap()]);
-    let operator = home.token(&[]);
-    let reader = home.token(&["@1", "reader"]);
-    let writer = home.token(&["@1", "writer"]);
-    let other = home.token(&[&session.id, "other"]);
-    for token in [&operator, &reader, &writer, &other] {
-        assert!(
-            token.starts_with("mdt1.") && token.split('.').count() == 3,
-            "{token}"
-        );
-    }
-    assert_eq!(home.record(&session.id)["door_token"], operator.as_str());
+    )
+}
 
-    // No token: 401 with the realm.
-    let send = send_params(&["hi"], true);
-    let refused = session.rpc_http(None, "message/send", send.clone());
-    assert_eq!(refused.status, 401, "{}", refused.text());
+/// The door tokens `mur token` prints for the guarded session.
+struct GuardedTokens {
+    operator: String,
+    reader: String,
+    writer: String,
+    other: String,
+}
+
+impl GuardedTokens {
+    /// Every token, checked to be well formed, the operator's the one in the record.
+    fn of(home: &Home, session: &Session) -> Self {
+        let tokens = GuardedTokens {
+            operator: home.token(&[]),
+            reader: home.token(&["@1", "reader"]),
+            writer: home.token(&["@1", "writer"]),
+            other: home.token(&[&session.id, "other"]),
+        };
+        for token in tokens.all() {
+            assert!(
+                token.starts_with("mdt1.") && token.split('.').count() == 3,
+                "{token}"
+            );
+        }
+        assert_eq!(
+            home.record(&session.id)["door_token"],
+            tokens.operator.as_str()
+        );
+        tokens
+    }
+
+    /// operator, reader, writer, other.
+    fn all(&self) -> [&String; 4] {
+        [&self.operator, &self.reader, &self.writer, &self.other]
+    }
+}
+
+/// Fail unless `refused` is a 401 naming the guarded realm.
+#[track_caller]
+fn assert_401_with_realm(refused: &HttpResponse, what: &str) {
+    assert_eq!(refused.status, 401, "{what}: {}", refused.text());
     assert_eq!(
         refused.header("www-authenticate"),
         Some("Bearer realm=\"guarded\"")
     );
+}
 
-    // Wrong, forged and truncated tokens: 401, whatever part is wrong.
+/// Wrong, forged and truncated tokens, whatever part is wrong; one is a token from another
+/// session of the capsule at `manifest`.
+fn bad_tokens(operator: &str, writer: &str, manifest: &Path) -> Vec<String> {
     let (head, rest) = writer.split_once('.').unwrap();
     let (_payload, mac) = rest.split_once('.').unwrap();
     let forged_payload = {
@@ -575,7 +604,7 @@ fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
         let home2 = Home::new();
         let manifest2 = home2.write_capsule(
             "guarded",
-            serde_json::from_slice(&fs::read(&manifest).unwrap()).unwrap(),
+            serde_json::from_slice(&fs::read(manifest).unwrap()).unwrap(),
             Some("#!/bin/sh\necho x\n"),
         );
         let session2 = home2.start(&[manifest2.to_str().unwrap()]);
@@ -583,7 +612,7 @@ fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
         drop(session2);
         token
     };
-    for bad in [
+    vec![
         "garbage".to_string(),
         "mdt1.e30.AAAA".to_string(),
         forged_payload,
@@ -592,13 +621,91 @@ fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
         operator[..operator.len() - 4].to_string(),
         operator[..operator.len() / 2].to_string(),
         format!("{operator}x"),
-    ] {
-        let refused = session.rpc_http(Some(&bad), "message/send", send.clone());
-        assert_eq!(refused.status, 401, "token {bad:?}: {}", refused.text());
+    ]
+}
+
+/// The writer's task: visible to the writer and the operator only; to anyone else it looks
+/// exactly like an unknown one.
+fn assert_a_task_is_its_owners(session: &Session, tokens: &GuardedTokens) {
+    let task = session.send(Some(&tokens.writer), "mine", true);
+    assert_eq!(state(&task), "completed", "{task}");
+    assert_eq!(artifact_text(&task), "got mine");
+    let id = task["id"].as_str().unwrap();
+    assert_eq!(session.get_task(Some(&tokens.writer), id)["id"], id);
+    assert_eq!(session.get_task(Some(&tokens.operator), id)["id"], id);
+    let unknown = json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"});
+    for stranger in [&tokens.reader, &tokens.other] {
+        let hidden = session.rpc(Some(stranger), "tasks/get", json!({"id": id}));
+        let missing = session.rpc(Some(stranger), "tasks/get", unknown.clone());
+        assert_eq!(hidden["error"]["code"], -32001, "{hidden}");
         assert_eq!(
-            refused.header("www-authenticate"),
-            Some("Bearer realm=\"guarded\"")
+            hidden["error"], missing["error"],
+            "someone else's task looks exactly like an unknown one"
         );
+    }
+}
+
+/// The public card hides the session; the extended card (both method names) names it.
+fn assert_only_the_extended_card_names_the_session(session: &Session, operator: &str) {
+    let card = session.card();
+    assert_eq!(session_of(&card), None, "{card}");
+    assert_eq!(card["supportsAuthenticatedExtendedCard"], true);
+    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
+    let extended = session.call(
+        Some(operator),
+        "agent/getAuthenticatedExtendedCard",
+        json!({}),
+    );
+    assert_eq!(session_of(&extended), Some(session.id.clone()));
+    let v1 = session.call(Some(operator), "GetExtendedAgentCard", json!({}));
+    assert_eq!(session_of(&v1), Some(session.id.clone()));
+}
+
+/// `mur ps` probes the session with the record's operator token, and prints no token's MAC.
+fn assert_ps_probes_it_printing_no_token(home: &Home, session: &Session, tokens: &GuardedTokens) {
+    let ps = home.mur(&["ps", "--json"]);
+    ps.expect_code(0);
+    let entry = &ps.json()["capsules"][0];
+    assert_eq!(entry["session_id"], session.id.as_str());
+    assert_eq!(entry["status"], "running", "{entry}");
+    assert_eq!(entry["authenticated"], true);
+    for part in secret_parts(&[&tokens.operator, &tokens.reader, &tokens.writer]) {
+        assert!(!ps.stdout.contains(&part) && !ps.stderr.contains(&part));
+    }
+}
+
+/// Nothing mur run printed, start to end, holds a token (nor any token's MAC).
+fn assert_printed_no_token(stdout: &str, stderr: &str, tokens: &GuardedTokens) {
+    for token in tokens.all() {
+        assert!(!stdout.contains(token.as_str()) && !stderr.contains(token.as_str()));
+    }
+    let all = tokens.all().map(String::as_str);
+    for part in secret_parts(&all) {
+        assert!(
+            !stdout.contains(&part) && !stderr.contains(&part),
+            "stdout {stdout:?} stderr {stderr:?}"
+        );
+    }
+    assert!(!stdout.contains("mdt1") && !stderr.contains("mdt1"));
+}
+
+#[test]
+fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
+    let home = Home::new();
+    let manifest = guarded_capsule(&home);
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    let tokens = GuardedTokens::of(&home, &session);
+    let operator = &tokens.operator;
+
+    // No token: 401 with the realm.
+    let send = send_params(&["hi"], true);
+    let refused = session.rpc_http(None, "message/send", send.clone());
+    assert_401_with_realm(&refused, "no token");
+
+    // Wrong, forged and truncated tokens: 401, whatever part is wrong.
+    for bad in bad_tokens(operator, &tokens.writer, &manifest) {
+        let refused = session.rpc_http(Some(&bad), "message/send", send.clone());
+        assert_401_with_realm(&refused, &format!("token {bad:?}"));
     }
     // Not a bearer scheme.
     let mut conn = session.connect();
@@ -614,76 +721,27 @@ fn an_authenticated_door_checks_tokens_scopes_and_task_ownership() {
     assert_eq!(refused.status, 401);
 
     // The reader may not send: 403.
-    let forbidden = session.rpc_http(Some(&reader), "message/send", send.clone());
+    let forbidden = session.rpc_http(Some(&tokens.reader), "message/send", send.clone());
     assert_eq!(forbidden.status, 403, "{}", forbidden.text());
 
-    // The writer's task: visible to the writer and the operator only.
-    let task = session.send(Some(&writer), "mine", true);
-    assert_eq!(state(&task), "completed", "{task}");
-    assert_eq!(artifact_text(&task), "got mine");
-    let id = task["id"].as_str().unwrap();
-    assert_eq!(session.get_task(Some(&writer), id)["id"], id);
-    assert_eq!(session.get_task(Some(&operator), id)["id"], id);
-    let unknown = json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"});
-    for stranger in [&reader, &other] {
-        let hidden = session.rpc(Some(stranger), "tasks/get", json!({"id": id}));
-        let missing = session.rpc(Some(stranger), "tasks/get", unknown.clone());
-        assert_eq!(hidden["error"]["code"], -32001, "{hidden}");
-        assert_eq!(
-            hidden["error"], missing["error"],
-            "someone else's task looks exactly like an unknown one"
-        );
-    }
-
-    // The public card hides the session; the extended card names it.
-    let card = session.card();
-    assert_eq!(session_of(&card), None, "{card}");
-    assert_eq!(card["supportsAuthenticatedExtendedCard"], true);
-    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
-    let extended = session.call(
-        Some(&operator),
-        "agent/getAuthenticatedExtendedCard",
-        json!({}),
-    );
-    assert_eq!(session_of(&extended), Some(session.id.clone()));
-    let v1 = session.call(Some(&operator), "GetExtendedAgentCard", json!({}));
-    assert_eq!(session_of(&v1), Some(session.id.clone()));
-
-    // mur ps probes it with the record's operator token.
-    let ps = home.mur(&["ps", "--json"]);
-    ps.expect_code(0);
-    let entry = &ps.json()["capsules"][0];
-    assert_eq!(entry["session_id"], session.id.as_str());
-    assert_eq!(entry["status"], "running", "{entry}");
-    assert_eq!(entry["authenticated"], true);
-    for part in secret_parts(&[&operator, &reader, &writer]) {
-        assert!(!ps.stdout.contains(&part) && !ps.stderr.contains(&part));
-    }
+    assert_a_task_is_its_owners(&session, &tokens);
+    assert_only_the_extended_card_names_the_session(&session, operator);
+    assert_ps_probes_it_printing_no_token(&home, &session, &tokens);
 
     // Nothing mur run printed, start to end, holds a token.
     session.signal(libc::SIGTERM);
     assert_eq!(session.wait_exit(WAIT).code(), Some(143));
     let (stdout, stderr) = session.printed();
-    for token in [&operator, &reader, &writer, &other] {
-        assert!(!stdout.contains(token.as_str()) && !stderr.contains(token.as_str()));
-    }
-    for part in secret_parts(&[&operator, &reader, &writer, &other]) {
-        assert!(
-            !stdout.contains(&part) && !stderr.contains(&part),
-            "stdout {stdout:?} stderr {stderr:?}"
-        );
-    }
-    assert!(!stdout.contains("mdt1") && !stderr.contains("mdt1"));
+    assert_printed_no_token(&stdout, &stderr, &tokens);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Control
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
-    let home = Home::new();
-    let seen = home.dir("seen");
+/// The `tuned` capsule (setting STYLE, secret API_KEY): its handler writes the API_KEY it
+/// sees to `seen/api_key` and answers `style=STYLE`.
+fn tuned_capsule(home: &Home, seen: &Path) -> PathBuf {
     let script = format!(
         "#!/bin/sh\n\
          cat > /dev/null\n\
@@ -691,13 +749,17 @@ fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
          printf 'style=%s' \"${{STYLE-unset}}\"\n",
         seen = seen.display()
     );
-    let manifest = home.write_capsule(
+    home.write_capsule(
         "tuned",
         json!({"name": "tuned", "version": "1",
                "control": {"settings": ["STYLE"], "secrets": ["API_KEY"]}}),
         Some(&script),
-    );
-    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    )
+}
+
+/// The session's control file, private, and the control token `mur token --control` prints,
+/// which is what the file holds.
+fn control_file_and_token(home: &Home, session: &Session) -> (PathBuf, String) {
     let control_path = home.control_path(&session.id);
     assert!(control_path.exists());
     assert_eq!(mode_of(&control_path), 0o600);
@@ -707,18 +769,12 @@ fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
         fs::read_to_string(&control_path).unwrap().trim_end(),
         control
     );
+    (control_path, control)
+}
 
-    let secret = "s3cr3t-VALUE-9f8e7d";
-    let auth = format!("Bearer {control}");
-    let mut responses: Vec<String> = vec![];
-
-    // Before: nothing set.
-    let before = session.send(None, "a", true);
-    assert_eq!(artifact_text(&before), "style=unset");
-    assert_eq!(fs::read_to_string(seen.join("api_key")).unwrap(), "unset");
-
-    // Without (or with a wrong) control token: 401, nothing set.
-    let mut conn = session.connect();
+/// Without (or with a wrong) control token: 401, nothing set; a door token is not a control
+/// token (this door has none; an mdt1-looking one fails too).
+fn assert_control_needs_its_token(conn: &mut Http) {
     for headers in [vec![], vec![("Authorization", "Bearer ctl1.e30.AAAA")]] {
         let refused = conn.request(
             "PUT",
@@ -732,7 +788,6 @@ fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
         let refused = conn.request("GET", "/control", &headers, b"");
         assert_eq!(refused.status, 401);
     }
-    // A door token is not a control token (this door has none; an mdt1-looking one fails too).
     let refused = conn.request(
         "GET",
         "/control",
@@ -740,7 +795,13 @@ fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
         b"",
     );
     assert_eq!(refused.status, 401);
+}
 
+/// With the `control` token: sets STYLE=terse and API_KEY=`secret`, is refused an undeclared
+/// name, and lists both as set. Returns every response body.
+fn set_style_and_secret(conn: &mut Http, control: &str, secret: &str) -> Vec<String> {
+    let auth = format!("Bearer {control}");
+    let mut responses: Vec<String> = vec![];
     let put = conn.request(
         "PUT",
         "/control/settings/STYLE",
@@ -777,6 +838,27 @@ fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
     assert_eq!(listing["settings"]["STYLE"]["value"], "terse", "{listing}");
     assert_eq!(listing["settings"]["STYLE"]["set"], true);
     assert_eq!(listing["secrets"]["API_KEY"]["set"], true, "{listing}");
+    responses
+}
+
+#[test]
+fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
+    let home = Home::new();
+    let seen = home.dir("seen");
+    let manifest = tuned_capsule(&home, &seen);
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    let (control_path, control) = control_file_and_token(&home, &session);
+
+    let secret = "s3cr3t-VALUE-9f8e7d";
+
+    // Before: nothing set.
+    let before = session.send(None, "a", true);
+    assert_eq!(artifact_text(&before), "style=unset");
+    assert_eq!(fs::read_to_string(seen.join("api_key")).unwrap(), "unset");
+
+    let mut conn = session.connect();
+    assert_control_needs_its_token(&mut conn);
+    let mut responses = set_style_and_secret(&mut conn, &control, secret);
 
     // The next task sees both.
     let after = session.send(None, "b", true);
@@ -815,7 +897,7 @@ fn control_settings_and_secrets_reach_the_next_task_and_secrets_never_leave() {
 // Lifecycle
 // ---------------------------------------------------------------------------------------------
 
-fn control_capsule(home: &Home) -> std::path::PathBuf {
+fn control_capsule(home: &Home) -> PathBuf {
     home.write_capsule(
         "ctl",
         json!({"name": "ctl", "version": "1", "control": {"settings": ["STYLE"]}}),
