@@ -6,6 +6,13 @@ use mur::address::{Named, resolve};
 use mur::id::{FormationId, SessionId};
 use mur::json::record::RunningRecord;
 use mur::running::Entry;
+use mur::sys::dir::Dir;
+
+/// `/`, opened once: entries need a directory to name, and resolving never touches it.
+fn root() -> &'static Dir {
+    static ROOT: std::sync::OnceLock<Dir> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| Dir::open(std::path::Path::new("/")).expect("open /"))
+}
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -26,10 +33,8 @@ fuzz_target!(|data: &[u8]| {
                 "pid": 1, "process_start": "1", "capsule_name": "c", "capsule_version": "1",
                 "workdir": "/", "outlives_launcher": true, "started_at": "2026-01-01T00:00:00Z",
                 "formation_id": format!("frm_{hex}")});
-        Entry {
-            path: "/x".into(),
-            record: RunningRecord::from_slice(json.to_string().as_bytes()).unwrap(),
-        }
+        let record = RunningRecord::from_slice(json.to_string().as_bytes()).unwrap();
+        Entry::new(root(), "x.json", record)
     })
     .collect();
     match resolve(text, &entries) {
