@@ -93,7 +93,7 @@ pub fn trust(dir: &Dir) -> Result<u32, HomeError> {
     let meta = dir
         .stat()
         .map_err(|err| HomeError::Unusable(format!("{path}: {err}")))?;
-    let me = dir::effective_uid();
+    let me = crate::sys::proc::euid();
     if meta.uid() != me {
         return Err(HomeError::Untrusted(format!(
             "{path} is owned by uid {}, not uid {me} (you): mur trusts only a murmur home you own; \
@@ -149,8 +149,7 @@ pub fn private_dir(name: &str) -> Result<Dir, HomeError> {
     };
     let home = murmur(true)?.ok_or_else(|| vanished(location().unwrap_or_default()))?;
     hold(&home)?;
-    let child = create_held(&home, name)?;
-    Ok(child)
+    create_held(&home, name)
 }
 
 /// The subdirectory `name` of a held directory, created if missing, opened without following a

@@ -35,7 +35,7 @@ use std::thread;
 use crate::door_client;
 use crate::json::record::{MAX_RECORD_BYTES, RunningRecord};
 use crate::process::{self, NotSignallable};
-use crate::sys::dir::{self, Dir, Small};
+use crate::sys::dir::{Dir, Small};
 use crate::sys::fs::{PRIVATE_FILE_MODE, ReadRefusal};
 
 /// Extension of a record file; the only one [`scan`] reads.
@@ -149,7 +149,7 @@ pub fn check_trust(file: &Small, path: &Path) -> Result<(), String> {
     let (owner, mode, me) = (
         file.meta.uid(),
         file.meta.mode() & 0o7777,
-        dir::effective_uid(),
+        crate::sys::proc::euid(),
     );
     let path = path.display();
     if owner != me {

@@ -51,7 +51,7 @@ pub fn prune_ended(formations: &Dir, project_dir: &Path) -> Vec<PathBuf> {
     let Ok(names) = formations.names() else {
         return Vec::new();
     };
-    let me = crate::sys::dir::effective_uid();
+    let me = crate::sys::proc::euid();
     let mut ended: Vec<String> = names
         .into_iter()
         .filter_map(|name| {

@@ -14,7 +14,7 @@
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fs::{File, Metadata, Permissions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::fs::{PRIVATE_FILE_MODE, ReadRefusal};
+use super::fs::{PRIVATE_FILE_MODE, ReadRefusal, open_refusal, read_bounded};
 
 /// An open directory. Cloning shares the one descriptor.
 #[derive(Debug, Clone)]
@@ -48,12 +48,6 @@ impl Small {
     pub fn set_mode(&self, mode: u32) -> io::Result<()> {
         self.file.set_permissions(Permissions::from_mode(mode))
     }
-}
-
-/// The effective uid of this process: the one owner `mur` trusts.
-pub fn effective_uid() -> u32 {
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    unsafe { libc::geteuid() }
 }
 
 /// Why opening `path` as a directory failed, for a message: a link and a non-directory are
@@ -217,36 +211,11 @@ impl Dir {
     /// without following a link and without blocking on a FIFO.
     pub fn read_small(&self, name: impl AsRef<OsStr>, max: u64) -> Result<Small, ReadRefusal> {
         let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
-        let fd = self
-            .open_at(name.as_ref(), flags, 0)
-            .map_err(|err| match err.raw_os_error() {
-                Some(libc::ENOENT) => ReadRefusal::Vanished,
-                Some(libc::ELOOP) => ReadRefusal::Invalid("is a symbolic link".into()),
-                _ => ReadRefusal::Io(err.to_string()),
-            })?;
-        let file = File::from(fd);
-        let meta = file
-            .metadata()
-            .map_err(|err| ReadRefusal::Io(err.to_string()))?;
-        if !meta.file_type().is_file() {
-            return Err(ReadRefusal::Invalid("is not a regular file".into()));
-        }
-        if meta.len() > max {
-            return Err(ReadRefusal::Invalid(format!(
-                "is {} bytes, larger than the {max} allowed",
-                meta.len()
-            )));
-        }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        (&file)
-            .take(max + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|err| ReadRefusal::Io(err.to_string()))?;
-        if bytes.len() as u64 > max {
-            return Err(ReadRefusal::Invalid(format!(
-                "grew past the {max} bytes allowed while being read"
-            )));
-        }
+        let file = File::from(
+            self.open_at(name.as_ref(), flags, 0)
+                .map_err(open_refusal)?,
+        );
+        let (bytes, meta) = read_bounded(&file, max)?;
         Ok(Small { bytes, meta, file })
     }
 

@@ -32,11 +32,24 @@ pub fn read_small_regular(path: &Path, max: u64) -> Result<Vec<u8>, ReadRefusal>
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|err| match err.raw_os_error() {
-            Some(libc::ENOENT) => ReadRefusal::Vanished,
-            Some(libc::ELOOP) => ReadRefusal::Invalid("is a symbolic link".into()),
-            _ => ReadRefusal::Io(err.to_string()),
-        })?;
+        .map_err(open_refusal)?;
+    read_bounded(&file, max).map(|(bytes, _)| bytes)
+}
+
+/// What an `O_NOFOLLOW` open's failure shows about the file: gone, a link, or an I/O failure
+/// that proves nothing about it.
+pub fn open_refusal(err: io::Error) -> ReadRefusal {
+    match err.raw_os_error() {
+        Some(libc::ENOENT) => ReadRefusal::Vanished,
+        Some(libc::ELOOP) => ReadRefusal::Invalid("is a symbolic link".into()),
+        _ => ReadRefusal::Io(err.to_string()),
+    }
+}
+
+/// The one bounded read under [`read_small_regular`] and [`super::dir::Dir::read_small`]: the
+/// whole of `file` (opened `O_NOFOLLOW|O_NONBLOCK`) if it is a regular file of at most `max`
+/// bytes, with what `fstat` said of it.
+pub fn read_bounded(file: &fs::File, max: u64) -> Result<(Vec<u8>, fs::Metadata), ReadRefusal> {
     let meta = file
         .metadata()
         .map_err(|err| ReadRefusal::Io(err.to_string()))?;
@@ -58,7 +71,7 @@ pub fn read_small_regular(path: &Path, max: u64) -> Result<Vec<u8>, ReadRefusal>
             "grew past the {max} bytes allowed while being read"
         )));
     }
-    Ok(body)
+    Ok((body, meta))
 }
 
 /// The permission bits of `path`, not following a final link.
