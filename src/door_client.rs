@@ -67,7 +67,7 @@ pub fn probe_session_id(url: &str, token: Option<&Secret>) -> Result<String, Str
                     response.status
                 ));
             }
-            serde_json::from_slice(&response.body)
+            crate::json::strict::from_slice(&response.body)
                 .map_err(|_| format!("{addr}: the agent card is not JSON"))?
         }
     };
@@ -112,7 +112,7 @@ pub fn call(
             response.status
         )));
     }
-    let mut answer: Value = serde_json::from_slice(&response.body)
+    let mut answer: Value = crate::json::strict::from_slice(&response.body)
         .map_err(|_| CallError::Transport(format!("{addr}: {method}: the answer is not JSON")))?;
     if let Some(result) = answer.get_mut("result") {
         return Ok(result.take());

@@ -116,7 +116,7 @@ pub fn verify(key: &Key, family: Family, token: &str) -> Option<serde_json::Valu
     let tag = b64::decode(tag_b64)?;
     key.mac(family, payload_b64).verify_slice(&tag).ok()?;
     let payload = b64::decode(payload_b64)?;
-    serde_json::from_slice::<serde_json::Value>(&payload)
+    crate::json::strict::from_slice(&payload)
         .ok()
         .filter(serde_json::Value::is_object)
 }
@@ -141,6 +141,23 @@ mod tests {
         assert_eq!(verify(&key(1), CONTROL, token.expose()), None);
         let swapped = token.expose().replacen("mdt1", "ctl1", 1);
         assert_eq!(verify(&key(1), CONTROL, &swapped), None);
+    }
+
+    #[test]
+    fn a_payload_with_a_duplicate_key_is_refused_even_with_a_good_mac() {
+        // MACed with the right key: only the payload's shape can refuse it.
+        let payload_b64 =
+            b64::encode(br#"{"credential":"reader","credential":"operator","scopes":[]}"#);
+        let tag = key(1).mac(DOOR, &payload_b64).finalize().into_bytes();
+        let token = format!("mdt1.{payload_b64}.{}", b64::encode(&tag));
+        assert_eq!(verify(&key(1), DOOR, &token), None);
+        let once = b64::encode(br#"{"credential":"operator","scopes":[]}"#);
+        let tag = key(1).mac(DOOR, &once).finalize().into_bytes();
+        let token = format!("mdt1.{once}.{}", b64::encode(&tag));
+        assert!(
+            verify(&key(1), DOOR, &token).is_some(),
+            "the control case verifies"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::home::Home;
+use common::http::Http;
 use common::process::{Proc, alive, start_token};
 use common::records::{record, session_id, status_of};
 use common::skip::skipped;
@@ -220,4 +221,53 @@ fn an_http_1_0_request_is_answered_and_closed_unless_it_asks_to_stay() {
         "an HTTP/1.0 keep-alive connection was closed: {answer}"
     );
     assert!(answer.contains("Connection: keep-alive"), "{answer}");
+}
+
+#[test]
+fn a_json_rpc_request_with_a_key_twice_is_refused_naming_it() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let mut conn = Http::connect(&session.url);
+    // A reader keeping the first "method" sees a harmless read; serde_json's default keeps the
+    // last. Neither is guessed.
+    let body =
+        br#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","method":"session/stop","params":{}}"#;
+    let answer = conn.request("POST", "/", &[], body).json();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("duplicate key \"method\""), "{answer}");
+    // Nested too, and the session did not stop.
+    let body = br#"{"jsonrpc":"2.0","id":2,"method":"message/send","params":{"message":{"role":"user","role":"agent","messageId":"m","parts":[]}}}"#;
+    let answer = conn.request("POST", "/", &[], body).json();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(session.card()["name"], "echo", "the door still serves");
+}
+
+#[test]
+fn an_ipv4_peer_of_a_dual_stack_door_is_loopback_for_secrets() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "vault",
+        serde_json::json!({"name": "vault", "version": "1", "control": {"secrets": ["API_KEY"]}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    if std::net::TcpListener::bind("[::]:0").is_err() {
+        return skipped(
+            "hardening::an_ipv4_peer_of_a_dual_stack_door_is_loopback_for_secrets",
+            "no IPv6 here: '--bind ::' cannot listen",
+        );
+    }
+    let session = home.start(&[manifest.to_str().unwrap(), "--bind", "::"]);
+    let port = session.url.rsplit(':').next().expect("host:port");
+    let control = home.token(&["--control"]);
+    // Over IPv4 to the dual-stack socket: the door sees ::ffff:127.0.0.1.
+    let mut conn = Http::connect(&format!("127.0.0.1:{port}"));
+    let auth = format!("Bearer {control}");
+    let put = conn.request(
+        "PUT",
+        "/control/secrets/API_KEY",
+        &[("Authorization", &auth)],
+        b"s3cret",
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
 }

@@ -144,7 +144,7 @@ fn call(args: Vec<std::ffi::OsString>) -> Outcome {
     BufReader::new(socket)
         .read_line(&mut line)
         .map_err(|err| Failure::Failed(format!("no answer from the session: {err}")))?;
-    let answer: serde_json::Value = serde_json::from_str(&line)
+    let answer = crate::json::strict::from_slice(line.as_bytes())
         .map_err(|_| Failure::Failed("the session's answer is not JSON".into()))?;
     if answer["ok"] == true {
         Out::default().line(answer["answer"].as_str().unwrap_or(""));

@@ -124,7 +124,7 @@ pub fn await_ready(
 }
 
 fn parse_ready(line: &[u8], id: &FormationId, pid: u32) -> Result<Ready, String> {
-    let value: Value = serde_json::from_slice(line)
+    let value: Value = crate::json::strict::from_slice(line)
         .map_err(|_| "printed something that is not a readiness line".to_string())?;
     let field = |key: &str| value.get(key).and_then(Value::as_str);
     let session_id = field("session_id")

@@ -7,3 +7,4 @@ pub mod manifest;
 pub mod record;
 pub mod roster;
 pub mod rpc;
+pub mod strict;

@@ -168,7 +168,7 @@ impl DoorAuth {
             .split('.')
             .nth(1)
             .and_then(crate::b64::decode)
-            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+            .and_then(|bytes| crate::json::strict::from_slice(&bytes).ok());
         match claimed {
             Some(p)
                 if names(&p, "formation").as_deref() == Some(door.formation_id.as_str())

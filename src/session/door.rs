@@ -43,12 +43,23 @@ impl Door {
 
     /// Answer one JSON-RPC request body from `caller`. `Err` is an HTTP-level refusal (403).
     fn rpc(&self, body: &[u8], caller: &Caller) -> Result<Value, Response> {
-        let Ok(request) = serde_json::from_slice::<Value>(body) else {
-            return Ok(error(
-                Value::Null,
-                PARSE_ERROR,
-                "parse error: the body is not JSON",
-            ));
+        let request = match crate::json::strict::from_slice(body) {
+            Ok(request) => request,
+            // JSON, but two equal keys in one object: which one counts would be a guess.
+            Err(err) if err.is_data() => {
+                return Ok(error(
+                    Value::Null,
+                    INVALID_REQUEST,
+                    &format!("invalid request: {err}; send each key once"),
+                ));
+            }
+            Err(_) => {
+                return Ok(error(
+                    Value::Null,
+                    PARSE_ERROR,
+                    "parse error: the body is not JSON",
+                ));
+            }
         };
         let id = request.get("id").cloned().unwrap_or(Value::Null);
         let scalar_id = matches!(id, Value::Null | Value::String(_) | Value::Number(_));

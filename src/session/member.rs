@@ -154,7 +154,7 @@ impl Member {
     }
 
     fn call(&self, request: &[u8]) -> Result<String, String> {
-        let request: Value = serde_json::from_slice(request)
+        let request: Value = crate::json::strict::from_slice(request)
             .map_err(|_| "a call is one JSON line: {\"peer\",\"text\"}".to_string())?;
         let peer = request
             .get("peer")
