@@ -271,3 +271,59 @@ fn an_ipv4_peer_of_a_dual_stack_door_is_loopback_for_secrets() {
     );
     assert_eq!(put.status, 200, "{}", put.text());
 }
+
+#[test]
+fn a_task_whose_thread_cannot_be_spawned_fails_instead_of_hanging() {
+    // RLIMIT_NPROC does not bind root, so the session runs as uid 65534 in a home of its own.
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skipped(
+            "hardening::a_task_whose_thread_cannot_be_spawned_fails_instead_of_hanging",
+            "not root: the limit must be set on another uid, which root alone can become",
+        );
+    }
+    let home = Home::new();
+    let nobody = home.dir("nobody");
+    let manifest = home.write_capsule(
+        "nobody/cap",
+        serde_json::json!({"name": "cap", "version": "1"}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    for path in [home.path(), &nobody, manifest.parent().unwrap(), &manifest] {
+        std::os::unix::fs::chown(path, Some(65534), Some(65534)).unwrap();
+    }
+    std::fs::set_permissions(
+        home.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut command = common::run::mur_command(
+        &nobody,
+        &nobody,
+        &["run", manifest.to_str().unwrap(), "--task", "hi"],
+    );
+    command.uid(65534).gid(65534);
+    // Three threads for uid 65534: the session's main thread, its door and its one-shot task
+    // waiter; the task's own thread is the fourth, and the kernel refuses it.
+    // SAFETY: setrlimit(2) with a live struct, async-signal-safe; runs after setuid.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 3,
+                rlim_max: 3,
+            };
+            if libc::setrlimit(libc::RLIMIT_NPROC, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let out = common::run::run(command, Duration::from_secs(20));
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("no thread to run the task"),
+        "{}",
+        out.stderr
+    );
+}
