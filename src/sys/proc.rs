@@ -59,15 +59,22 @@ pub fn euid() -> u32 {
 
 /// This process and its ancestors up to (not including) pid 0, nearest first; cut short where a
 /// parent cannot be read.
-pub fn self_and_ancestors() -> Vec<u32> {
-    let mut chain = vec![std::process::id()];
-    while let Some(parent) = kind(*chain.last().expect("never empty")).map(|k| k.ppid) {
-        if parent == 0 || chain.contains(&parent) || chain.len() > 4096 {
-            break;
+///
+/// Read once and kept: a `mur` lives seconds, and should its parent die it is reparented to an
+/// ancestor (init or a subreaper) already on the chain. One `mur ps` checks every record against
+/// it, so walking `/proc` once instead of per record keeps layers 1 and 2 cheap.
+pub fn self_and_ancestors() -> &'static [u32] {
+    static CHAIN: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    CHAIN.get_or_init(|| {
+        let mut chain = vec![std::process::id()];
+        while let Some(parent) = kind(*chain.last().expect("never empty")).map(|k| k.ppid) {
+            if parent == 0 || chain.contains(&parent) || chain.len() > 4096 {
+                break;
+            }
+            chain.push(parent);
         }
-        chain.push(parent);
-    }
-    chain
+        chain
+    })
 }
 
 /// Make this process non-dumpable: no core file, and no same-user `ptrace` or
