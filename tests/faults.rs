@@ -686,3 +686,125 @@ fn the_door_keeps_serving_under_slow_loris_floods_and_malformed_requests_in_boun
     session.signal(libc::SIGTERM);
     assert_eq!(session.wait_exit(Duration::from_secs(20)).code(), Some(143));
 }
+
+/// `mur` under this test's deadline with `HOME` set to `home` (any bytes), run from `/`.
+fn mur_in(home: &std::path::Path, args: &[&str]) -> common::run::Output {
+    let command = common::run::mur_command(home, std::path::Path::new("/"), args);
+    common::run::run(command, Duration::from_secs(60))
+}
+
+#[test]
+fn a_2_gib_sparse_record_is_refused_unread() {
+    let home = Home::new();
+    let sparse = home.running_dir().join("ses_sparse.json");
+    fs::File::create(&sparse).unwrap().set_len(2 << 30).unwrap();
+    let ps = mur_in(home.path(), &["ps", "-v"]);
+    ps.expect_code(0);
+    assert!(ps.stderr.contains("larger than"), "{}", ps.stderr);
+    assert!(
+        !sparse.exists(),
+        "the sparse file is pruned as not a record"
+    );
+    // Read? Not a byte: the size is refused from fstat, so the listing takes no time to speak of.
+    assert!(ps.elapsed < Duration::from_secs(5), "{:?}", ps.elapsed);
+}
+
+#[test]
+fn a_hundred_thousand_junk_files_are_swept_past() {
+    let home = Home::new();
+    let running = home.running_dir();
+    let live = Proc::sleeper();
+    let sid = session_id();
+    home.write_record(&record(&sid, live.pid(), &live.start(), &dead_url()));
+    for i in 0..50_000 {
+        fs::write(running.join(format!("junk-{i}.json")), b"not json").unwrap();
+        fs::write(running.join(format!("junk-{i}.txt")), b"").unwrap();
+    }
+    let ps = mur_in(home.path(), &["ps", "--json"]);
+    ps.expect_code(0);
+    assert!(
+        ps.stderr.contains("pruned 50000 stale records"),
+        "{}",
+        ps.stderr
+    );
+    assert_eq!(
+        common::records::status_of(&ps.json(), &sid).as_deref(),
+        Some("unreachable")
+    );
+    // What is not `*.json` is not mur's to judge: left alone.
+    assert_eq!(home.running_entries().len(), 50_001);
+}
+
+#[test]
+fn a_home_with_spaces_newlines_and_non_utf8_bytes_works() {
+    use std::os::unix::ffi::OsStrExt;
+    let base = Home::new();
+    let odd = base
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"a home\nwith \xff bytes"));
+    fs::create_dir(&odd).unwrap();
+    let run = mur_in(&odd, &["run", "--task", "hi"]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "hi\n");
+    let mut command = common::run::mur_command(&odd, std::path::Path::new("/"), &["run", "--json"]);
+    command.stderr(std::process::Stdio::piped());
+    let session = Session::spawn(command);
+    let ps = mur_in(&odd, &["ps", "--json"]);
+    ps.expect_code(0);
+    assert_eq!(
+        common::records::status_of(&ps.json(), &session.id).as_deref(),
+        Some("running"),
+        "{}",
+        ps.stdout
+    );
+    mur_in(&odd, &["stop", &session.id]).expect_code(0);
+    assert!(common::home::list_dir(&odd.join(".murmur/running")).is_empty());
+}
+
+/// `command` run with its descriptor limit at `n` (soft and hard).
+fn with_open_files(command: &mut std::process::Command, n: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit(2) with a live struct is async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+#[test]
+fn twenty_descriptors_are_enough_or_a_clear_error_never_a_hang() {
+    let home = Home::new();
+    let live = Proc::sleeper();
+    let ids: Vec<String> = (0..100).map(|_| session_id()).collect();
+    for sid in &ids {
+        home.write_record(&record(sid, live.pid(), &live.start(), &dead_url()));
+    }
+    let mut ps = home.command(&["ps", "--json"]);
+    with_open_files(&mut ps, 20);
+    let ps = common::run::run(ps, Duration::from_secs(60));
+    ps.expect_code(0);
+    let listed = ps.json();
+    for sid in &ids {
+        // Kept, whatever the probe could do with the descriptors it had.
+        assert_eq!(
+            common::records::status_of(&listed, sid).as_deref(),
+            Some("unreachable"),
+            "{}",
+            ps.stdout
+        );
+    }
+    let mut run = home.command(&["run", "--task", "hi"]);
+    with_open_files(&mut run, 20);
+    let run = common::run::run(run, Duration::from_secs(60));
+    run.expect_code(0);
+    assert_eq!(run.stdout, "hi\n");
+}

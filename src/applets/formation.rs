@@ -41,7 +41,8 @@ Options:
                        newline dropped)
   --json               print one line once the formation is ready:
                        {\"formation_id\",\"members\":[{\"name\",\"entry\",\"session_id\",\"url\",\"pid\"}]}
-  --ready-timeout SECS how long each member has to come up (default 180)
+  --ready-timeout SECS how long each member has to come up (default 180;
+                       1 to 31622400, a year)
   -h, --help           this text
 
 mur formation call PEER [TEXT|-]

@@ -28,10 +28,12 @@ matches exactly one session or formation.
 
 A session is first asked to stop at its door (session/stop, with its operator
 token); if it has not gone within 2 s (at most half the timeout) it gets
-SIGTERM, and SIGKILL once the timeout has passed. Every signal goes to the recorded process only: its start
-time is checked first (through a pidfd where the kernel has one), so a pid that
-now belongs to another process is never signalled. Its record is removed once
-it is gone.
+SIGTERM, and SIGKILL once the timeout has passed. Every signal goes to the
+recorded process only: its start time is checked first (through a pidfd where
+the kernel has one), so a pid that now belongs to another process is never
+signalled. Whatever a record says, mur signals only your own processes, and
+never pid 1, a kernel thread, a thread id, itself or its ancestors: such a
+record is refused and kept. Its record is removed once it is gone.
 
 A formation is stopped through its launcher: SIGTERM (SIGKILL after the
 timeout), which closes every member's lifeline; members still running after
@@ -41,13 +43,15 @@ Prints one line per thing stopped and how, e.g.
   stopped: ses_0199...  echo@0.1.0  session/stop
 
 Options:
-  --timeout SECS  grace before SIGKILL (default 10; 0 = SIGKILL at once)
+  --timeout SECS  grace before SIGKILL (default 10; 0 = SIGKILL at once;
+                  at most a year, 31622400)
   --all           stop every running session and formation
   -h, --help      this text
 
 Exit status: 0 when everything named was stopped; 1 when an address matched
 nothing, or something could not be stopped (its record is kept: a live pid
-whose start time cannot be read, or a process this user may not signal);
+whose start time cannot be read, a process mur may not signal, or a record
+this user does not own);
 2 on a usage error.
 ",
     main,
