@@ -109,6 +109,7 @@ fn root_never_signals_another_users_process_through_a_record() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    let _alone = NOBODY.lock().unwrap_or_else(|p| p.into_inner());
     let child = Proc::from_command(nobody);
     wait_until(Duration::from_secs(5), "the sleep's start time", || {
         start_token(child.pid()).is_some()
@@ -272,21 +273,13 @@ fn an_ipv4_peer_of_a_dual_stack_door_is_loopback_for_secrets() {
     assert_eq!(put.status, 200, "{}", put.text());
 }
 
-#[test]
-fn a_task_whose_thread_cannot_be_spawned_fails_instead_of_hanging() {
-    // RLIMIT_NPROC does not bind root, so the session runs as uid 65534 in a home of its own.
-    // SAFETY: geteuid(2) has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return skipped(
-            "hardening::a_task_whose_thread_cannot_be_spawned_fails_instead_of_hanging",
-            "not root: the limit must be set on another uid, which root alone can become",
-        );
-    }
-    let home = Home::new();
+/// A home for uid 65534 under `home` (`<home>/nobody`, theirs), with a `cat` capsule in it at
+/// `nobody/<name>`: the capsule's manifest path.
+fn nobodys_capsule(home: &Home, name: &str) -> std::path::PathBuf {
     let nobody = home.dir("nobody");
     let manifest = home.write_capsule(
-        "nobody/cap",
-        serde_json::json!({"name": "cap", "version": "1"}),
+        &format!("nobody/{name}"),
+        serde_json::json!({"name": name, "version": "1"}),
         Some("#!/bin/sh\ncat\n"),
     );
     for path in [home.path(), &nobody, manifest.parent().unwrap(), &manifest] {
@@ -297,20 +290,27 @@ fn a_task_whose_thread_cannot_be_spawned_fails_instead_of_hanging() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let mut command = common::run::mur_command(
-        &nobody,
-        &nobody,
-        &["run", manifest.to_str().unwrap(), "--task", "hi"],
-    );
+    manifest
+}
+
+/// Held while this test binary runs anything as uid 65534: `RLIMIT_NPROC` counts every process
+/// and thread of the uid, so two such tests at once would spend each other's allowance. (Another
+/// test binary running as 65534 at the same moment would too; the suite runs none.)
+static NOBODY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `mur ARGS…` run as uid 65534 in `<home>/nobody`, with at most `threads` processes and
+/// threads for that uid (`RLIMIT_NPROC`, which does not bind root), to its end.
+fn run_as_nobody(home: &Home, threads: u64, args: &[&str]) -> common::run::Output {
+    let _alone = NOBODY.lock().unwrap_or_else(|p| p.into_inner());
+    let nobody = home.path().join("nobody");
+    let mut command = common::run::mur_command(&nobody, &nobody, args);
     command.uid(65534).gid(65534);
-    // Three threads for uid 65534: the session's main thread, its door and its one-shot task
-    // waiter; the task's own thread is the fourth, and the kernel refuses it.
     // SAFETY: setrlimit(2) with a live struct, async-signal-safe; runs after setuid.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             let limit = libc::rlimit {
-                rlim_cur: 3,
-                rlim_max: 3,
+                rlim_cur: threads,
+                rlim_max: threads,
             };
             if libc::setrlimit(libc::RLIMIT_NPROC, &limit) == 0 {
                 Ok(())
@@ -319,10 +319,71 @@ fn a_task_whose_thread_cannot_be_spawned_fails_instead_of_hanging() {
             }
         });
     }
-    let out = common::run::run(command, Duration::from_secs(20));
+    common::run::run(command, Duration::from_secs(20))
+}
+
+/// Whether this test may become another uid; if not, the skip is recorded.
+fn may_become_nobody(test: &str) -> bool {
+    // SAFETY: geteuid(2) has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        skipped(
+            test,
+            "not root: the limit must be set on another uid, which root alone can become",
+        );
+    }
+    root
+}
+
+#[test]
+fn a_task_whose_thread_cannot_be_spawned_fails_instead_of_hanging() {
+    if !may_become_nobody(
+        "hardening::a_task_whose_thread_cannot_be_spawned_fails_instead_of_hanging",
+    ) {
+        return;
+    }
+    let home = Home::new();
+    let manifest = nobodys_capsule(&home, "cap");
+    // Three threads: the session's main thread, its door and its one-shot task waiter; the
+    // task's own thread is the fourth, and the kernel refuses it.
+    let out = run_as_nobody(
+        &home,
+        3,
+        &["run", manifest.to_str().unwrap(), "--task", "hi"],
+    );
     out.expect_code(1);
     assert!(
         out.stderr.contains("no thread to run the task"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_launcher_without_a_thread_refuses_instead_of_panicking() {
+    if !may_become_nobody("hardening::a_launcher_without_a_thread_refuses_instead_of_panicking") {
+        return;
+    }
+    let home = Home::new();
+    let entry = nobodys_capsule(&home, "lead");
+    let peer = nobodys_capsule(&home, "helper");
+    let roster = home.path().join("nobody/roster.json");
+    std::fs::write(
+        &roster,
+        serde_json::json!({"members": [
+            {"name": "lead", "capsule": entry, "entry": true},
+            {"name": "helper", "capsule": peer},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&roster, Some(65534), Some(65534)).unwrap();
+    // Two: the launcher and its peer's process; the thread awaiting the peer's readiness is
+    // the third.
+    let out = run_as_nobody(&home, 2, &["formation", roster.to_str().unwrap()]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("cannot await member 'helper'"),
         "{}",
         out.stderr
     );
