@@ -168,6 +168,7 @@ function generationOf(sdkVersion, sdk) {
       message: (text) => ({
         message: { kind: "message", messageId: randomUUID(), role: "user", parts: [{ kind: "text", text }] },
       }),
+      request: (_type, params) => params,
       isTask: (result) => result?.kind === "task",
       state: (task) => task.status?.state,
       texts: (parts) => (parts ?? []).filter((p) => p.kind === "text").map((p) => p.text),
@@ -190,6 +191,9 @@ function generationOf(sdkVersion, sdk) {
     message: (text) => sdk.SendMessageRequest.fromJSON({
       message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text }] },
     }),
+    // The SDK's request messages, every field at its default (its toJSON sends a missing enum as
+    // "UNRECOGNIZED").
+    request: (type, params) => sdk[type].fromJSON(params),
     isTask: (result) => result !== undefined && "status" in result && !("messageId" in result),
     state: (task) => sdk.taskStateToJSON(task.status?.state),
     texts: (parts) => (parts ?? []).filter((p) => p.content?.$case === "text").map((p) => p.content.value),
@@ -206,7 +210,13 @@ function generationOf(sdkVersion, sdk) {
     },
     extendedCardDeclared: (card) => Boolean(card.capabilities?.extendedAgentCard),
     requiredSchemes: (card) => (card.securityRequirements ?? []).flatMap((r) => Object.keys(r.schemes ?? {})),
-    isBearer: (scheme) => scheme?.httpAuthSecurityScheme?.scheme?.toLowerCase() === "bearer",
+    // The card as sent (ProtoJSON `httpAuthSecurityScheme`), or as the SDK's resolver keeps a
+    // card it reads as protobuf-shaped (a `$case` oneof).
+    isBearer: (scheme) => {
+      const http = scheme?.httpAuthSecurityScheme
+        ?? (scheme?.scheme?.$case === "httpAuthSecurityScheme" ? scheme.scheme.value : undefined);
+      return http?.scheme?.toLowerCase() === "bearer";
+    },
   };
 }
 
@@ -310,17 +320,19 @@ async function run({ url, sdkDir, text, token, wantSession }) {
   checkTask(c, g, task, text, "sendMessage");
   summary.task = { id: task.id, contextId: task.contextId, state: g.state(task),
     answer: g.texts(task.artifacts[0].parts)[0] };
-  const again = await client.getTask({ id: task.id }, options);
+  const again = await client.getTask(g.request("GetTaskRequest", { id: task.id }), options);
   checkTask(c, g, again, text, "getTask");
   c.expect(again.id === task.id && again.contextId === task.contextId, "getTask: the same task",
     [again.id, again.contextId]);
   if (g.protocol === "1.0") {
-    const listed = await client.listTasks({}, options);
+    const listed = await client.listTasks(g.request("ListTasksRequest", {}), options);
     c.expect((listed.tasks ?? []).some((t) => t.id === task.id), "listTasks: the task is listed",
       (listed.tasks ?? []).map((t) => t.id));
   }
-  await expectCode(c, g, () => client.getTask({ id: UNKNOWN_TASK }, options), -32001, "getTask unknown");
-  await expectCode(c, g, () => client.cancelTask({ id: task.id }, options), -32002, "cancelTask finished");
+  const unknown = g.request("GetTaskRequest", { id: UNKNOWN_TASK });
+  await expectCode(c, g, () => client.getTask(unknown, options), -32001, "getTask unknown");
+  const cancel = g.request("CancelTaskRequest", { id: task.id });
+  await expectCode(c, g, () => client.cancelTask(cancel, options), -32002, "cancelTask finished");
 
   // 4. The extended card.
   if (token !== null) {
