@@ -104,7 +104,7 @@ async def run(url, text, token, want_session):
         c.expect(card.preferred_transport == TransportProtocol.jsonrpc.value,
                  "card: preferredTransport JSONRPC", card.preferred_transport)
         c.expect(card.url.rstrip("/") == url.rstrip("/"), "card: url is the door", card.url)
-        c.expect(card.capabilities.streaming is False, "card: streaming false",
+        c.expect(card.capabilities.streaming is True, "card: streaming true",
                  card.capabilities.streaming)
         c.expect(len(card.skills) >= 1, "card: at least one skill")
 
