@@ -1,4 +1,5 @@
-//! base64url without padding (RFC 4648 §5), the encoding of every token part.
+//! base64url without padding (RFC 4648 §5), the encoding of every token part; and a lenient
+//! reader for the `bytes` of A2A messages, which clients send in either alphabet.
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -39,6 +40,26 @@ pub fn decode(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Decode base64 in the standard (RFC 4648 §4) or the URL alphabet, padded or not — what
+/// ProtoJSON accepts for `bytes`. Padding, when present, must complete the last group; the two
+/// alphabets may not be mixed.
+pub fn decode_any(text: &str) -> Option<Vec<u8>> {
+    let unpadded = text.trim_end_matches('=');
+    let padding = text.len() - unpadded.len();
+    if padding > 2 || (padding > 0 && !text.len().is_multiple_of(4)) {
+        return None;
+    }
+    let standard = unpadded.contains(['+', '/']);
+    if standard && unpadded.contains(['-', '_']) {
+        return None;
+    }
+    if standard {
+        decode(&unpadded.replace('+', "-").replace('/', "_"))
+    } else {
+        decode(unpadded)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +87,26 @@ mod tests {
         assert_eq!(decode("-_8").unwrap(), [0xfb, 0xff]);
         for bad in ["Zg==", "Z", "Zh", "Zm9+", "Zm9/", "Zm 9", "Zm9vY"] {
             assert_eq!(decode(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn either_alphabet_padded_or_not() {
+        for coded in ["aGVsbG8=", "aGVsbG8", "+/8=", "-_8", "", "Zm9v"] {
+            assert!(decode_any(coded).is_some(), "{coded}");
+        }
+        assert_eq!(decode_any("+/8=").unwrap(), [0xfb, 0xff]);
+        for bad in [
+            "aGVsbG8==",
+            "Zg===",
+            "Zg=",
+            "+_8=",
+            "a b=",
+            "Z",
+            "=",
+            "not base64!",
+        ] {
+            assert_eq!(decode_any(bad), None, "{bad}");
         }
     }
 

@@ -5,8 +5,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::json::card::session_id_from_card;
-use crate::json::rpc::{EXTENDED_CARD, EXTENDED_CARD_V1, METHOD_NOT_FOUND};
+use crate::a2a::card::session_id_from_card;
+use crate::a2a::rpc::{
+    self, EXTENDED_CARD, EXTENDED_CARD_V1, METHOD_NOT_FOUND, VERSION_NOT_SUPPORTED,
+};
+use crate::a2a::version::Generation;
 use crate::net::client::{self, Deadlines, Request};
 use crate::secret::Secret;
 
@@ -37,21 +40,24 @@ impl std::fmt::Display for CallError {
 
 /// Layer 3: the session id the door at `url` names on its agent card — the extended card read
 /// with `token` when there is one (an authenticated door names its session only there), else the
-/// public card. The extended card is asked by its A2A 0.3 name, then, when a door answers
-/// method-not-found, by its 1.0 name (the original runtime's newer doors).
+/// public card. The extended card is asked by its A2A 0.3 name, then, when a door does not
+/// answer that, by its 1.0 name with the 1.0 header (the original runtime's newer doors).
 ///
 /// The one door probe: `mur ps`, `mur stop` and a formation's readiness check all ask it, so "this
 /// door answers as that session" means one thing everywhere.
 pub fn probe_session_id(url: &str, token: Option<&Secret>) -> Result<String, String> {
     let card = match token {
-        Some(token) => match call(url, Some(token), EXTENDED_CARD, json!({}), PROBE) {
-            Err(CallError::Rpc {
-                code: METHOD_NOT_FOUND,
-                ..
-            }) => call(url, Some(token), EXTENDED_CARD_V1, json!({}), PROBE),
-            other => other,
+        Some(token) => {
+            call_either(
+                url,
+                Some(token),
+                [EXTENDED_CARD, EXTENDED_CARD_V1],
+                json!({}),
+                PROBE,
+            )
+            .map_err(|err| err.to_string())?
+            .1
         }
-        .map_err(|err| err.to_string())?,
         None => {
             let addr = client::parse_door_addr(url)?;
             let request = Request {
@@ -76,7 +82,30 @@ pub fn probe_session_id(url: &str, token: Option<&Secret>) -> Result<String, Str
         .ok_or_else(|| format!("the agent card at {url} names no session"))
 }
 
-/// One JSON-RPC 2.0 call to the door at `url`, with `token` as its bearer token when given.
+/// Call `methods[0]`, and when the door does not answer it — method not found (-32601), or
+/// version not supported (-32009: the original runtime's doors speak only 1.0 and check the
+/// header before the method) — `methods[1]`: mur's name for something and the original
+/// runtime's, so either kind of door answers. The answer comes with the name that got it.
+pub fn call_either<'m>(
+    url: &str,
+    token: Option<&Secret>,
+    methods: [&'m str; 2],
+    params: Value,
+    deadlines: Deadlines,
+) -> Result<(&'m str, Value), CallError> {
+    match call(url, token, methods[0], params.clone(), deadlines) {
+        Err(CallError::Rpc {
+            code: METHOD_NOT_FOUND | VERSION_NOT_SUPPORTED,
+            ..
+        }) => call(url, token, methods[1], params, deadlines).map(|v| (methods[1], v)),
+        other => other.map(|v| (methods[0], v)),
+    }
+}
+
+/// One JSON-RPC 2.0 call to the door at `url`, with `token` as its bearer token when given, and
+/// the `A2A-Version` header of the method's generation (mur's own `session/stop` goes as 0.3,
+/// `murmur.StopSession` as 1.0: the original runtime's doors serve only 1.0, and only with the
+/// header).
 pub fn call(
     url: &str,
     token: Option<&Secret>,
@@ -87,7 +116,11 @@ pub fn call(
     let addr = client::parse_door_addr(url).map_err(CallError::Transport)?;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
     let authorization;
-    let mut headers = vec![("Content-Type", "application/json")];
+    let version = rpc::method(method).map_or(Generation::V0_3, |m| m.generation);
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("A2A-Version", version.header()),
+    ];
     if let Some(token) = token {
         // A token holds only base64url characters and dots; anything else would let a corrupt
         // record write arbitrary header lines.

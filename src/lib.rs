@@ -7,11 +7,13 @@
 //! - [`running`]: the machine-wide map of running sessions and its three-layer check.
 //! - [`address`]: `@N`, full ids and suffixes on the command line.
 //! - [`door_client`]: calling a door (card probe, JSON-RPC) from the host tools.
-//! - [`json`]: wire types — the running record, the agent card.
+//! - [`a2a`]: the A2A protocol, both generations: methods, messages, tasks, errors, the card.
+//! - [`json`]: wire types — the running record, the manifest, the roster, the member channel.
 //! - [`net`]: HTTP on std sockets.
 //! - [`sys`]: every libc call, behind safe functions.
 //! - [`id`], [`secret`], [`time`], [`home`], [`cli`]: small shared pieces.
 
+pub mod a2a;
 pub mod address;
 pub mod applets;
 pub mod b64;

@@ -97,10 +97,16 @@ fn readiness_line_ps_and_card_agree_on_the_session() {
     assert_eq!(card["preferredTransport"], "JSONRPC");
     let url = format!("http://{}/", session.url);
     assert_eq!(card["url"], url.as_str());
-    assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "0.3.0");
-    assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
-    assert_eq!(card["supportedInterfaces"][0]["url"], url.as_str());
+    // Both generations at the one URL, 1.0 first (the preferred one).
+    for (i, version) in ["1.0", "0.3"].into_iter().enumerate() {
+        let interface = &card["supportedInterfaces"][i];
+        assert_eq!(interface["protocolVersion"], version, "{card}");
+        assert_eq!(interface["protocolBinding"], "JSONRPC");
+        assert_eq!(interface["url"], url.as_str());
+    }
+    assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 2);
     assert_eq!(card["capabilities"]["streaming"], false);
+    assert_eq!(card["capabilities"]["extendedAgentCard"], false);
     assert_eq!(card["skills"][0]["id"], "task");
     let extension = card["capabilities"]["extensions"]
         .as_array()
@@ -123,8 +129,11 @@ fn echo_answers_with_the_text_and_keeps_the_task() {
     );
     assert_eq!(task["kind"], "task");
     assert_eq!(state(&task), "completed", "{task}");
-    assert_eq!(artifact_text(&task), "first line\nsecond line");
-    assert_eq!(status_text(&task), "first line\nsecond line");
+    // Echo answers with every part it got, each as it came.
+    let parts =
+        json!([{"kind": "text", "text": "first line"}, {"kind": "text", "text": "second line"}]);
+    assert_eq!(task["artifacts"][0]["parts"], parts, "{task}");
+    assert_eq!(task["status"]["message"]["parts"], parts, "{task}");
     let id = task["id"].as_str().unwrap();
     assert!(id.starts_with("tsk_"), "{id}");
     assert!(task["contextId"].as_str().unwrap().starts_with("ctx_"));
@@ -132,7 +141,7 @@ fn echo_answers_with_the_text_and_keeps_the_task() {
     let got = session.get_task(None, id);
     assert_eq!(got["id"], id);
     assert_eq!(state(&got), "completed");
-    assert_eq!(artifact_text(&got), "first line\nsecond line");
+    assert_eq!(got["artifacts"][0]["parts"], parts);
 
     // A second task is a different task.
     let other = session.send(None, "another", true);
@@ -650,7 +659,19 @@ fn assert_only_the_extended_card_names_the_session(session: &Session, operator: 
     let card = session.card();
     assert_eq!(session_of(&card), None, "{card}");
     assert_eq!(card["supportsAuthenticatedExtendedCard"], true);
-    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
+    assert_eq!(card["capabilities"]["extendedAgentCard"], true);
+    // The bearer scheme in both generations' shapes.
+    let scheme = &card["securitySchemes"]["bearer"];
+    assert_eq!(
+        (&scheme["type"], &scheme["scheme"]),
+        (&json!("http"), &json!("Bearer"))
+    );
+    assert_eq!(scheme["httpAuthSecurityScheme"]["scheme"], "Bearer");
+    assert_eq!(card["security"], json!([{"bearer": []}]));
+    assert_eq!(
+        card["securityRequirements"][0]["schemes"]["bearer"],
+        json!({"list": []})
+    );
     let extended = session.call(
         Some(operator),
         "agent/getAuthenticatedExtendedCard",

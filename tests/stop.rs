@@ -108,6 +108,58 @@ fn a_session_that_answers_session_stop_is_stopped_at_its_door() {
     }
 }
 
+/// A door of the original runtime (1.0 only, with the header): `session/stop` is unknown there,
+/// so stop asks `murmur.StopSession` with `A2A-Version: 1.0`, and reports that it did.
+#[test]
+fn an_original_runtime_door_is_stopped_by_murmur_stop_session() {
+    let home = Home::patient();
+    let mut cat = Proc::cat_on_pipe();
+    let stdin = Arc::new(Mutex::new(Some(cat.take_stdin())));
+    let id = session_id();
+    let token = "mdt1.originalop.mac";
+    let door = Door::start(DoorSpec {
+        session_id: id.clone(),
+        token: Some(token.into()),
+        v1_only: true,
+        on_stop: Some(Box::new(move || drop(stdin.lock().unwrap().take()))),
+        ..DoorSpec::default()
+    });
+    let mut r = record_for(&id, &cat, &door.url());
+    r["door_token"] = json!(token);
+    let path = home.write_record(&r);
+
+    let run = home.mur(&["stop", &id]);
+    run.expect_code(0);
+    assert_eq!(
+        run.stdout,
+        format!("stopped: {id}  echo@0.1.0  murmur.StopSession\n"),
+        "stderr: {}",
+        run.stderr
+    );
+    assert!(
+        cat.wait_exit(WAIT).success(),
+        "ended at its door, not by a signal"
+    );
+    assert!(!path.exists(), "record pruned");
+    let asked: Vec<_> = door
+        .seen()
+        .into_iter()
+        .filter(|s| s.what.ends_with("top") || s.what.ends_with("Session"))
+        .collect();
+    let said: Vec<(&str, Option<&str>)> = asked
+        .iter()
+        .map(|s| (s.what.as_str(), s.version.as_deref()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("session/stop", Some("0.3")),
+            ("murmur.StopSession", Some("1.0"))
+        ],
+        "mur's own name first, then the original's with its generation's header"
+    );
+}
+
 #[test]
 fn a_door_that_answers_but_does_not_stop_is_followed_by_sigterm() {
     let home = Home::patient();

@@ -1,5 +1,10 @@
-//! JSON-RPC at a public echo door: every body gets HTTP 200 and a JSON-RPC 2.0 answer that is
-//! exactly one of result or error, with a scalar id.
+//! JSON-RPC at a public echo door, in both A2A generations: every body, under any `A2A-Version`
+//! header, gets HTTP 200 and a JSON-RPC 2.0 answer that is exactly one of result or error, with a
+//! scalar id; under `A2A-Version: 1.0` every error is ProtoJSON, carrying a `google.rpc.ErrorInfo`.
+//!
+//! The first byte picks the header: `1` is `1.0`, `0` is `0.3`, `h` takes the header's value
+//! from the bytes up to the first newline; `{` and `[` start the body with no header (so the
+//! seeds of the 0.3-only door still work), and any other byte means no header.
 #![no_main]
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -28,11 +33,25 @@ fuzz_target!(|data: &[u8]| {
         control: None,
         stop_requested: AtomicBool::new(false),
     };
+    let (version, body): (Option<&[u8]>, &[u8]) = match data.split_first() {
+        None => (None, data),
+        Some((b'{' | b'[', _)) => (None, data),
+        Some((b'1', rest)) => (Some(b"1.0"), rest),
+        Some((b'0', rest)) => (Some(b"0.3"), rest),
+        Some((b'h', rest)) => match rest.iter().position(|&b| b == b'\n') {
+            Some(end) => (Some(&rest[..end]), &rest[end + 1..]),
+            None => (Some(rest), &[]),
+        },
+        Some((_, rest)) => (None, rest),
+    };
+    let headers = version
+        .map(|v| vec![("a2a-version".to_string(), v.to_vec())])
+        .unwrap_or_default();
     let response = door.handle(Request {
         method: "POST".into(),
         path: "/".into(),
-        headers: vec![],
-        body: data.to_vec(),
+        headers,
+        body: body.to_vec(),
         peer: "127.0.0.1:2".parse().unwrap(),
         keep_alive: true,
     });
@@ -40,6 +59,12 @@ fuzz_target!(|data: &[u8]| {
     let answer: serde_json::Value = serde_json::from_slice(&response.body).expect("JSON answer");
     assert_eq!(answer["jsonrpc"], "2.0");
     assert!(answer.get("result").is_some() != answer.get("error").is_some());
+    if version == Some(b"1.0") && answer.get("error").is_some() {
+        assert_eq!(
+            answer["error"]["data"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo",
+            "{answer}"
+        );
+    }
     assert!(matches!(
         answer["id"],
         serde_json::Value::Null | serde_json::Value::String(_) | serde_json::Value::Number(_)

@@ -3,7 +3,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use mur::json::manifest::{Manifest, is_valid_name};
-use mur::json::rpc::DOOR_METHODS;
+use mur::a2a::rpc::is_scope;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(manifest) = serde_json::from_slice::<Manifest>(data) else {
@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
                     credential
                         .scopes
                         .iter()
-                        .all(|s| DOOR_METHODS.contains(&s.as_str()))
+                        .all(|s| is_scope(s))
                 );
             }
         }

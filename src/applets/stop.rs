@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::Applet;
+use crate::a2a::rpc::{SESSION_STOP, STOP_SESSION};
 use crate::address::{self, Named};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::json::record::ProcessIdentity;
-use crate::json::rpc::SESSION_STOP;
 use crate::net::client::Deadlines;
 use crate::process::{NotSignallable, Sent, Target};
 use crate::running::{self, Depth, Entry};
@@ -170,17 +170,15 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
             response: door_budget,
         };
         let asked_at = Instant::now();
-        if door_client::call(
+        if let Ok((asked, _)) = door_client::call_either(
             &record.url,
             record.door_token.as_ref(),
-            SESSION_STOP,
+            [SESSION_STOP, STOP_SESSION],
             json!({}),
             ask,
-        )
-        .is_ok()
-            && target.wait_gone(door_budget.saturating_sub(asked_at.elapsed()))
+        ) && target.wait_gone(door_budget.saturating_sub(asked_at.elapsed()))
         {
-            how = Some(SESSION_STOP);
+            how = Some(asked);
         }
         if how.is_none() {
             match target.signal(libc::SIGTERM) {

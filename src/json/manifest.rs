@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::rpc::DOOR_METHODS;
+use crate::a2a::rpc;
 use serde::Deserialize;
 
 /// The largest manifest read.
@@ -213,15 +213,11 @@ impl Manifest {
                         "network.authentication.credentials: '{name}' is declared twice"
                     ));
                 }
-                if let Some(bad) = credential
-                    .scopes
-                    .iter()
-                    .find(|s| !DOOR_METHODS.contains(&s.as_str()))
-                {
+                if let Some(bad) = credential.scopes.iter().find(|s| !rpc::is_scope(s)) {
                     return Err(format!(
                         "network.authentication.credentials: '{name}' has scope '{}', which is not a door method (allowed: {})",
                         bad.escape_debug(),
-                        DOOR_METHODS.join(", ")
+                        rpc::scope_names().join(", ")
                     ));
                 }
             }

@@ -1,10 +1,8 @@
 //! Wire types: what `mur` reads from and writes to files and sockets, with the rules for refusing
-//! a malformed one.
+//! a malformed one. (A2A's own shapes live in [`crate::a2a`].)
 
-pub mod card;
 pub mod contract;
 pub mod manifest;
 pub mod record;
 pub mod roster;
-pub mod rpc;
 pub mod strict;

@@ -1,14 +1,15 @@
 //! Door authentication: `mdt1` bearer tokens MACed with a key this session drew at start and
 //! never wrote anywhere.
 //!
-//! Scopes are method names. The operator token holds every method; each credential the manifest
-//! declares gets one token with exactly its scopes. Checks run header → MAC (constant time) →
+//! Scopes are method names of either generation, and a scope grants its twin in the other
+//! ([`crate::a2a::rpc::scope_grants`]). The operator token holds every method; each credential the
+//! manifest declares gets one token with exactly its scopes. Checks run header → MAC (constant time) →
 //! payload, and a refusal never says which failed: 401 with `WWW-Authenticate` for anything that
 //! is not a valid token, 403 for a valid one lacking the method.
 
 use serde_json::json;
 
-use crate::json::rpc::{DOOR_METHODS, MESSAGE_SEND, TASKS_CANCEL, TASKS_GET};
+use crate::a2a::rpc::{self, OPERATOR_SCOPES, Op};
 use crate::net::server::{Request, Response};
 use crate::secret::Secret;
 use crate::token::{self, Key};
@@ -27,15 +28,18 @@ pub enum Caller {
     Member { from: String, owner: String },
 }
 
-/// The methods a formation peer may call at a member's door.
-pub const MEMBER_SCOPES: &[&str] = &[MESSAGE_SEND, TASKS_GET, TASKS_CANCEL];
+/// What a formation peer may do at a member's door: send, read, cancel.
+pub const MEMBER_GRANTS: &[Op] = &[Op::Send, Op::Get, Op::Cancel];
 
 impl Caller {
-    pub fn may_call(&self, method: &str) -> bool {
+    /// Whether the caller holds `needed` (an op's [`rpc::grant`]).
+    pub fn may_call(&self, needed: Op) -> bool {
         match self {
             Caller::Public | Caller::Operator => true,
-            Caller::Credential { scopes, .. } => scopes.iter().any(|s| s == method),
-            Caller::Member { .. } => MEMBER_SCOPES.contains(&method),
+            Caller::Credential { scopes, .. } => {
+                scopes.iter().any(|s| rpc::scope_grants(s, needed))
+            }
+            Caller::Member { .. } => MEMBER_GRANTS.contains(&needed),
         }
     }
 
@@ -94,7 +98,7 @@ impl DoorAuth {
 
     /// The operator token: every door method.
     pub fn mint_operator(&self) -> Secret {
-        let all: Vec<String> = DOOR_METHODS.iter().map(|m| m.to_string()).collect();
+        let all: Vec<String> = OPERATOR_SCOPES.iter().map(|m| m.to_string()).collect();
         self.mint("operator", &all)
     }
 

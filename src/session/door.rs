@@ -1,8 +1,20 @@
-//! The session's door: the agent card, JSON-RPC 2.0 on `POST /`, and the control routes.
+//! The session's door: the agent card, JSON-RPC 2.0 on `POST /` in both A2A generations, and the
+//! control routes.
 //!
-//! JSON-RPC errors travel with HTTP 200 and the A2A codes; a malformed request costs only its
-//! own answer. At an authenticated door every `POST /` is checked before its body is even
-//! parsed, so an unauthenticated caller learns nothing but 401.
+//! Every `POST /` passes the same steps in order, and the first refusal answers it:
+//!
+//! 1. at an authenticated door, the bearer token (401) — before the body is even parsed, so an
+//!    unauthenticated caller learns nothing else;
+//! 2. the body is JSON (-32700) with a JSON-RPC 2.0 envelope (-32600);
+//! 3. `A2A-Version` names a generation the door speaks (-32009);
+//! 4. the method is known (-32601) and is one of that generation's: a 1.0 method without the 1.0
+//!    header is -32009 (the spec reads a missing header as 0.3), a 0.3 method under `1.0` is
+//!    -32601 (1.0 has no such method); mur's own stop methods answer under either;
+//! 5. the token grants the method or its twin (403);
+//! 6. the params are valid (-32602 naming the member), and the method runs.
+//!
+//! Errors travel with HTTP 200 in the shape of the method's generation ([`crate::a2a::error`]).
+//! A malformed request costs only its own answer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,10 +23,14 @@ use serde_json::{Value, json};
 
 use super::auth::{self, Caller, DoorAuth};
 use super::control::Control;
-use super::tasks::{Engine, Lookup, Refused};
+use super::tasks::{Engine, FollowUp, Lookup, Refused};
+use crate::a2a::card::{CardFacts, agent_card};
+use crate::a2a::error::RpcError;
+use crate::a2a::params;
+use crate::a2a::rpc::{self, Method, Op};
+use crate::a2a::task::View;
+use crate::a2a::version::Generation;
 use crate::id::SessionId;
-use crate::json::card::agent_card;
-use crate::json::rpc::*;
 use crate::net::server::{Handler, Request, Response};
 
 /// One session's door.
@@ -31,166 +47,306 @@ pub struct Door {
     pub stop_requested: AtomicBool,
 }
 
-/// A JSON-RPC error, before it is given the request's id.
-struct RpcError(i64, String);
-
 impl Door {
     fn card(&self, extended: bool) -> Value {
         let bearer = self.auth.is_some();
-        let session = (extended || !bearer).then_some(self.session_id.as_str());
-        agent_card(&self.name, &self.version, &self.addr, session, bearer)
-    }
-
-    /// Answer one JSON-RPC request body from `caller`. `Err` is an HTTP-level refusal (403).
-    fn rpc(&self, body: &[u8], caller: &Caller) -> Result<Value, Response> {
-        let request = match crate::json::strict::from_slice(body) {
-            Ok(request) => request,
-            // JSON, but two equal keys in one object: which one counts would be a guess.
-            Err(err) if err.is_data() => {
-                return Ok(error(
-                    Value::Null,
-                    INVALID_REQUEST,
-                    &format!("invalid request: {err}; send each key once"),
-                ));
-            }
-            Err(_) => {
-                return Ok(error(
-                    Value::Null,
-                    PARSE_ERROR,
-                    "parse error: the body is not JSON",
-                ));
-            }
-        };
-        let id = request.get("id").cloned().unwrap_or(Value::Null);
-        let scalar_id = matches!(id, Value::Null | Value::String(_) | Value::Number(_));
-        let method = request.get("method").and_then(Value::as_str);
-        let (true, Some(method), true) = (
-            request.get("jsonrpc") == Some(&json!("2.0")),
-            method,
-            scalar_id,
-        ) else {
-            let id = if scalar_id { id } else { Value::Null };
-            return Ok(error(
-                id,
-                INVALID_REQUEST,
-                "invalid request: needs \"jsonrpc\": \"2.0\", a string method and a scalar id",
-            ));
-        };
-        let known = DOOR_METHODS.contains(&method) || method == EXTENDED_CARD_V1;
-        let scope = if method == EXTENDED_CARD_V1 {
-            EXTENDED_CARD
-        } else {
-            method
-        };
-        if known && !caller.may_call(scope) {
-            return Err(auth::forbidden(scope));
-        }
-        let params = request.get("params").cloned().unwrap_or(json!({}));
-        let outcome = match method {
-            MESSAGE_SEND => self.message_send(&params, caller),
-            TASKS_GET => task_id(&params).and_then(|t| lookup(self.engine.get(t, caller.viewer()))),
-            TASKS_CANCEL => {
-                task_id(&params).and_then(|t| lookup(self.engine.cancel(t, caller.viewer())))
-            }
-            EXTENDED_CARD | EXTENDED_CARD_V1 => match self.auth {
-                Some(_) => Ok(self.card(true)),
-                None => Err(RpcError(
-                    EXTENDED_CARD_NOT_CONFIGURED,
-                    "this door is public: its card is at /.well-known/agent-card.json".into(),
-                )),
-            },
-            SESSION_STOP => {
-                self.stop_requested.store(true, Ordering::Release);
-                crate::sys::wake::notify();
-                Ok(json!({"stopping": true, "sessionId": self.session_id}))
-            }
-            other => Err(RpcError(
-                METHOD_NOT_FOUND,
-                format!(
-                    "method not found: {}",
-                    other.chars().take(100).collect::<String>()
-                ),
-            )),
-        };
-        Ok(match outcome {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(RpcError(code, message)) => error(id, code, &message),
+        agent_card(&CardFacts {
+            name: &self.name,
+            version: &self.version,
+            addr: &self.addr,
+            session: (extended || !bearer).then_some(self.session_id.as_str()),
+            bearer,
+            input_modes: self.engine.input_modes(),
         })
     }
 
-    fn message_send(&self, params: &Value, caller: &Caller) -> Result<Value, RpcError> {
-        if self.stop_requested.load(Ordering::Acquire) {
-            return Err(RpcError(INTERNAL_ERROR, "the session is stopping".into()));
+    /// Answer one JSON-RPC request from `caller`. `Err` is an HTTP-level refusal (403).
+    fn rpc(&self, request: &Request, caller: &Caller) -> Result<Value, Response> {
+        let mut versions = request.header_values("a2a-version");
+        let generation = match (versions.next(), versions.next()) {
+            (value, None) => Generation::from_header(value),
+            (_, Some(_)) => Err("send one A2A-Version header, not several".into()),
+        };
+        // Before the method is known, errors take the shape the header asked for.
+        let shape = *generation.as_ref().unwrap_or(&Generation::V1_0);
+        let body = match crate::json::strict::from_slice(&request.body) {
+            Ok(body) => body,
+            // JSON, but two equal keys in one object: which one counts would be a guess.
+            Err(err) if err.is_data() => {
+                let why = format!("invalid request: {err}; send each key once");
+                return Ok(RpcError::new(rpc::INVALID_REQUEST, why).answer(Value::Null, shape));
+            }
+            Err(_) => {
+                let why = "parse error: the body is not JSON";
+                return Ok(RpcError::new(rpc::PARSE_ERROR, why).answer(Value::Null, shape));
+            }
+        };
+        let (id, name) = match envelope(&body) {
+            Ok(found) => found,
+            Err((id, err)) => return Ok(err.answer(id, shape)),
+        };
+        let generation = match generation {
+            Ok(generation) => generation,
+            Err(why) => {
+                let err = RpcError::new(rpc::VERSION_NOT_SUPPORTED, why);
+                return Ok(err.answer(id, Generation::V1_0));
+            }
+        };
+        let method = match resolve(name, generation) {
+            Ok(method) => method,
+            Err((err, shape)) => return Ok(err.answer(id, shape)),
+        };
+        let shape = if method.own {
+            generation
+        } else {
+            method.generation
+        };
+        if let Some(needed) = rpc::grant(method.op)
+            && !caller.may_call(needed)
+        {
+            return Err(auth::forbidden(method.name));
         }
-        let message = params
-            .get("message")
-            .filter(|m| m.is_object())
-            .ok_or_else(|| {
-                RpcError(
-                    INVALID_PARAMS,
-                    "params.message (an object) is required".into(),
-                )
-            })?;
-        let text = message_text(message).ok_or_else(|| {
-            RpcError(
-                INVALID_PARAMS,
-                "params.message.parts must be an array of parts".into(),
-            )
-        })?;
-        let context = message
-            .get("contextId")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let blocking = params
-            .get("configuration")
-            .and_then(|c| c.get("blocking"))
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
+        let params = body.get("params").unwrap_or(&Value::Null);
+        Ok(match self.dispatch(method, params, caller, shape) {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(err) => err.answer(id, shape),
+        })
+    }
+
+    fn dispatch(
+        &self,
+        method: &Method,
+        params: &Value,
+        caller: &Caller,
+        generation: Generation,
+    ) -> Result<Value, RpcError> {
+        let viewer = caller.viewer();
+        match method.op {
+            Op::Send => self.send(params, caller, generation),
+            Op::Get => {
+                let asked = params::task_ref(params)?;
+                let task = self.engine.get(&asked.id, viewer);
+                let view = View {
+                    history_length: asked.history_length,
+                    artifacts: true,
+                };
+                Ok(lookup(task, &asked.id, generation)?.render(generation, view))
+            }
+            Op::Cancel => {
+                let asked = params::task_ref(params)?;
+                let task = self.engine.cancel(&asked.id, viewer);
+                Ok(lookup(task, &asked.id, generation)?.render(generation, View::FULL))
+            }
+            Op::List => self.list(params, viewer),
+            Op::Stream | Op::Subscribe => Err(RpcError::new(
+                rpc::UNSUPPORTED_OPERATION,
+                format!(
+                    "{}: this door does not stream (capabilities.streaming is false); send the message and read the task back",
+                    method.name
+                ),
+            )),
+            Op::PushConfig => Err(RpcError::new(
+                rpc::PUSH_NOT_SUPPORTED,
+                "this door sends no push notifications (capabilities.pushNotifications is false)",
+            )),
+            Op::ExtendedCard => match (&self.auth, generation) {
+                (Some(_), _) => Ok(self.card(true)),
+                (None, Generation::V0_3) => Err(RpcError::new(
+                    rpc::EXTENDED_CARD_NOT_CONFIGURED,
+                    "this door is public: its card is at /.well-known/agent-card.json",
+                )),
+                (None, Generation::V1_0) => Err(RpcError::new(
+                    rpc::UNSUPPORTED_OPERATION,
+                    "this door is public (capabilities.extendedAgentCard is false): its card is at /.well-known/agent-card.json",
+                )),
+            },
+            Op::Stop => {
+                self.request_stop();
+                Ok(json!({"stopping": true, "sessionId": self.session_id}))
+            }
+            Op::StopSession => {
+                let canceled = self.engine.live();
+                self.request_stop();
+                Ok(json!({"session_id": self.session_id, "canceled": canceled, "residue": []}))
+            }
+        }
+    }
+
+    fn request_stop(&self) {
+        self.stop_requested.store(true, Ordering::Release);
+        crate::sys::wake::notify();
+    }
+
+    fn send(
+        &self,
+        params: &Value,
+        caller: &Caller,
+        generation: Generation,
+    ) -> Result<Value, RpcError> {
+        if self.stop_requested.load(Ordering::Acquire) {
+            return Err(RpcError::new(
+                rpc::INTERNAL_ERROR,
+                "the session is stopping",
+            ));
+        }
+        let asked = params::send(params, generation)?;
+        let named = asked.message.task_id.clone().unwrap_or_default();
         let id = self
             .engine
-            .submit(caller.owner(), message.clone(), text, context)
-            .map_err(|refused| match refused {
-                Refused::NotAccepted(why) => RpcError(UNSUPPORTED_OPERATION, why),
-                Refused::Busy(why) | Refused::Internal(why) => RpcError(INTERNAL_ERROR, why),
-            })?;
-        let task = if blocking {
+            .submit(caller.owner(), caller.viewer(), asked.message)
+            .map_err(|refused| refusal(refused, &named, generation))?;
+        let task = if asked.blocking {
             self.engine.wait(&id)
         } else {
             self.engine.get(id.as_str(), None).ok()
         };
-        task.ok_or_else(|| RpcError(INTERNAL_ERROR, "the task was lost".into()))
+        let task = task.ok_or_else(|| RpcError::new(rpc::INTERNAL_ERROR, "the task was lost"))?;
+        let view = View {
+            history_length: asked.history_length,
+            artifacts: true,
+        };
+        let rendered = task.render(generation, view);
+        Ok(match generation {
+            Generation::V0_3 => rendered,
+            Generation::V1_0 => json!({"task": rendered}),
+        })
+    }
+
+    /// `ListTasks`: the caller's tasks, newest first, one page at a time.
+    fn list(&self, params: &Value, viewer: Option<&str>) -> Result<Value, RpcError> {
+        let query = params::list(params)?;
+        let listing = self.engine.list(viewer, &query);
+        let view = View {
+            history_length: query.history_length,
+            artifacts: query.include_artifacts,
+        };
+        let tasks: Vec<Value> = listing
+            .tasks
+            .iter()
+            .map(|t| t.render(Generation::V1_0, view))
+            .collect();
+        Ok(json!({
+            "tasks": tasks,
+            "nextPageToken": listing.next.map(|n| n.to_string()).unwrap_or_default(),
+            "pageSize": query.page_size,
+            "totalSize": listing.total,
+        }))
     }
 }
 
-/// The text parts of a message joined by newlines; `None` when `parts` is not an array.
-pub fn message_text(message: &Value) -> Option<String> {
-    let parts = message.get("parts")?.as_array()?;
-    Some(
-        parts
-            .iter()
-            .filter(|p| p.get("kind").and_then(Value::as_str).unwrap_or("text") == "text")
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    )
+/// The request's id and method name, or the -32600 that refuses its envelope (with the id when
+/// it is a usable one).
+fn envelope(body: &Value) -> Result<(Value, &str), (Value, RpcError)> {
+    let id = body.get("id").cloned().unwrap_or(Value::Null);
+    let scalar_id = matches!(id, Value::Null | Value::String(_) | Value::Number(_));
+    let method = body.get("method").and_then(Value::as_str);
+    match (
+        body.get("jsonrpc") == Some(&json!("2.0")),
+        method,
+        scalar_id,
+    ) {
+        (true, Some(method), true) => Ok((id, method)),
+        _ => Err((
+            if scalar_id { id } else { Value::Null },
+            RpcError::new(
+                rpc::INVALID_REQUEST,
+                "invalid request: needs \"jsonrpc\": \"2.0\", a string method and a scalar id",
+            ),
+        )),
+    }
 }
 
-fn task_id(params: &Value) -> Result<&str, RpcError> {
-    params
-        .get("id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError(INVALID_PARAMS, "params.id (a task id) is required".into()))
+/// The method called `name`, if the door answers it under `generation`; else the error and the
+/// shape to send it in.
+fn resolve(name: &str, generation: Generation) -> Result<&'static Method, (RpcError, Generation)> {
+    let shown = shown(name);
+    let Some(method) = rpc::method(name) else {
+        let err = RpcError::new(rpc::METHOD_NOT_FOUND, format!("method not found: {shown}"));
+        return Err((err, generation));
+    };
+    match (method.own, method.generation, generation) {
+        (false, Generation::V1_0, Generation::V0_3) => Err((
+            RpcError::new(
+                rpc::VERSION_NOT_SUPPORTED,
+                format!(
+                    "{shown} is an A2A 1.0 method: send it with the header \"A2A-Version: 1.0\" (a request without it is 0.3)"
+                ),
+            ),
+            Generation::V1_0,
+        )),
+        (false, Generation::V0_3, Generation::V1_0) => Err((
+            RpcError::new(
+                rpc::METHOD_NOT_FOUND,
+                format!(
+                    "method not found: {shown} is an A2A 0.3 method; under A2A-Version 1.0 use {}",
+                    rpc::twin_names(method.op)
+                ),
+            ),
+            Generation::V1_0,
+        )),
+        _ => Ok(method),
+    }
 }
 
-fn lookup(found: Result<Value, Lookup>) -> Result<Value, RpcError> {
+/// Client text quoted in an answer: at most 100 characters, escaped.
+fn shown(text: &str) -> String {
+    text.chars()
+        .take(100)
+        .collect::<String>()
+        .escape_debug()
+        .to_string()
+}
+
+fn lookup<T>(found: Result<T, Lookup>, id: &str, generation: Generation) -> Result<T, RpcError> {
     found.map_err(|l| match l {
-        Lookup::NotFound => RpcError(TASK_NOT_FOUND, "task not found".into()),
-        Lookup::NotCancelable(why) => RpcError(TASK_NOT_CANCELABLE, why),
+        Lookup::NotFound => not_found(),
+        Lookup::NotCancelable(state) => RpcError::new(
+            rpc::TASK_NOT_CANCELABLE,
+            format!(
+                "task {} has already ended ({})",
+                shown(id),
+                state.wire(generation)
+            ),
+        ),
     })
 }
 
-fn error(id: Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+/// One answer for a task that does not exist, was forgotten, or is another caller's: the three
+/// must read alike, so the message names nothing the caller did not send.
+fn not_found() -> RpcError {
+    RpcError::new(rpc::TASK_NOT_FOUND, "task not found")
+}
+
+/// The error for a message the engine would not take; `named` is the `taskId` it gave, if any.
+fn refusal(refused: Refused, named: &str, generation: Generation) -> RpcError {
+    let task = shown(named);
+    match refused {
+        Refused::NotAccepted(why) => RpcError::new(rpc::UNSUPPORTED_OPERATION, why),
+        Refused::Busy(why) | Refused::Internal(why) => RpcError::new(rpc::INTERNAL_ERROR, why),
+        Refused::Content(why) => RpcError::new(rpc::CONTENT_TYPE_NOT_SUPPORTED, why),
+        Refused::FollowUp(FollowUp::NotFound) => not_found(),
+        Refused::FollowUp(FollowUp::OtherContext) => RpcError::invalid(
+            "params.message.contextId",
+            format!("is not the context of task {task}"),
+        ),
+        Refused::FollowUp(FollowUp::Ended(state)) => {
+            let why = format!(
+                "task {task} has ended ({}): a finished task is never continued; send the message without taskId to start a new task",
+                state.wire(generation)
+            );
+            match generation {
+                Generation::V0_3 => RpcError::invalid("params.message.taskId", why),
+                Generation::V1_0 => RpcError::new(rpc::UNSUPPORTED_OPERATION, why),
+            }
+        }
+        Refused::FollowUp(FollowUp::Live(state)) => RpcError::new(
+            rpc::UNSUPPORTED_OPERATION,
+            format!(
+                "task {task} is {}, not waiting for input: it cannot take another message now",
+                state.wire(generation)
+            ),
+        ),
+    }
 }
 
 impl Handler for Door {
@@ -208,7 +364,7 @@ impl Handler for Door {
                     },
                     None => Caller::Public,
                 };
-                match self.rpc(&request.body, &caller) {
+                match self.rpc(&request, &caller) {
                     Ok(answer) => Response::json(200, &answer),
                     Err(refusal) => refusal,
                 }

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::a2a::rpc::MESSAGE_SEND;
 use crate::id::FormationId;
 use crate::json::contract::{self as channel, Addresses, Hello, env};
 use crate::json::record::ProcessIdentity;
-use crate::json::rpc::MESSAGE_SEND;
 use crate::net::client::Deadlines;
 use crate::secret::Secret;
 use crate::token::Key;

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::a2a::message::{Message, Part, Role};
+use crate::a2a::task::State;
 use crate::id::SessionId;
 use crate::json::contract::env;
 use crate::json::manifest::{Lifecycle, Manifest};
@@ -370,17 +372,18 @@ fn run_one_shot(
     std::thread::Builder::new()
         .name("one-shot".into())
         .spawn(move || {
-            let message = json!({"kind": "message", "role": "user", "messageId": "task",
-            "parts": [{"kind": "text", "text": text}]});
-            let outcome = match engine.submit("operator", message, text, None) {
-                Ok(id) => engine.wait(&id).map(|task| {
-                    let completed = task["status"]["state"] == "completed";
-                    let text = task["status"]["message"]["parts"][0]["text"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_string();
-                    (completed, text)
-                }),
+            let message = Message {
+                message_id: "task".into(),
+                role: Role::User,
+                parts: vec![Part::text(text)],
+                context_id: None,
+                task_id: None,
+                metadata: None,
+            };
+            let outcome = match engine.submit("operator", None, message) {
+                Ok(id) => engine
+                    .wait(&id)
+                    .map(|task| (task.state == State::Completed, task.status_text())),
                 Err(refused) => Some((false, refused.to_string())),
             };
             let _ = tx.send(outcome.unwrap_or((false, "the task was lost".into())));

@@ -1,6 +1,7 @@
-//! The task engine: what `message/send` starts, run by the capsule's handler
+//! The task engine: what `message/send` and `SendMessage` start, run by the capsule's handler
 //! ([`super::handler`]) under the manifest's lifecycle rules — acceptance, concurrency, queue —
-//! and kept (the newest 1,000 finished) for `tasks/get`.
+//! and kept (the newest 1,000 finished) for `tasks/get`, `GetTask` and `ListTasks`. What a task
+//! looks like on the wire is [`crate::a2a::task`]'s business; this module owns its life.
 //!
 //! The engine owns the registry of running handler groups: a group is registered under the
 //! engine's lock in the same step as its spawn, and forgotten only after its leader is reaped, so
@@ -13,9 +14,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
 use super::handler::{self, CallSocket, Outcome};
+use crate::a2a::message::{Content, Message, Part};
+use crate::a2a::params;
+use crate::a2a::task::{State, Task};
 use crate::id::{ContextId, TaskId};
 use crate::json::contract::env;
 use crate::json::manifest::{Acceptance, Lifecycle};
@@ -35,64 +37,21 @@ pub enum Capsule {
     Handler { argv: Vec<String>, workdir: PathBuf },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    Submitted,
-    Working,
-    Completed,
-    Failed,
-    Canceled,
-}
-
-impl State {
-    fn wire(self) -> &'static str {
-        match self {
-            State::Submitted => "submitted",
-            State::Working => "working",
-            State::Completed => "completed",
-            State::Failed => "failed",
-            State::Canceled => "canceled",
-        }
-    }
-
-    pub fn is_final(self) -> bool {
-        matches!(self, State::Completed | State::Failed | State::Canceled)
-    }
-}
-
-struct Task {
-    id: TaskId,
-    context_id: String,
+/// A task with what only the engine needs: whose it is, whether it was asked to end, and when
+/// it came (for listing newest first).
+struct Entry {
+    task: Task,
     /// The credential that started it; only it (and the operator) can see it.
     owner: String,
-    message: Value,
-    text: String,
-    state: State,
-    /// The answer (completed) or what went wrong (failed, canceled).
-    outcome: Option<String>,
-    updated: i64,
     cancel: bool,
+    seq: u64,
 }
 
-impl Task {
-    fn render(&self) -> Value {
-        let mut status = json!({"state": self.state.wire(), "timestamp": crate::time::format_rfc3339(self.updated)});
-        if let Some(text) = &self.outcome {
-            status["message"] = json!({
-                "kind": "message", "role": "agent", "messageId": format!("msg_{}", self.id.hex()),
-                "taskId": self.id, "contextId": self.context_id,
-                "parts": [{"kind": "text", "text": text}],
-            });
-        }
-        let mut task = json!({
-            "kind": "task", "id": self.id, "contextId": self.context_id,
-            "status": status, "history": [self.message],
-        });
-        if self.state == State::Completed {
-            task["artifacts"] = json!([{"artifactId": format!("art_{}", self.id.hex()), "name": "answer",
-                "parts": [{"kind": "text", "text": self.outcome.as_deref().unwrap_or("")}]}]);
-        }
-        task
+impl Entry {
+    fn finish(&mut self, state: State, note: Option<String>) {
+        self.task.state = state;
+        self.task.note = note;
+        self.task.updated = crate::time::unix_now();
     }
 }
 
@@ -105,14 +64,33 @@ pub enum Refused {
     Busy(String),
     /// Something on this side failed (no randomness for an id).
     Internal(String),
+    /// The capsule cannot take a part of this kind.
+    Content(String),
+    /// The message names a task it cannot continue.
+    FollowUp(FollowUp),
+}
+
+/// Why a message naming a `taskId` was not taken as that task's next turn.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FollowUp {
+    /// No such task, or not the caller's to see.
+    NotFound,
+    /// The task has ended; a finished task is never restarted.
+    Ended(State),
+    /// The task is still running; it is not waiting for input.
+    Live(State),
+    /// The message's `contextId` is not the task's.
+    OtherContext,
 }
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refused::NotAccepted(why) | Refused::Busy(why) | Refused::Internal(why) => {
-                f.write_str(why)
-            }
+            Refused::NotAccepted(why)
+            | Refused::Busy(why)
+            | Refused::Internal(why)
+            | Refused::Content(why) => f.write_str(why),
+            Refused::FollowUp(why) => write!(f, "{why:?}"),
         }
     }
 }
@@ -121,7 +99,8 @@ impl std::fmt::Display for Refused {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Lookup {
     NotFound,
-    NotCancelable(String),
+    /// It has already ended, in this state.
+    NotCancelable(State),
 }
 
 /// Where the environment extras for the next task come from (the control plane).
@@ -147,7 +126,7 @@ pub struct Engine {
 
 #[derive(Default)]
 struct Tasks {
-    by_id: BTreeMap<String, Task>,
+    by_id: BTreeMap<String, Entry>,
     finished: VecDeque<String>,
     queue: VecDeque<String>,
     running: u32,
@@ -155,6 +134,18 @@ struct Tasks {
     /// Process group of each running handler, by task id, present from spawn until just before
     /// the leader is reaped: while it is here, its pgid can name nothing but that handler's group.
     groups: BTreeMap<String, u32>,
+    /// The next task's arrival number.
+    next_seq: u64,
+}
+
+/// One page of tasks, newest first.
+#[derive(Debug)]
+pub struct Listing {
+    pub tasks: Vec<Task>,
+    /// Every task the filters match, on any page.
+    pub total: usize,
+    /// Where the next page starts, when there is one.
+    pub next: Option<u64>,
 }
 
 impl Engine {
@@ -182,43 +173,84 @@ impl Engine {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Start (or queue) a task for `owner`; its id.
+    /// Start (or queue) a task for `owner` from a client's validated `message`; its id. `viewer`
+    /// is whose tasks the caller may see ([`Engine::get`]).
+    ///
+    /// A message naming a `taskId` asks to continue that task, which only a task waiting for
+    /// input may be; no task waits for input yet, so every such message is refused with why
+    /// ([`FollowUp`]), and never silently starts a new task.
     pub fn submit(
         self: &Arc<Self>,
         owner: &str,
-        message: Value,
-        text: String,
-        context: Option<String>,
+        viewer: Option<&str>,
+        mut message: Message,
     ) -> Result<TaskId, Refused> {
         if self.lifecycle.task_acceptance == Acceptance::None {
             return Err(Refused::NotAccepted(
                 "this capsule takes no tasks (task_acceptance: none)".into(),
             ));
         }
+        if let Some(named) = &message.task_id {
+            let tasks = self.lock();
+            let entry = visible(&tasks, named, viewer)
+                .map_err(|_| Refused::FollowUp(FollowUp::NotFound))?;
+            return Err(Refused::FollowUp(
+                if message
+                    .context_id
+                    .as_ref()
+                    .is_some_and(|c| *c != entry.task.context_id)
+                {
+                    FollowUp::OtherContext
+                } else if entry.task.state.is_final() {
+                    FollowUp::Ended(entry.task.state)
+                } else {
+                    FollowUp::Live(entry.task.state)
+                },
+            ));
+        }
+        if let (Capsule::Handler { .. }, Some(part)) = (
+            &self.capsule,
+            message
+                .parts
+                .iter()
+                .position(|p| !matches!(p.content, Content::Text(_))),
+        ) {
+            return Err(Refused::Content(format!(
+                "params.message.parts[{part}] is a {} part; this capsule's handler takes text parts only",
+                message.parts[part].kind()
+            )));
+        }
         let id = TaskId::mint().map_err(Refused::Internal)?;
-        let context_id = match context {
+        let context_id = match message.context_id.clone() {
             Some(given) => given,
             None => ContextId::mint().map_err(Refused::Internal)?.to_string(),
         };
-        let mut task = Task {
-            id: id.clone(),
-            context_id,
-            owner: owner.to_string(),
-            message,
-            text,
-            state: State::Submitted,
-            outcome: None,
-            updated: crate::time::unix_now(),
-            cancel: false,
-        };
+        message.task_id = Some(id.to_string());
+        message.context_id = Some(context_id.clone());
         let mut tasks = self.lock();
         if tasks.stopping {
             return Err(Refused::Busy("the session is stopping".into()));
         }
+        let seq = tasks.next_seq;
+        tasks.next_seq += 1;
+        let mut entry = Entry {
+            task: Task {
+                id: id.clone(),
+                context_id,
+                state: State::Submitted,
+                history: vec![message],
+                answer: Vec::new(),
+                note: None,
+                updated: crate::time::unix_now(),
+            },
+            owner: owner.to_string(),
+            cancel: false,
+            seq,
+        };
         if let Capsule::Echo = self.capsule {
-            task.state = State::Completed;
-            task.outcome = Some(task.text.clone());
-            insert_finished(&mut tasks, task);
+            entry.task.answer = entry.task.history[0].parts.clone();
+            entry.finish(State::Completed, None);
+            insert_finished(&mut tasks, entry);
             return Ok(id);
         }
         let slots = match self.lifecycle.task_acceptance {
@@ -243,7 +275,7 @@ impl Engine {
             }
             tasks.queue.push_back(id.to_string());
         }
-        tasks.by_id.insert(id.to_string(), task);
+        tasks.by_id.insert(id.to_string(), entry);
         if start_now {
             self.start(&mut tasks, id.to_string());
         }
@@ -255,9 +287,8 @@ impl Engine {
     /// with nothing to end it, and whoever waits for it is answered.
     fn start(self: &Arc<Self>, tasks: &mut Tasks, id: String) {
         tasks.running += 1;
-        if let Some(task) = tasks.by_id.get_mut(&id) {
-            task.state = State::Working;
-            task.updated = crate::time::unix_now();
+        if let Some(entry) = tasks.by_id.get_mut(&id) {
+            entry.finish(State::Working, None);
         }
         let engine = Arc::clone(self);
         let runs = id.clone();
@@ -267,11 +298,12 @@ impl Engine {
             .spawn(move || engine.execute(runs));
         if let Err(err) = spawned {
             tasks.running -= 1;
-            if let Some(mut task) = tasks.by_id.remove(&id) {
-                task.state = State::Failed;
-                task.outcome = Some(format!("no thread to run the task: {err}"));
-                task.updated = crate::time::unix_now();
-                insert_finished(tasks, task);
+            if let Some(mut entry) = tasks.by_id.remove(&id) {
+                entry.finish(
+                    State::Failed,
+                    Some(format!("no thread to run the task: {err}")),
+                );
+                insert_finished(tasks, entry);
             }
             self.changed.notify_all();
         }
@@ -281,13 +313,15 @@ impl Engine {
     fn execute(self: Arc<Self>, id: String) {
         let (text, task_id, context_id) = {
             let tasks = self.lock();
-            let Some(task) = tasks.by_id.get(&id) else {
+            let Some(entry) = tasks.by_id.get(&id) else {
                 return;
             };
-            (task.text.clone(), task.id.clone(), task.context_id.clone())
+            let text = entry.task.history.last().map(Message::text);
+            (text, entry.task.id.clone(), entry.task.context_id.clone())
         };
-        let (state, outcome) = match &self.capsule {
-            Capsule::Echo => (State::Completed, text),
+        let text = text.unwrap_or_default();
+        let outcome = match &self.capsule {
+            Capsule::Echo => Outcome::Completed(text),
             Capsule::Handler { argv, workdir } => {
                 let mut vars = self.base_env.clone();
                 vars.push((env::TASK_ID.into(), task_id.to_string().into()));
@@ -298,11 +332,16 @@ impl Engine {
         };
         let mut tasks = self.lock();
         tasks.running -= 1;
-        if let Some(mut task) = tasks.by_id.remove(&id) {
-            task.state = state;
-            task.outcome = Some(outcome);
-            task.updated = crate::time::unix_now();
-            insert_finished(&mut tasks, task);
+        if let Some(mut entry) = tasks.by_id.remove(&id) {
+            match outcome {
+                Outcome::Completed(answer) => {
+                    entry.task.answer = vec![Part::text(answer)];
+                    entry.finish(State::Completed, None);
+                }
+                Outcome::Failed(why) => entry.finish(State::Failed, Some(why)),
+                Outcome::Canceled => entry.finish(State::Canceled, Some("canceled".into())),
+            }
+            insert_finished(&mut tasks, entry);
         }
         if !tasks.stopping
             && let Some(next) = tasks.queue.pop_front()
@@ -321,14 +360,14 @@ impl Engine {
         workdir: &std::path::Path,
         vars: &[(String, OsString)],
         text: String,
-    ) -> (State, String) {
+    ) -> Outcome {
         let mut command = handler::command(argv, workdir, vars);
         let call_socket = match self
             .calls
             .as_ref()
             .map(|s| CallSocket::attach(&mut command, s))
         {
-            Some(Err(why)) => return (State::Failed, why),
+            Some(Err(why)) => return Outcome::Failed(why),
             attached => attached.and_then(Result::ok),
         };
         let reaper = self
@@ -348,10 +387,7 @@ impl Engine {
         let mut child = match spawned {
             Ok(child) => child,
             Err(err) => {
-                return (
-                    State::Failed,
-                    format!("the handler {} could not start: {err}", argv[0]),
-                );
+                return Outcome::Failed(format!("the handler {} could not start: {err}", argv[0]));
             }
         };
         let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
@@ -359,7 +395,7 @@ impl Engine {
             // No thread to serve its calls: the handler is stopped at once, as on cancel.
             Some(Err(_)) => handler::supervise(&mut child, Vec::new(), timeout, || true),
             _ => handler::supervise(&mut child, text.into_bytes(), timeout, || {
-                self.lock().by_id.get(id).is_some_and(|t| t.cancel)
+                self.lock().by_id.get(id).is_some_and(|e| e.cancel)
             }),
         };
         let status = handler::reap(&mut child, reaper);
@@ -377,20 +413,16 @@ impl Engine {
             None => outcome,
         };
         self.sweep_orphans();
-        match outcome {
-            Outcome::Completed(answer) => (State::Completed, answer),
-            Outcome::Failed(why) => (State::Failed, why),
-            Outcome::Canceled => (State::Canceled, "canceled".into()),
-        }
+        outcome
     }
 
-    /// Wait until task `id` has ended (or the session stops waiting for tasks); its rendering.
-    pub fn wait(&self, id: &TaskId) -> Option<Value> {
+    /// Wait until task `id` has ended (or the session stops waiting for tasks); the task.
+    pub fn wait(&self, id: &TaskId) -> Option<Task> {
         let mut tasks = self.lock();
         loop {
-            let task = tasks.by_id.get(id.as_str())?;
-            if task.state.is_final() {
-                return Some(task.render());
+            let entry = tasks.by_id.get(id.as_str())?;
+            if entry.task.state.is_final() {
+                return Some(entry.task.clone());
             }
             tasks = self.changed.wait(tasks).unwrap_or_else(|p| p.into_inner());
         }
@@ -398,37 +430,83 @@ impl Engine {
 
     /// The task as `viewer` may see it: `None` sees every task (the operator), `Some(owner)` only
     /// its own.
-    pub fn get(&self, id: &str, viewer: Option<&str>) -> Result<Value, Lookup> {
+    pub fn get(&self, id: &str, viewer: Option<&str>) -> Result<Task, Lookup> {
         let tasks = self.lock();
-        visible(&tasks, id, viewer).map(Task::render)
+        visible(&tasks, id, viewer).map(|entry| entry.task.clone())
+    }
+
+    /// The tasks `viewer` may see that `query` matches, newest first, one page.
+    pub fn list(&self, viewer: Option<&str>, query: &params::List) -> Listing {
+        let tasks = self.lock();
+        let mut matching: Vec<&Entry> = tasks
+            .by_id
+            .values()
+            .filter(|e| viewer.is_none_or(|v| v == e.owner))
+            .filter(|e| {
+                query
+                    .context_id
+                    .as_ref()
+                    .is_none_or(|c| *c == e.task.context_id)
+            })
+            .filter(|e| query.state.is_none_or(|s| s == e.task.state))
+            .filter(|e| query.updated_since.is_none_or(|t| e.task.updated >= t))
+            .collect();
+        let total = matching.len();
+        matching.retain(|e| query.before.is_none_or(|b| e.seq < b));
+        matching.sort_unstable_by_key(|e| std::cmp::Reverse(e.seq));
+        let next = (matching.len() > query.page_size).then(|| matching[query.page_size - 1].seq);
+        Listing {
+            tasks: matching
+                .into_iter()
+                .take(query.page_size)
+                .map(|e| e.task.clone())
+                .collect(),
+            total,
+            next,
+        }
+    }
+
+    /// The media types the capsule takes, for its card: the echo capsule any part, a handler
+    /// text (its stdin).
+    pub fn input_modes(&self) -> &'static [&'static str] {
+        match self.capsule {
+            Capsule::Echo => &["text/plain", "application/json", "*/*"],
+            Capsule::Handler { .. } => &["text/plain"],
+        }
+    }
+
+    /// The tasks still queued or running: what stopping the session cancels.
+    pub fn live(&self) -> Vec<String> {
+        let tasks = self.lock();
+        tasks
+            .by_id
+            .iter()
+            .filter(|(_, e)| !e.task.state.is_final())
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Ask a live task to end: a queued one ends at once, a running one through its handler's
     /// process group (SIGTERM, SIGKILL 2 s later).
-    pub fn cancel(&self, id: &str, viewer: Option<&str>) -> Result<Value, Lookup> {
+    pub fn cancel(&self, id: &str, viewer: Option<&str>) -> Result<Task, Lookup> {
         let mut tasks = self.lock();
-        let state = visible(&tasks, id, viewer)?.state;
+        let state = visible(&tasks, id, viewer)?.task.state;
         if state.is_final() {
-            return Err(Lookup::NotCancelable(format!(
-                "task {id} has already ended ({})",
-                state.wire()
-            )));
+            return Err(Lookup::NotCancelable(state));
         }
         if let Some(pos) = tasks.queue.iter().position(|q| q == id) {
             tasks.queue.remove(pos);
-            if let Some(mut task) = tasks.by_id.remove(id) {
-                task.state = State::Canceled;
-                task.outcome = Some("canceled".into());
-                task.updated = crate::time::unix_now();
-                let rendered = task.render();
-                insert_finished(&mut tasks, task);
+            if let Some(mut entry) = tasks.by_id.remove(id) {
+                entry.finish(State::Canceled, Some("canceled".into()));
+                let task = entry.task.clone();
+                insert_finished(&mut tasks, entry);
                 self.changed.notify_all();
-                return Ok(rendered);
+                return Ok(task);
             }
         }
-        let task = tasks.by_id.get_mut(id).ok_or(Lookup::NotFound)?;
-        task.cancel = true;
-        Ok(task.render())
+        let entry = tasks.by_id.get_mut(id).ok_or(Lookup::NotFound)?;
+        entry.cancel = true;
+        Ok(entry.task.clone())
     }
 
     /// Stop taking tasks, end every queued one and ask every running one to end (its handler's
@@ -438,15 +516,16 @@ impl Engine {
         tasks.stopping = true;
         let queued: Vec<String> = tasks.queue.drain(..).collect();
         for id in queued {
-            if let Some(mut task) = tasks.by_id.remove(&id) {
-                task.state = State::Canceled;
-                task.outcome = Some("canceled: the session stopped".into());
-                task.updated = crate::time::unix_now();
-                insert_finished(&mut tasks, task);
+            if let Some(mut entry) = tasks.by_id.remove(&id) {
+                entry.finish(
+                    State::Canceled,
+                    Some("canceled: the session stopped".into()),
+                );
+                insert_finished(&mut tasks, entry);
             }
         }
-        for task in tasks.by_id.values_mut() {
-            task.cancel = true;
+        for entry in tasks.by_id.values_mut() {
+            entry.cancel = true;
         }
         self.changed.notify_all();
     }
@@ -504,9 +583,9 @@ impl Engine {
     }
 }
 
-fn insert_finished(tasks: &mut Tasks, task: Task) {
-    let id = task.id.to_string();
-    tasks.by_id.insert(id.clone(), task);
+fn insert_finished(tasks: &mut Tasks, entry: Entry) {
+    let id = entry.task.id.to_string();
+    tasks.by_id.insert(id.clone(), entry);
     tasks.finished.push_back(id);
     while tasks.finished.len() > KEPT_TASKS {
         if let Some(old) = tasks.finished.pop_front() {
@@ -515,10 +594,10 @@ fn insert_finished(tasks: &mut Tasks, task: Task) {
     }
 }
 
-fn visible<'a>(tasks: &'a Tasks, id: &str, viewer: Option<&str>) -> Result<&'a Task, Lookup> {
+fn visible<'a>(tasks: &'a Tasks, id: &str, viewer: Option<&str>) -> Result<&'a Entry, Lookup> {
     tasks
         .by_id
         .get(id)
-        .filter(|task| viewer.is_none_or(|v| v == task.owner))
+        .filter(|entry| viewer.is_none_or(|v| v == entry.owner))
         .ok_or(Lookup::NotFound)
 }

@@ -32,12 +32,13 @@ pub struct DoorSpec {
     /// `Some`: an authenticated door — its public card names no session, and every `POST /`
     /// needs `Authorization: Bearer <token>`.
     pub token: Option<String>,
-    /// Answer `agent/getAuthenticatedExtendedCard` with method-not-found and serve the card
-    /// under the A2A 1.0 name `GetExtendedAgentCard` only (the original runtime's newer doors).
+    /// Speak A2A 1.0 only, as the original runtime's newer doors do: every call needs
+    /// `A2A-Version: 1.0` (-32009 without it), the card is served under `GetExtendedAgentCard`
+    /// only, and the session ends by `murmur.StopSession` (`session/stop` is method-not-found).
     pub v1_only: bool,
     /// Accept connections and never answer.
     pub silent: bool,
-    /// Run on an authorized `session/stop`, before it is answered.
+    /// Run on an authorized `session/stop` (or `murmur.StopSession`), before it is answered.
     pub on_stop: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
@@ -47,6 +48,8 @@ pub struct Seen {
     /// `GET /…` path, or the JSON-RPC method of a `POST /`.
     pub what: String,
     pub authorization: Option<String>,
+    /// The `A2A-Version` header it came with.
+    pub version: Option<String>,
 }
 
 /// A small HTTP responder answering as a session, on `127.0.0.1:0`.
@@ -148,6 +151,7 @@ struct Request {
     method: String,
     path: String,
     authorization: Option<String>,
+    version: Option<String>,
     body: Vec<u8>,
 }
 
@@ -160,6 +164,7 @@ fn read_request(stream: &mut TcpStream) -> Option<Request> {
     let path = parts.next()?.to_string();
     let mut length = 0usize;
     let mut authorization = None;
+    let mut version = None;
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header).ok()? == 0 {
@@ -175,6 +180,8 @@ fn read_request(stream: &mut TcpStream) -> Option<Request> {
             length = value.parse().ok()?;
         } else if name.eq_ignore_ascii_case("authorization") {
             authorization = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("a2a-version") {
+            version = Some(value.to_string());
         }
     }
     let mut body = vec![0; length.min(1 << 20)];
@@ -183,6 +190,7 @@ fn read_request(stream: &mut TcpStream) -> Option<Request> {
         method,
         path,
         authorization,
+        version,
         body,
     })
 }
@@ -215,6 +223,7 @@ fn serve(mut stream: TcpStream, spec: &DoorSpec, seen: &Mutex<Vec<Seen>>) {
         seen.lock().unwrap().push(Seen {
             what: request.path.clone(),
             authorization: request.authorization.clone(),
+            version: request.version.clone(),
         });
         if request.path == "/.well-known/agent-card.json" {
             let public = card(&url, &spec.session_id, !authenticated, authenticated);
@@ -230,6 +239,7 @@ fn serve(mut stream: TcpStream, spec: &DoorSpec, seen: &Mutex<Vec<Seen>>) {
     seen.lock().unwrap().push(Seen {
         what: method.clone(),
         authorization: request.authorization.clone(),
+        version: request.version.clone(),
     });
     let bearer = spec.token.as_ref().map(|token| format!("Bearer {token}"));
     if bearer.is_some() && request.authorization != bearer {
@@ -245,18 +255,28 @@ fn serve(mut stream: TcpStream, spec: &DoorSpec, seen: &Mutex<Vec<Seen>>) {
         json!({"jsonrpc": "2.0", "id": id,
                "error": {"code": -32601, "message": "Method not found"}})
     };
+    let wrong_version = spec.v1_only && request.version.as_deref() != Some("1.0");
     let answer = match method.as_str() {
+        _ if wrong_version => json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32009, "message": "version not supported"}}),
         "agent/getAuthenticatedExtendedCard" if authenticated && !spec.v1_only => {
             json!({"jsonrpc": "2.0", "id": id, "result": card(&url, &spec.session_id, true, true)})
         }
         "GetExtendedAgentCard" if authenticated && spec.v1_only => {
             json!({"jsonrpc": "2.0", "id": id, "result": card(&url, &spec.session_id, true, true)})
         }
-        "session/stop" => {
+        "session/stop" if !spec.v1_only => {
             if let Some(on_stop) = &spec.on_stop {
                 on_stop();
             }
             json!({"jsonrpc": "2.0", "id": id, "result": {}})
+        }
+        "murmur.StopSession" if spec.v1_only => {
+            if let Some(on_stop) = &spec.on_stop {
+                on_stop();
+            }
+            json!({"jsonrpc": "2.0", "id": id,
+                   "result": {"session_id": spec.session_id, "canceled": [], "residue": []}})
         }
         _ => method_not_found(),
     };

@@ -109,10 +109,24 @@ impl Http {
 
     /// A POST with a JSON body and, when given, a bearer token.
     pub fn post(&mut self, path: &str, token: Option<&str>, body: &[u8]) -> HttpResponse {
+        self.post_as(path, token, None, body)
+    }
+
+    /// A POST with a JSON body, a bearer token and an `A2A-Version` header, each when given.
+    pub fn post_as(
+        &mut self,
+        path: &str,
+        token: Option<&str>,
+        version: Option<&str>,
+        body: &[u8],
+    ) -> HttpResponse {
         let auth = token.map(|t| format!("Bearer {t}"));
         let mut headers = vec![("Content-Type", "application/json")];
         if let Some(auth) = &auth {
             headers.push(("Authorization", auth.as_str()));
+        }
+        if let Some(version) = version {
+            headers.push(("A2A-Version", version));
         }
         self.request("POST", path, &headers, body)
     }

@@ -163,10 +163,26 @@ impl Session {
         answer
     }
 
-    /// One JSON-RPC call on a fresh connection: the raw HTTP response.
+    /// One JSON-RPC call on a fresh connection, sent as a client of the method's generation
+    /// would: an A2A 1.0 method (a PascalCase name, `SendMessage`) with `A2A-Version: 1.0`,
+    /// anything else with no header. The raw HTTP response.
     pub fn rpc_http(&self, token: Option<&str>, method: &str, params: Value) -> HttpResponse {
+        let v1 = method.starts_with(|c: char| c.is_ascii_uppercase());
+        self.rpc_as(token, v1.then_some("1.0"), method, params)
+    }
+
+    /// One JSON-RPC call on a fresh connection with the `A2A-Version` header given (none for
+    /// `None`): the raw HTTP response.
+    pub fn rpc_as(
+        &self,
+        token: Option<&str>,
+        version: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> HttpResponse {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        self.connect().post("/", token, body.to_string().as_bytes())
+        self.connect()
+            .post_as("/", token, version, body.to_string().as_bytes())
     }
 
     /// A JSON-RPC call that must succeed: its `result`.

@@ -1,0 +1,463 @@
+//! Messages and their parts, held once in mur's own form and read from and written to either
+//! generation's shape.
+//!
+//! A client's message is validated as it is read — `messageId`, the user role, at least one part,
+//! each part exactly one kind — and refused with -32602 naming the member at fault, so what is
+//! stored (and copied into `history`) always fits the schema of whichever generation later reads
+//! it. The kinds map one to one: 0.3 `text`/`data`/`file{bytes}`/`file{uri}` are 1.0
+//! `text`/`data`/`raw`/`url`; 0.3's `name`/`mimeType` are 1.0's `filename`/`mediaType`.
+
+use serde_json::{Value, json};
+
+use super::error::RpcError;
+use super::fields::{Fields, metadata, object, string};
+use super::version::Generation;
+
+/// How deep a `data` part may nest: deeper is refused, so no reader downstream (a handler's JSON
+/// parser among them) meets a structure built to exhaust its stack.
+pub const MAX_DATA_DEPTH: usize = 64;
+/// The longest `filename` kept (a common file system's limit).
+const MAX_FILENAME: usize = 255;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Agent,
+}
+
+/// What one part carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    /// Any JSON value.
+    Data(Value),
+    /// File bytes, as the base64 text that was checked to decode.
+    Raw(String),
+    /// A file by reference.
+    Url(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part {
+    pub content: Content,
+    pub filename: Option<String>,
+    pub media_type: Option<String>,
+    pub metadata: Option<Value>,
+}
+
+impl Part {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: Content::Text(text.into()),
+            filename: None,
+            media_type: None,
+            metadata: None,
+        }
+    }
+
+    /// The kind's name, as 1.0 spells it (for messages about a part).
+    pub fn kind(&self) -> &'static str {
+        match self.content {
+            Content::Text(_) => "text",
+            Content::Data(_) => "data",
+            Content::Raw(_) => "raw",
+            Content::Url(_) => "url",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub message_id: String,
+    pub role: Role,
+    pub parts: Vec<Part>,
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+    pub metadata: Option<Value>,
+}
+
+impl Message {
+    /// Read a client's message (`at` names where it sits, `params.message`) in `generation`'s
+    /// shape. Unknown members are ignored, as both generations ask.
+    pub fn parse(value: &Value, generation: Generation, at: &str) -> Result<Self, RpcError> {
+        let map = object(value, at)?;
+        if generation == Generation::V0_3 {
+            let kind = string(map, "kind", at)?;
+            if kind.is_some_and(|k| k != "message") {
+                return Err(RpcError::invalid(
+                    format!("{at}.kind"),
+                    "must be \"message\"",
+                ));
+            }
+        }
+        let message_id = string(map, "messageId", at)?
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| {
+                RpcError::invalid(format!("{at}.messageId"), "a non-empty string is required")
+            })?;
+        let user = match generation {
+            Generation::V0_3 => "user",
+            Generation::V1_0 => "ROLE_USER",
+        };
+        if map.get("role").and_then(Value::as_str) != Some(user) {
+            return Err(RpcError::invalid(
+                format!("{at}.role"),
+                format!("must be \"{user}\": a message sent to an agent is the user's"),
+            ));
+        }
+        let parts = match map.get("parts") {
+            Some(Value::Array(parts)) if !parts.is_empty() => parts,
+            _ => {
+                return Err(RpcError::invalid(
+                    format!("{at}.parts"),
+                    "a non-empty array of parts is required",
+                ));
+            }
+        };
+        let parts = parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| Part::parse(part, generation, &format!("{at}.parts[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            message_id: message_id.to_string(),
+            role: Role::User,
+            parts,
+            context_id: string(map, "contextId", at)?.map(str::to_string),
+            task_id: string(map, "taskId", at)?.map(str::to_string),
+            metadata: metadata(map, at)?,
+        })
+    }
+
+    /// The text parts joined by newlines: a handler's stdin.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match &p.content {
+                Content::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    pub fn render(&self, generation: Generation) -> Value {
+        let role = match (generation, self.role) {
+            (Generation::V0_3, Role::User) => "user",
+            (Generation::V0_3, Role::Agent) => "agent",
+            (Generation::V1_0, Role::User) => "ROLE_USER",
+            (Generation::V1_0, Role::Agent) => "ROLE_AGENT",
+        };
+        let mut out = json!({
+            "messageId": self.message_id,
+            "role": role,
+            "parts": self.parts.iter().map(|p| p.render(generation)).collect::<Vec<_>>(),
+        });
+        if generation == Generation::V0_3 {
+            out["kind"] = json!("message");
+        }
+        for (key, value) in [("contextId", &self.context_id), ("taskId", &self.task_id)] {
+            if let Some(value) = value {
+                out[key] = json!(value);
+            }
+        }
+        if let Some(metadata) = &self.metadata {
+            out["metadata"] = metadata.clone();
+        }
+        out
+    }
+}
+
+impl Part {
+    fn parse(value: &Value, generation: Generation, at: &str) -> Result<Self, RpcError> {
+        let map = object(value, at)?;
+        // Where a part's file name and media type sit: in 0.3 only a file part has them, inside
+        // its `file`; in 1.0 every part may, beside its content.
+        let (content, names) = match generation {
+            Generation::V0_3 => {
+                let (content, file) = content_0_3(map, at)?;
+                let names = file.map(|f| (f, "name", "mimeType", format!("{at}.file")));
+                (content, names)
+            }
+            Generation::V1_0 => {
+                let names = (map, "filename", "mediaType", at.to_string());
+                (content_1_0(map, at)?, Some(names))
+            }
+        };
+        let (filename, media_type) = match names {
+            Some((names, name_key, type_key, names_at)) => {
+                let filename = string(names, name_key, &names_at)?;
+                if let Some(name) = filename {
+                    check_filename(name)
+                        .map_err(|why| RpcError::invalid(format!("{names_at}.{name_key}"), why))?;
+                }
+                (filename, string(names, type_key, &names_at)?)
+            }
+            None => (None, None),
+        };
+        Ok(Self {
+            content,
+            filename: filename.map(str::to_string),
+            media_type: media_type.map(str::to_string),
+            metadata: metadata(map, at)?,
+        })
+    }
+
+    pub fn render(&self, generation: Generation) -> Value {
+        let mut out = match (generation, &self.content) {
+            (Generation::V1_0, content) => {
+                let out = match content {
+                    Content::Text(t) => json!({"text": t}),
+                    Content::Data(d) => json!({"data": d}),
+                    Content::Raw(r) => json!({"raw": r}),
+                    Content::Url(u) => json!({"url": u}),
+                };
+                self.with_names(out, ["filename", "mediaType"])
+            }
+            (Generation::V0_3, Content::Text(t)) => json!({"kind": "text", "text": t}),
+            (Generation::V0_3, Content::Data(d)) => json!({"kind": "data", "data": d}),
+            (Generation::V0_3, Content::Raw(r)) => {
+                let file = self.with_names(json!({"bytes": r}), ["name", "mimeType"]);
+                json!({"kind": "file", "file": file})
+            }
+            (Generation::V0_3, Content::Url(u)) => {
+                let file = self.with_names(json!({"uri": u}), ["name", "mimeType"]);
+                json!({"kind": "file", "file": file})
+            }
+        };
+        if let Some(metadata) = &self.metadata {
+            out["metadata"] = metadata.clone();
+        }
+        out
+    }
+
+    /// `into` with the file name and media type under `keys` (each generation spells them its
+    /// way; 0.3 has them for files only).
+    fn with_names(&self, mut into: Value, keys: [&str; 2]) -> Value {
+        for (key, value) in keys.into_iter().zip([&self.filename, &self.media_type]) {
+            if let Some(value) = value {
+                into[key] = json!(value);
+            }
+        }
+        into
+    }
+}
+
+/// A 0.3 part's content, and its `file` object when it is a file part. `kind`, when sent, must
+/// agree with the one member present.
+fn content_0_3<'a>(map: &'a Fields, at: &str) -> Result<(Content, Option<&'a Fields>), RpcError> {
+    let present: Vec<&str> = ["text", "data", "file"]
+        .into_iter()
+        .filter(|k| map.contains_key(*k))
+        .collect();
+    let [kind] = present[..] else {
+        return Err(RpcError::invalid(
+            at,
+            "a part needs exactly one of text, data, file",
+        ));
+    };
+    if let Some(said) = string(map, "kind", at)?
+        && said != kind
+    {
+        return Err(RpcError::invalid(
+            format!("{at}.kind"),
+            format!("says \"{}\" but the part holds {kind}", said.escape_debug()),
+        ));
+    }
+    Ok(match kind {
+        "text" => (Content::Text(text(map, "text", at)?), None),
+        "data" => (data(map, at)?, None),
+        _ => {
+            let file_at = format!("{at}.file");
+            let file = object(&map["file"], &file_at)?;
+            let content = match (file.contains_key("bytes"), file.contains_key("uri")) {
+                (true, false) => raw(file, "bytes", &file_at)?,
+                (false, true) => url(file, "uri", &file_at)?,
+                _ => {
+                    return Err(RpcError::invalid(
+                        file_at,
+                        "a file needs exactly one of bytes, uri",
+                    ));
+                }
+            };
+            (content, Some(file))
+        }
+    })
+}
+
+/// A 1.0 part's content: exactly one of `text`, `raw`, `url`, `data` (a `kind` is ignored, as
+/// both reference servers do).
+fn content_1_0(map: &Fields, at: &str) -> Result<Content, RpcError> {
+    let present: Vec<&str> = ["text", "raw", "url", "data"]
+        .into_iter()
+        .filter(|k| map.contains_key(*k))
+        .collect();
+    match present[..] {
+        ["text"] => Ok(Content::Text(text(map, "text", at)?)),
+        ["raw"] => raw(map, "raw", at),
+        ["url"] => url(map, "url", at),
+        ["data"] => data(map, at),
+        _ => Err(RpcError::invalid(
+            at,
+            "a part needs exactly one of text, raw, url, data",
+        )),
+    }
+}
+
+fn text(map: &Fields, key: &str, at: &str) -> Result<String, RpcError> {
+    string(map, key, at)?
+        .map(str::to_string)
+        .ok_or_else(|| RpcError::invalid(format!("{at}.{key}"), "must be a string"))
+}
+
+fn raw(map: &Fields, key: &str, at: &str) -> Result<Content, RpcError> {
+    let text = text(map, key, at)?;
+    match crate::b64::decode_any(&text) {
+        Some(_) => Ok(Content::Raw(text)),
+        None => Err(RpcError::invalid(format!("{at}.{key}"), "is not base64")),
+    }
+}
+
+fn url(map: &Fields, key: &str, at: &str) -> Result<Content, RpcError> {
+    let text = text(map, key, at)?;
+    if is_url(&text) {
+        Ok(Content::Url(text))
+    } else {
+        Err(RpcError::invalid(
+            format!("{at}.{key}"),
+            "is not a URL (scheme:rest, no spaces)",
+        ))
+    }
+}
+
+fn data(map: &Fields, at: &str) -> Result<Content, RpcError> {
+    let value = &map["data"];
+    if depth(value) > MAX_DATA_DEPTH {
+        return Err(RpcError::invalid(
+            format!("{at}.data"),
+            format!("nests deeper than {MAX_DATA_DEPTH} levels"),
+        ));
+    }
+    Ok(Content::Data(value.clone()))
+}
+
+/// How many arrays and objects deep `value` nests (a scalar is 0).
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// An absolute URI as RFC 3986 shapes it: a scheme (a letter, then letters, digits, `+-.`), a
+/// colon, something after it, and no whitespace or control characters anywhere.
+fn is_url(text: &str) -> bool {
+    let Some((scheme, rest)) = text.split_once(':') else {
+        return false;
+    };
+    let mut scheme_chars = scheme.chars();
+    scheme_chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme_chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        && !rest.is_empty()
+        && !text.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// A file's name, never a path: what a handler may later write under its own directory.
+fn check_filename(name: &str) -> Result<(), String> {
+    if name.is_empty() || name == "." || name == ".." {
+        return Err("must be a file name".into());
+    }
+    if name.contains(['/', '\\', '\0']) {
+        return Err("must be a file name, without a path separator".into());
+    }
+    if name.len() > MAX_FILENAME {
+        return Err(format!("is longer than {MAX_FILENAME} bytes"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(value: Value, generation: Generation) -> Result<Message, String> {
+        Message::parse(&value, generation, "params.message")
+            .map_err(|e| e.field.unwrap_or(e.message))
+    }
+
+    #[test]
+    fn every_kind_round_trips_through_both_generations() {
+        let old = json!({"kind": "message", "messageId": "m1", "role": "user", "contextId": "c", "parts": [
+            {"kind": "text", "text": "hi"},
+            {"kind": "data", "data": {"k": [1, 2]}},
+            {"kind": "file", "file": {"bytes": "aGVsbG8=", "name": "h.txt", "mimeType": "text/plain"}},
+            {"kind": "file", "file": {"uri": "https://example.com/f", "name": "f"}},
+        ]});
+        let message = parse(old.clone(), Generation::V0_3).unwrap();
+        assert_eq!(message.render(Generation::V0_3), old);
+        let new = message.render(Generation::V1_0);
+        assert_eq!(new["role"], "ROLE_USER");
+        assert_eq!(
+            new["parts"][2],
+            json!({"raw": "aGVsbG8=", "filename": "h.txt", "mediaType": "text/plain"})
+        );
+        assert_eq!(
+            new["parts"][3],
+            json!({"url": "https://example.com/f", "filename": "f"})
+        );
+        assert!(new.get("kind").is_none());
+        assert_eq!(parse(new, Generation::V1_0).unwrap(), message);
+        assert_eq!(message.text(), "hi");
+    }
+
+    /// One refused message a line: the generation, the field the refusal must name, the message.
+    const REFUSED: &str = r#"
+1.0 params.message []
+1.0 params.message.messageId {"role":"ROLE_USER","parts":[{"text":"x"}]}
+1.0 params.message.messageId {"messageId":"","role":"ROLE_USER","parts":[{"text":"x"}]}
+1.0 params.message.role {"messageId":"m","parts":[{"text":"x"}]}
+1.0 params.message.role {"messageId":"m","role":"user","parts":[{"text":"x"}]}
+0.3 params.message.role {"messageId":"m","role":"robot","parts":[{"kind":"text","text":"x"}]}
+0.3 params.message.kind {"messageId":"m","role":"user","kind":"task","parts":[{"text":"x"}]}
+0.3 params.message.taskId {"messageId":"m","role":"user","taskId":5,"parts":[{"text":"x"}]}
+1.0 params.message.parts {"messageId":"m","role":"ROLE_USER","parts":[]}
+1.0 params.message.parts {"messageId":"m","role":"ROLE_USER","parts":{"text":"x"}}
+1.0 params.message.parts[0] {"messageId":"m","role":"ROLE_USER","parts":[{}]}
+1.0 params.message.parts[0] {"messageId":"m","role":"ROLE_USER","parts":[{"text":"x","data":1}]}
+1.0 params.message.parts[0].text {"messageId":"m","role":"ROLE_USER","parts":[{"text":5}]}
+1.0 params.message.parts[0].raw {"messageId":"m","role":"ROLE_USER","parts":[{"raw":"not base64!"}]}
+1.0 params.message.parts[0].url {"messageId":"m","role":"ROLE_USER","parts":[{"url":"no scheme"}]}
+1.0 params.message.parts[0].url {"messageId":"m","role":"ROLE_USER","parts":[{"url":"https://a b"}]}
+1.0 params.message.parts[0].filename {"messageId":"m","role":"ROLE_USER","parts":[{"raw":"","filename":"../x"}]}
+1.0 params.message.parts[0].metadata {"messageId":"m","role":"ROLE_USER","parts":[{"text":"x","metadata":3}]}
+0.3 params.message.parts[0].kind {"messageId":"m","role":"user","parts":[{"kind":"data","text":"x"}]}
+0.3 params.message.parts[0].file {"messageId":"m","role":"user","parts":[{"kind":"file","file":{}}]}
+0.3 params.message.parts[0].file.name {"messageId":"m","role":"user","parts":[{"file":{"uri":"a:b","name":"x/y"}}]}
+"#;
+
+    #[test]
+    fn bad_messages_are_refused_naming_the_field() {
+        for line in REFUSED.lines().filter(|l| !l.is_empty()) {
+            let mut words = line.splitn(3, ' ');
+            let (generation, field, message) = (words.next(), words.next(), words.next());
+            let generation = match generation {
+                Some("0.3") => Generation::V0_3,
+                _ => Generation::V1_0,
+            };
+            let value: Value = serde_json::from_str(message.unwrap()).unwrap();
+            assert_eq!(
+                parse(value, generation).unwrap_err(),
+                field.unwrap(),
+                "{line}"
+            );
+        }
+        // 64 levels of data are fine, 65 are not; unknown members (a 1.0 part's `kind`) are
+        // ignored.
+        let nested = |levels| (0..levels).fold(json!(1), |inner, _| json!([inner]));
+        let message = |data| json!({"messageId": "m", "role": "ROLE_USER", "parts": [{"data": data, "kind": "data"}]});
+        assert!(parse(message(nested(64)), Generation::V1_0).is_ok());
+        let refused = parse(message(nested(65)), Generation::V1_0).unwrap_err();
+        assert_eq!(refused, "params.message.parts[0].data");
+    }
+}

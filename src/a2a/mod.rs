@@ -1,0 +1,20 @@
+//! A2A, both generations, at one door: 0.3 and 1.0 differ in method names, shapes and error
+//! forms, never in what a task is. Everything generation-specific lives here, so the session's
+//! door and engine deal in one model.
+//!
+//! - [`version`]: the `A2A-Version` header and the [`version::Generation`] it picks.
+//! - [`rpc`]: method names of both generations, the ops they share, scopes, error codes.
+//! - [`message`]: messages and parts, validated as read, rendered in either shape.
+//! - [`params`]: each method's `params`, read and checked.
+//! - [`task`]: task states and the task as either generation shows it.
+//! - [`error`]: a JSON-RPC error in either generation's shape.
+//! - [`card`]: the one agent card that serves both generations.
+
+pub mod card;
+pub mod error;
+mod fields;
+pub mod message;
+pub mod params;
+pub mod rpc;
+pub mod task;
+pub mod version;

@@ -1,0 +1,258 @@
+//! The `params` of each door method, read and checked: every refusal is -32602 naming the member
+//! at fault, so a client learns exactly what to fix and a bad request costs only its own answer.
+
+use serde_json::Value;
+
+use super::error::RpcError;
+use super::fields::{Fields, boolean, count, object, string};
+use super::message::Message;
+use super::rpc::PUSH_NOT_SUPPORTED;
+use super::task::State;
+use super::version::Generation;
+
+/// `ListTasks`' page size when none is asked for, and the largest it may ask for.
+pub const DEFAULT_PAGE: usize = 50;
+pub const MAX_PAGE: usize = 100;
+
+/// `message/send` and `SendMessage`.
+#[derive(Debug)]
+pub struct Send {
+    pub message: Message,
+    /// Wait for the task to end before answering (0.3 `blocking`, default true; 1.0 the
+    /// opposite of `returnImmediately`).
+    pub blocking: bool,
+    pub history_length: Option<usize>,
+}
+
+/// The methods that name one task: get, cancel, subscribe.
+#[derive(Debug)]
+pub struct TaskRef {
+    pub id: String,
+    pub history_length: Option<usize>,
+}
+
+/// `ListTasks`.
+#[derive(Debug, Default)]
+pub struct List {
+    pub context_id: Option<String>,
+    pub state: Option<State>,
+    /// Only tasks whose status changed at or after this time (seconds since the epoch).
+    pub updated_since: Option<i64>,
+    /// Only tasks that arrived before this arrival number (from the page token).
+    pub before: Option<u64>,
+    pub page_size: usize,
+    pub history_length: Option<usize>,
+    pub include_artifacts: bool,
+}
+
+pub fn send(params: &Value, generation: Generation) -> Result<Send, RpcError> {
+    let map = object(params, "params")?;
+    let message = map
+        .get("message")
+        .ok_or_else(|| RpcError::invalid("params.message", "is required"))?;
+    let message = Message::parse(message, generation, "params.message")?;
+    let config = match map.get("configuration") {
+        None | Some(Value::Null) => &Fields::new(),
+        Some(Value::Object(config)) => config,
+        Some(_) => {
+            return Err(RpcError::invalid(
+                "params.configuration",
+                "must be an object",
+            ));
+        }
+    };
+    let (push, blocking) = match generation {
+        Generation::V0_3 => (
+            "pushNotificationConfig",
+            boolean(config, "blocking", "params.configuration")?.unwrap_or(true),
+        ),
+        Generation::V1_0 => (
+            "taskPushNotificationConfig",
+            !boolean(config, "returnImmediately", "params.configuration")?.unwrap_or(false),
+        ),
+    };
+    if config.get(push).is_some_and(|p| !p.is_null()) {
+        return Err(RpcError::new(
+            PUSH_NOT_SUPPORTED,
+            format!(
+                "params.configuration.{push}: this door sends no push notifications (capabilities.pushNotifications is false)"
+            ),
+        ));
+    }
+    Ok(Send {
+        message,
+        blocking,
+        history_length: count(config, "historyLength", "params.configuration")?,
+    })
+}
+
+pub fn task_ref(params: &Value) -> Result<TaskRef, RpcError> {
+    let map = object(params, "params")?;
+    let id = match map.get("id") {
+        Some(Value::String(id)) if !id.is_empty() => id.clone(),
+        _ => {
+            return Err(RpcError::invalid(
+                "params.id",
+                "a task id (a non-empty string) is required",
+            ));
+        }
+    };
+    Ok(TaskRef {
+        id,
+        history_length: count(map, "historyLength", "params")?,
+    })
+}
+
+pub fn list(params: &Value) -> Result<List, RpcError> {
+    let empty = Value::Object(Fields::new());
+    let map = object(if params.is_null() { &empty } else { params }, "params")?;
+    let state = match string(map, "status", "params")? {
+        None | Some("TASK_STATE_UNSPECIFIED") => None,
+        Some(text) => Some(State::from_wire(text, Generation::V1_0).ok_or_else(|| {
+            RpcError::invalid(
+                "params.status",
+                "must be a task state (TASK_STATE_WORKING, TASK_STATE_COMPLETED, ...)",
+            )
+        })?),
+    };
+    let page_size = match count(map, "pageSize", "params")? {
+        None => DEFAULT_PAGE,
+        Some(n @ 1..=MAX_PAGE) => n,
+        Some(_) => {
+            return Err(RpcError::invalid(
+                "params.pageSize",
+                format!("must be 1 to {MAX_PAGE}"),
+            ));
+        }
+    };
+    let before = match string(map, "pageToken", "params")? {
+        None | Some("") => None,
+        Some(token) => Some(token.parse::<u64>().map_err(|_| {
+            RpcError::invalid(
+                "params.pageToken",
+                "is not a page token this door gave (send the nextPageToken of the previous page)",
+            )
+        })?),
+    };
+    let updated_since = match string(map, "statusTimestampAfter", "params")? {
+        None => None,
+        Some(text) => Some(crate::time::parse_rfc3339(text).ok_or_else(|| {
+            RpcError::invalid(
+                "params.statusTimestampAfter",
+                "must be an RFC 3339 time such as 2026-01-31T12:00:00Z",
+            )
+        })?),
+    };
+    Ok(List {
+        context_id: string(map, "contextId", "params")?.map(str::to_string),
+        state,
+        updated_since,
+        before,
+        page_size,
+        history_length: count(map, "historyLength", "params")?,
+        include_artifacts: boolean(map, "includeArtifacts", "params")?.unwrap_or(false),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn field(err: RpcError) -> String {
+        err.field.unwrap_or(err.message)
+    }
+
+    #[test]
+    fn send_reads_each_generations_configuration() {
+        let old = json!({"message": {"kind": "message", "messageId": "m", "role": "user",
+            "parts": [{"kind": "text", "text": "hi"}]}, "configuration": {"blocking": false, "historyLength": 2}});
+        let read = send(&old, Generation::V0_3).unwrap();
+        assert!(!read.blocking);
+        assert_eq!(read.history_length, Some(2));
+        let new = json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+            "configuration": {"returnImmediately": true}});
+        assert!(!send(&new, Generation::V1_0).unwrap().blocking);
+        let mut push = new.clone();
+        push["configuration"]["taskPushNotificationConfig"] = json!({"url": "https://x"});
+        assert_eq!(
+            send(&push, Generation::V1_0).unwrap_err().code,
+            PUSH_NOT_SUPPORTED
+        );
+        let mut bad = new.clone();
+        bad["configuration"]["historyLength"] = json!("two");
+        assert_eq!(
+            field(send(&bad, Generation::V1_0).unwrap_err()),
+            "params.configuration.historyLength"
+        );
+        assert_eq!(
+            field(send(&json!({}), Generation::V1_0).unwrap_err()),
+            "params.message"
+        );
+        assert_eq!(
+            field(send(&json!([]), Generation::V1_0).unwrap_err()),
+            "params"
+        );
+    }
+
+    #[test]
+    fn task_refs_and_listings_refuse_bad_members() {
+        assert_eq!(
+            task_ref(&json!({"id": "t", "historyLength": 3}))
+                .unwrap()
+                .history_length,
+            Some(3)
+        );
+        for (params, want) in [
+            (json!({}), "params.id"),
+            (json!({"id": ""}), "params.id"),
+            (json!({"id": 5}), "params.id"),
+            (
+                json!({"id": "t", "historyLength": "two"}),
+                "params.historyLength",
+            ),
+            (
+                json!({"id": "t", "historyLength": -1}),
+                "params.historyLength",
+            ),
+            (
+                json!({"id": "t", "historyLength": 1.5}),
+                "params.historyLength",
+            ),
+            (json!(null), "params"),
+        ] {
+            assert_eq!(field(task_ref(&params).unwrap_err()), want, "{params}");
+        }
+        let all = list(&json!(null)).unwrap();
+        assert_eq!(
+            (all.page_size, all.before, all.include_artifacts),
+            (DEFAULT_PAGE, None, false)
+        );
+        let some = list(
+            &json!({"status": "TASK_STATE_COMPLETED", "pageSize": 100, "pageToken": "17",
+            "statusTimestampAfter": "2026-01-01T00:00:00Z", "includeArtifacts": true}),
+        )
+        .unwrap();
+        assert_eq!(
+            (some.state, some.page_size, some.before),
+            (Some(State::Completed), 100, Some(17))
+        );
+        for (params, want) in [
+            (json!({"pageSize": 0}), "params.pageSize"),
+            (json!({"pageSize": 101}), "params.pageSize"),
+            (json!({"pageToken": "abc"}), "params.pageToken"),
+            (json!({"status": "completed"}), "params.status"),
+            (json!({"contextId": 3}), "params.contextId"),
+            (
+                json!({"statusTimestampAfter": "yesterday"}),
+                "params.statusTimestampAfter",
+            ),
+            (
+                json!({"includeArtifacts": "yes"}),
+                "params.includeArtifacts",
+            ),
+        ] {
+            assert_eq!(field(list(&params).unwrap_err()), want, "{params}");
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! JSON-RPC 2.0 as A2A uses it: the door's methods of both generations, the scopes that grant
+//! them, and the error codes — in one place for the door that answers them, the host tools that
+//! call them and the manifest that grants them.
+//!
+//! Every method belongs to an [`Op`]; the twins of the two generations (`message/send` and
+//! `SendMessage`) share one, and a scope grants an op, so a credential granted either name may
+//! call both. `ListTasks` is a read, granted with `tasks/get`.
+
+use super::version::Generation;
+
+/// What a door method does, whichever generation names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Send,
+    Stream,
+    Get,
+    List,
+    Cancel,
+    Subscribe,
+    /// The push-notification config methods: refused (-32003), the door pushes nothing.
+    PushConfig,
+    ExtendedCard,
+    /// `session/stop`: mur's own answer shape.
+    Stop,
+    /// `murmur.StopSession`: the original runtime's name and answer shape.
+    StopSession,
+}
+
+/// One JSON-RPC method the door knows.
+#[derive(Debug)]
+pub struct Method {
+    pub name: &'static str,
+    pub op: Op,
+    /// The generation whose method set holds it; mur calls it with this generation's header.
+    pub generation: Generation,
+    /// mur's own methods are answered under either header.
+    pub own: bool,
+}
+
+/// A2A 0.3: send a message, starting a task.
+pub const MESSAGE_SEND: &str = "message/send";
+/// A2A 0.3: read a task.
+pub const TASKS_GET: &str = "tasks/get";
+/// A2A 0.3: ask a task to end.
+pub const TASKS_CANCEL: &str = "tasks/cancel";
+/// A2A 0.3: the extended (authenticated) agent card.
+pub const EXTENDED_CARD: &str = "agent/getAuthenticatedExtendedCard";
+/// A2A 1.0's name for the extended card.
+pub const EXTENDED_CARD_V1: &str = "GetExtendedAgentCard";
+/// mur's own: end the session in order.
+pub const SESSION_STOP: &str = "session/stop";
+/// The original runtime's name for ending a session at its door (it speaks only 1.0).
+pub const STOP_SESSION: &str = "murmur.StopSession";
+
+const fn m(name: &'static str, op: Op, generation: Generation) -> Method {
+    Method {
+        name,
+        op,
+        generation,
+        own: false,
+    }
+}
+
+/// mur's own methods: answered under either header, called with `generation`'s.
+const fn own(name: &'static str, op: Op, generation: Generation) -> Method {
+    Method {
+        own: true,
+        ..m(name, op, generation)
+    }
+}
+
+const V03: Generation = Generation::V0_3;
+const V10: Generation = Generation::V1_0;
+
+/// Every method the door answers.
+pub const METHODS: &[Method] = &[
+    m(MESSAGE_SEND, Op::Send, V03),
+    m("message/stream", Op::Stream, V03),
+    m(TASKS_GET, Op::Get, V03),
+    m(TASKS_CANCEL, Op::Cancel, V03),
+    m("tasks/resubscribe", Op::Subscribe, V03),
+    m("tasks/pushNotificationConfig/set", Op::PushConfig, V03),
+    m("tasks/pushNotificationConfig/get", Op::PushConfig, V03),
+    m("tasks/pushNotificationConfig/list", Op::PushConfig, V03),
+    m("tasks/pushNotificationConfig/delete", Op::PushConfig, V03),
+    m(EXTENDED_CARD, Op::ExtendedCard, V03),
+    m("SendMessage", Op::Send, V10),
+    m("SendStreamingMessage", Op::Stream, V10),
+    m("GetTask", Op::Get, V10),
+    m("ListTasks", Op::List, V10),
+    m("CancelTask", Op::Cancel, V10),
+    m("SubscribeToTask", Op::Subscribe, V10),
+    m("CreateTaskPushNotificationConfig", Op::PushConfig, V10),
+    m("GetTaskPushNotificationConfig", Op::PushConfig, V10),
+    m("ListTaskPushNotificationConfigs", Op::PushConfig, V10),
+    m("DeleteTaskPushNotificationConfig", Op::PushConfig, V10),
+    m(EXTENDED_CARD_V1, Op::ExtendedCard, V10),
+    own(SESSION_STOP, Op::Stop, V03),
+    own(STOP_SESSION, Op::StopSession, V10),
+];
+
+/// The method called `name`, if the door knows it.
+pub fn method(name: &str) -> Option<&'static Method> {
+    METHODS.iter().find(|m| m.name == name)
+}
+
+/// The 1.0 names of `op`'s methods, joined, for a message telling a 0.3 caller what 1.0 calls it.
+pub fn twin_names(op: Op) -> String {
+    METHODS
+        .iter()
+        .filter(|m| m.op == op && m.generation == Generation::V1_0)
+        .map(|m| m.name)
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// The grant an op needs: twins share one, `ListTasks` is a read like `GetTask`, and the two
+/// stop methods are one. `None`: no scope is needed (push config, refused to everyone alike).
+pub fn grant(op: Op) -> Option<Op> {
+    match op {
+        Op::List => Some(Op::Get),
+        Op::StopSession => Some(Op::Stop),
+        Op::PushConfig => None,
+        other => Some(other),
+    }
+}
+
+/// Whether `scope` (a method name from a manifest or a token) grants `op`.
+pub fn scope_grants(scope: &str, op: Op) -> bool {
+    method(scope).is_some_and(|m| grant(m.op).is_some() && grant(m.op) == grant(op))
+}
+
+/// Whether `name` may be a scope: a door method that some grant covers.
+pub fn is_scope(name: &str) -> bool {
+    method(name).is_some_and(|m| grant(m.op).is_some())
+}
+
+/// The scope names a manifest may use, for error messages.
+pub fn scope_names() -> Vec<&'static str> {
+    METHODS
+        .iter()
+        .filter(|m| grant(m.op).is_some())
+        .map(|m| m.name)
+        .collect()
+}
+
+/// The operator token's scopes: one name for every grant, so it holds every method.
+pub const OPERATOR_SCOPES: &[&str] = &[
+    MESSAGE_SEND,
+    "message/stream",
+    TASKS_GET,
+    TASKS_CANCEL,
+    "tasks/resubscribe",
+    EXTENDED_CARD,
+    SESSION_STOP,
+];
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+pub const TASK_NOT_FOUND: i64 = -32001;
+pub const TASK_NOT_CANCELABLE: i64 = -32002;
+pub const PUSH_NOT_SUPPORTED: i64 = -32003;
+pub const UNSUPPORTED_OPERATION: i64 = -32004;
+pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
+pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+
+/// The `google.rpc.ErrorInfo` reason a 1.0 error carries for `code`.
+pub fn reason(code: i64) -> &'static str {
+    match code {
+        PARSE_ERROR => "PARSE_ERROR",
+        INVALID_REQUEST => "INVALID_REQUEST",
+        METHOD_NOT_FOUND => "METHOD_NOT_FOUND",
+        INVALID_PARAMS => "INVALID_PARAMS",
+        TASK_NOT_FOUND => "TASK_NOT_FOUND",
+        TASK_NOT_CANCELABLE => "TASK_NOT_CANCELABLE",
+        PUSH_NOT_SUPPORTED => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        UNSUPPORTED_OPERATION => "UNSUPPORTED_OPERATION",
+        CONTENT_TYPE_NOT_SUPPORTED => "CONTENT_TYPE_NOT_SUPPORTED",
+        EXTENDED_CARD_NOT_CONFIGURED => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        VERSION_NOT_SUPPORTED => "VERSION_NOT_SUPPORTED",
+        _ => "INTERNAL_ERROR",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_of_either_generation_grants_its_twin_and_nothing_else() {
+        assert!(scope_grants(MESSAGE_SEND, Op::Send));
+        assert!(scope_grants("SendMessage", Op::Send));
+        assert!(scope_grants(TASKS_GET, Op::List));
+        assert!(scope_grants("ListTasks", Op::Get));
+        assert!(scope_grants(SESSION_STOP, Op::StopSession));
+        assert!(!scope_grants(MESSAGE_SEND, Op::Get));
+        assert!(!scope_grants(TASKS_GET, Op::Cancel));
+        assert!(!scope_grants(
+            "tasks/pushNotificationConfig/set",
+            Op::PushConfig
+        ));
+        assert!(!scope_grants("nonsense", Op::Send));
+        assert!(!is_scope("GetTaskPushNotificationConfig"));
+        assert!(is_scope("CancelTask"));
+    }
+
+    #[test]
+    fn names_are_unique_and_the_operator_holds_every_grant() {
+        for (i, a) in METHODS.iter().enumerate() {
+            assert!(
+                METHODS[i + 1..].iter().all(|b| b.name != a.name),
+                "{}",
+                a.name
+            );
+            if let Some(needed) = grant(a.op) {
+                assert!(
+                    OPERATOR_SCOPES.iter().any(|s| scope_grants(s, needed)),
+                    "{}",
+                    a.name
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! A task as the door shows it, in either generation's shape.
+//!
+//! The engine ([`crate::session::tasks`]) owns tasks and their lifecycle; this module owns what a
+//! task *is* on the wire: its states' spellings, its status message, its artifact and history.
+//! A task started in one generation reads the same in the other, because nothing here keeps a
+//! client's JSON as it was sent — only the validated [`Message`].
+
+use serde_json::{Value, json};
+
+use super::message::{Message, Part, Role};
+use super::version::Generation;
+use crate::id::TaskId;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Submitted,
+    Working,
+    Completed,
+    Failed,
+    Canceled,
+}
+
+/// Every state, for reading a filter and for tests.
+pub const STATES: [State; 5] = [
+    State::Submitted,
+    State::Working,
+    State::Completed,
+    State::Failed,
+    State::Canceled,
+];
+
+impl State {
+    pub fn wire(self, generation: Generation) -> &'static str {
+        match (generation, self) {
+            (Generation::V0_3, State::Submitted) => "submitted",
+            (Generation::V0_3, State::Working) => "working",
+            (Generation::V0_3, State::Completed) => "completed",
+            (Generation::V0_3, State::Failed) => "failed",
+            (Generation::V0_3, State::Canceled) => "canceled",
+            (Generation::V1_0, State::Submitted) => "TASK_STATE_SUBMITTED",
+            (Generation::V1_0, State::Working) => "TASK_STATE_WORKING",
+            (Generation::V1_0, State::Completed) => "TASK_STATE_COMPLETED",
+            (Generation::V1_0, State::Failed) => "TASK_STATE_FAILED",
+            (Generation::V1_0, State::Canceled) => "TASK_STATE_CANCELED",
+        }
+    }
+
+    /// The state a 1.0 filter names; `None` for any other text.
+    pub fn from_wire(text: &str, generation: Generation) -> Option<Self> {
+        STATES.into_iter().find(|s| s.wire(generation) == text)
+    }
+
+    /// Completed, failed or canceled: nothing more will happen to it.
+    pub fn is_final(self) -> bool {
+        matches!(self, State::Completed | State::Failed | State::Canceled)
+    }
+}
+
+/// One task's content.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub id: TaskId,
+    pub context_id: String,
+    pub state: State,
+    /// The client's messages, oldest first, each naming this task and its context.
+    pub history: Vec<Message>,
+    /// The answer's parts, once completed.
+    pub answer: Vec<Part>,
+    /// What the status message says when there is no answer: why it failed or was canceled.
+    pub note: Option<String>,
+    /// When the status last changed (seconds since the epoch).
+    pub updated: i64,
+}
+
+/// How much of a task a reader asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct View {
+    /// The most recent messages of `history` to show; `None` is all of them.
+    pub history_length: Option<usize>,
+    pub artifacts: bool,
+}
+
+impl View {
+    pub const FULL: View = View {
+        history_length: None,
+        artifacts: true,
+    };
+}
+
+impl Task {
+    /// The agent's status message: the answer when completed, else the note, if any.
+    fn status_message(&self) -> Option<Message> {
+        let parts = if self.state == State::Completed {
+            self.answer.clone()
+        } else {
+            vec![Part::text(self.note.clone()?)]
+        };
+        Some(Message {
+            message_id: format!("msg_{}", self.id.hex()),
+            role: Role::Agent,
+            parts,
+            context_id: Some(self.context_id.clone()),
+            task_id: Some(self.id.to_string()),
+            metadata: None,
+        })
+    }
+
+    /// The text of the status message: the answer, or why there is none.
+    pub fn status_text(&self) -> String {
+        self.status_message().map(|m| m.text()).unwrap_or_default()
+    }
+
+    pub fn render(&self, generation: Generation, view: View) -> Value {
+        let mut status = json!({
+            "state": self.state.wire(generation),
+            "timestamp": crate::time::format_rfc3339(self.updated),
+        });
+        if let Some(message) = self.status_message() {
+            status["message"] = message.render(generation);
+        }
+        let keep = view
+            .history_length
+            .unwrap_or(usize::MAX)
+            .min(self.history.len());
+        let history: Vec<Value> = self.history[self.history.len() - keep..]
+            .iter()
+            .map(|m| m.render(generation))
+            .collect();
+        let mut task = json!({
+            "id": self.id,
+            "contextId": self.context_id,
+            "status": status,
+            "history": history,
+        });
+        if generation == Generation::V0_3 {
+            task["kind"] = json!("task");
+        }
+        if view.artifacts && self.state == State::Completed {
+            let parts: Vec<Value> = self.answer.iter().map(|p| p.render(generation)).collect();
+            task["artifacts"] = json!([{
+                "artifactId": format!("art_{}", self.id.hex()),
+                "name": "answer",
+                "parts": parts,
+            }]);
+        }
+        task
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(state: State) -> Task {
+        let message = Message {
+            message_id: "m1".into(),
+            role: Role::User,
+            parts: vec![Part::text("hi")],
+            context_id: Some("ctx".into()),
+            task_id: None,
+            metadata: None,
+        };
+        Task {
+            id: TaskId::parse("tsk_0199c4e2f1b7712a9d3e4f5061728394").unwrap(),
+            context_id: "ctx".into(),
+            state,
+            history: vec![message.clone(), message],
+            answer: vec![Part::text("hi")],
+            note: (state != State::Completed).then(|| "why".into()),
+            updated: 0,
+        }
+    }
+
+    #[test]
+    fn both_generations_spell_the_same_task() {
+        let done = task(State::Completed);
+        let old = done.render(Generation::V0_3, View::FULL);
+        assert_eq!(old["kind"], "task");
+        assert_eq!(old["status"]["state"], "completed");
+        assert_eq!(old["status"]["message"]["role"], "agent");
+        assert_eq!(
+            old["artifacts"][0]["parts"][0],
+            json!({"kind": "text", "text": "hi"})
+        );
+        let new = done.render(Generation::V1_0, View::FULL);
+        assert!(new.get("kind").is_none());
+        assert_eq!(new["status"]["state"], "TASK_STATE_COMPLETED");
+        assert_eq!(new["status"]["message"]["role"], "ROLE_AGENT");
+        assert_eq!(new["artifacts"][0]["parts"][0], json!({"text": "hi"}));
+        assert_eq!(new["status"]["timestamp"], "1970-01-01T00:00:00Z");
+        for state in STATES {
+            assert_eq!(
+                State::from_wire(state.wire(Generation::V1_0), Generation::V1_0),
+                Some(state)
+            );
+        }
+        assert_eq!(State::from_wire("completed", Generation::V1_0), None);
+    }
+
+    #[test]
+    fn a_view_trims_history_and_artifacts() {
+        let done = task(State::Completed);
+        let short = done.render(
+            Generation::V1_0,
+            View {
+                history_length: Some(1),
+                artifacts: false,
+            },
+        );
+        assert_eq!(short["history"].as_array().unwrap().len(), 1);
+        assert!(short.get("artifacts").is_none());
+        let none = done.render(
+            Generation::V1_0,
+            View {
+                history_length: Some(0),
+                artifacts: true,
+            },
+        );
+        assert_eq!(none["history"], json!([]));
+        let failed = task(State::Failed).render(Generation::V0_3, View::FULL);
+        assert!(failed.get("artifacts").is_none());
+        assert_eq!(failed["status"]["message"]["parts"][0]["text"], "why");
+    }
+}

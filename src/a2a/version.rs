@@ -1,0 +1,85 @@
+//! The two A2A generations the door speaks, and the `A2A-Version` header that picks one.
+//!
+//! A2A 1.0 (SPEC §3.6) says a client names `Major.Minor` in `A2A-Version` on every request, a
+//! missing or empty header means 0.3, and a server answers a version it does not speak with
+//! `VersionNotSupported` (-32009). Patch levels are not to be considered, so `1.0.1` is `1.0`;
+//! anything else — `1.1`, `2.0`, `0.2`, garbage — is refused rather than guessed at.
+
+/// One A2A protocol generation: which method names, shapes and error forms apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generation {
+    /// A2A 0.3: `message/send`, lowercase states, `kind` discriminators.
+    V0_3,
+    /// A2A 1.0: `SendMessage`, ProtoJSON (`TASK_STATE_*`, `ROLE_*`), errors carrying `ErrorInfo`.
+    V1_0,
+}
+
+impl Generation {
+    /// The `A2A-Version` value a client of this generation sends.
+    pub fn header(self) -> &'static str {
+        match self {
+            Generation::V0_3 => "0.3",
+            Generation::V1_0 => "1.0",
+        }
+    }
+
+    /// The generation an `A2A-Version` header names: `None` (absent) or empty is 0.3; `0.3`,
+    /// `0.3.x`, `1.0`, `1.0.x` as they say. `Err` is the refusal's text, naming what was sent
+    /// (cut short and escaped: a header is anyone's bytes).
+    pub fn from_header(value: Option<&[u8]>) -> Result<Self, String> {
+        let Some(raw) = value else {
+            return Ok(Generation::V0_3);
+        };
+        let text = std::str::from_utf8(raw).unwrap_or("\u{fffd}").trim();
+        let (major_minor, patch) = match text.match_indices('.').nth(1) {
+            Some((at, _)) => (&text[..at], Some(&text[at + 1..])),
+            None => (text, None),
+        };
+        let patch_ok = patch.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        match (major_minor, patch_ok) {
+            ("", _) if patch.is_none() => Ok(Generation::V0_3),
+            ("0.3", true) => Ok(Generation::V0_3),
+            ("1.0", true) => Ok(Generation::V1_0),
+            _ => Err(format!(
+                "A2A-Version '{}' is not supported: this door speaks 1.0 and 0.3 (send \"A2A-Version: 1.0\", or no header for 0.3)",
+                text.chars().take(40).collect::<String>().escape_debug()
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_names_a_generation_or_is_refused() {
+        for (sent, want) in [
+            (None, Some(Generation::V0_3)),
+            (Some(""), Some(Generation::V0_3)),
+            (Some(" "), Some(Generation::V0_3)),
+            (Some("0.3"), Some(Generation::V0_3)),
+            (Some("0.3.0"), Some(Generation::V0_3)),
+            (Some("1.0"), Some(Generation::V1_0)),
+            (Some(" 1.0 "), Some(Generation::V1_0)),
+            (Some("1.0.1"), Some(Generation::V1_0)),
+            (Some("1.0.12"), Some(Generation::V1_0)),
+            (Some("1"), None),
+            (Some("1.1"), None),
+            (Some("2.0"), None),
+            (Some("0.2"), None),
+            (Some("1.0."), None),
+            (Some("1.0.x"), None),
+            (Some("1.0.1.2"), None),
+            (Some("v1.0"), None),
+            (Some("garbage"), None),
+        ] {
+            let got = Generation::from_header(sent.map(str::as_bytes)).ok();
+            assert_eq!(got, want, "{sent:?}");
+        }
+        let refusal = Generation::from_header(Some(b"9.9\n\x1b")).unwrap_err();
+        assert!(refusal.contains("'9.9"), "{refusal}");
+        assert!(!refusal.contains('\x1b'), "{refusal}");
+        assert!(Generation::from_header(Some(b"\xff\xfe")).is_err());
+    }
+}

@@ -1,0 +1,578 @@
+//! The door's two A2A generations on the wire (DESIGN.md §5, shared/a2a-1.0.md): raw JSON-RPC
+//! against a real `mur run` door — the `A2A-Version` rules, 1.0 ProtoJSON shapes and errors,
+//! `ListTasks`, the follow-up and validation rules, the methods each generation refuses, scopes
+//! that grant their twins, and `murmur.StopSession`.
+
+// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
+// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
+#![allow(unsafe_code)]
+
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
+mod common;
+
+use std::path::Path;
+
+use common::{
+    home::Home,
+    session::{Session, send_params},
+    wait::WAIT,
+};
+use serde_json::{Value, json};
+
+/// `SendMessage` params: one 1.0 message with these parts.
+fn v1_send(parts: Value) -> Value {
+    json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": parts}})
+}
+
+/// The JSON-RPC answer to `method` sent with the `A2A-Version` header `version` (none for
+/// `None`), whatever generation the method is.
+fn ask(session: &Session, version: Option<&str>, method: &str, params: Value) -> Value {
+    let response = session.rpc_as(None, version, method, params);
+    assert_eq!(response.status, 200, "{method}: {}", response.text());
+    response.json()
+}
+
+/// The error code of a JSON-RPC answer that must be an error.
+#[track_caller]
+fn code(answer: &Value) -> i64 {
+    assert!(answer.get("result").is_none(), "an error: {answer}");
+    answer["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no code: {answer}"))
+}
+
+/// The `google.rpc.ErrorInfo` reason of a 1.0 error (its `data` is an array of `Any`).
+#[track_caller]
+fn reason(answer: &Value) -> String {
+    let info = answer["error"]["data"]
+        .as_array()
+        .and_then(|data| {
+            data.iter()
+                .find(|d| d["@type"] == "type.googleapis.com/google.rpc.ErrorInfo")
+        })
+        .unwrap_or_else(|| panic!("no ErrorInfo: {answer}"));
+    assert_eq!(info["domain"], "a2a-protocol.org", "{answer}");
+    info["reason"].as_str().unwrap_or("").to_string()
+}
+
+/// The field a -32602 names: 0.3 `data.field`, 1.0 the `BadRequest` field violation.
+#[track_caller]
+fn field(answer: &Value) -> String {
+    assert_eq!(code(answer), -32602, "{answer}");
+    let data = &answer["error"]["data"];
+    let named = match data.as_array() {
+        Some(any) => any
+            .iter()
+            .find(|d| d["@type"] == "type.googleapis.com/google.rpc.BadRequest")
+            .map(|d| &d["fieldViolations"][0]["field"]),
+        None => Some(&data["field"]),
+    };
+    named
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no field named: {answer}"))
+        .to_string()
+}
+
+/// Every task the operator (or a public door's caller) can list: `ListTasks`' `totalSize`.
+fn task_count(session: &Session, token: Option<&str>) -> u64 {
+    let listed = session.call(token, "ListTasks", json!({}));
+    listed["totalSize"].as_u64().expect("totalSize")
+}
+
+/// A capsule whose handler answers `done <stdin>` once `<gate>/release` exists.
+fn gated_capsule(home: &Home, gate: &Path) -> String {
+    let script = format!(
+        "#!/bin/sh\ninput=$(cat)\nwhile [ ! -e '{}/release' ]; do sleep 0.02; done\necho \"done $input\"\n",
+        gate.display()
+    );
+    let manifest = home.write_capsule(
+        "gated",
+        json!({"name": "gated", "version": "1.0.0"}),
+        Some(&script),
+    );
+    manifest.to_str().unwrap().to_string()
+}
+
+#[test]
+fn both_generations_send_and_read_the_same_task() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let answer = session.call(None, "SendMessage", v1_send(json!([{"text": "hi"}])));
+    let task = &answer["task"];
+    assert!(task.get("kind").is_none(), "1.0 has no kind: {answer}");
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
+    assert_eq!(task["status"]["message"]["parts"], json!([{"text": "hi"}]));
+    assert_eq!(task["artifacts"][0]["parts"], json!([{"text": "hi"}]));
+    let told = &task["history"][0];
+    assert_eq!(told["role"], "ROLE_USER");
+    assert_eq!(
+        (&told["taskId"], &told["contextId"]),
+        (&task["id"], &task["contextId"])
+    );
+    assert!(task["status"]["timestamp"].as_str().unwrap().ends_with('Z'));
+
+    // The same task read by a 0.3 client, in 0.3's shapes.
+    let id = task["id"].as_str().unwrap();
+    let old = session.call(None, "tasks/get", json!({"id": id}));
+    assert_eq!(old["kind"], "task");
+    assert_eq!(old["status"]["state"], "completed");
+    assert_eq!(old["history"][0]["role"], "user");
+    assert_eq!(
+        old["artifacts"][0]["parts"],
+        json!([{"kind": "text", "text": "hi"}])
+    );
+
+    // A 0.3 task read by a 1.0 client; historyLength 0 asks for no history at all.
+    let sent = session.send(None, "old", true);
+    let new = session.call(
+        None,
+        "GetTask",
+        json!({"id": sent["id"], "historyLength": 0}),
+    );
+    assert_eq!(new["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(new["history"], json!([]));
+    assert_eq!(new["artifacts"][0]["parts"], json!([{"text": "old"}]));
+
+    // returnImmediately is accepted (echo has ended by then anyway).
+    let mut quick = v1_send(json!([{"text": "q"}]));
+    quick["configuration"] = json!({"returnImmediately": true});
+    assert!(session.call(None, "SendMessage", quick)["task"]["id"].is_string());
+}
+
+#[test]
+fn the_version_header_picks_the_generation() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let old = || send_params(&["x"], true);
+    let new = || v1_send(json!([{"text": "x"}]));
+    for (version, method, params, want) in [
+        (None, "message/send", old(), None),
+        (Some("0.3"), "message/send", old(), None),
+        (Some("0.3.9"), "message/send", old(), None),
+        (Some(""), "message/send", old(), None),
+        (Some("1.0"), "SendMessage", new(), None),
+        (Some("1.0.1"), "SendMessage", new(), None),
+        (None, "SendMessage", new(), Some(-32009)),
+        (Some("0.3"), "GetTask", json!({"id": "x"}), Some(-32009)),
+        (Some("1.0"), "message/send", old(), Some(-32601)),
+        (Some("1.0"), "tasks/get", json!({"id": "x"}), Some(-32601)),
+        (Some("1.1"), "SendMessage", new(), Some(-32009)),
+        (Some("2.0"), "message/send", old(), Some(-32009)),
+        (Some("garbage"), "message/send", old(), Some(-32009)),
+        (Some("1.0"), "NoSuchMethod", json!({}), Some(-32601)),
+    ] {
+        let answer = ask(&session, version, method, params);
+        let what = format!("{method} with A2A-Version {version:?}: {answer}");
+        match want {
+            None => assert!(answer["result"].is_object(), "{what}"),
+            Some(want) => {
+                assert_eq!(code(&answer), want, "{what}");
+                let expected = if want == -32009 {
+                    "VERSION_NOT_SUPPORTED"
+                } else {
+                    "METHOD_NOT_FOUND"
+                };
+                // A 1.0 method or a 1.0 header gets 1.0's error shape.
+                assert_eq!(reason(&answer), expected, "{what}");
+            }
+        }
+    }
+    // Two headers are one too many.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": new()});
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("A2A-Version", "1.0"),
+        ("A2A-Version", "0.3"),
+    ];
+    let response = session
+        .connect()
+        .request("POST", "/", &headers, body.to_string().as_bytes());
+    assert_eq!(code(&response.json()), -32009, "{}", response.text());
+}
+
+#[test]
+fn unsupported_methods_answer_the_codes_the_spec_names() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let id = json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"});
+    let cases = [
+        ("message/stream", send_params(&["x"], true), -32004),
+        ("tasks/resubscribe", id.clone(), -32004),
+        ("tasks/pushNotificationConfig/set", id.clone(), -32003),
+        ("tasks/pushNotificationConfig/get", id.clone(), -32003),
+        ("tasks/pushNotificationConfig/list", id.clone(), -32003),
+        ("tasks/pushNotificationConfig/delete", id.clone(), -32003),
+        ("agent/getAuthenticatedExtendedCard", json!({}), -32007),
+        (
+            "SendStreamingMessage",
+            v1_send(json!([{"text": "x"}])),
+            -32004,
+        ),
+        ("SubscribeToTask", id.clone(), -32004),
+        ("CreateTaskPushNotificationConfig", id.clone(), -32003),
+        ("GetTaskPushNotificationConfig", id.clone(), -32003),
+        ("ListTaskPushNotificationConfigs", id.clone(), -32003),
+        ("DeleteTaskPushNotificationConfig", id.clone(), -32003),
+        ("GetExtendedAgentCard", json!({}), -32004),
+        ("tasks/list", json!({}), -32601),
+    ];
+    for (method, params, want) in cases {
+        let answer = session.rpc(None, method, params);
+        assert_eq!(code(&answer), want, "{method}: {answer}");
+    }
+    // A push config inside a send is refused too, never silently dropped.
+    let mut push = v1_send(json!([{"text": "x"}]));
+    push["configuration"] =
+        json!({"taskPushNotificationConfig": {"url": "https://example.com/hook"}});
+    let answer = session.rpc(None, "SendMessage", push);
+    assert_eq!(code(&answer), -32003, "{answer}");
+    assert_eq!(reason(&answer), "PUSH_NOTIFICATION_NOT_SUPPORTED");
+    assert_eq!(task_count(&session, None), 0, "nothing was started");
+}
+
+#[test]
+fn errors_in_1_0_carry_error_info() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let unknown = session.rpc(
+        None,
+        "GetTask",
+        json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"}),
+    );
+    assert_eq!(
+        (code(&unknown), reason(&unknown)),
+        (-32001, "TASK_NOT_FOUND".into())
+    );
+    let done = session.call(None, "SendMessage", v1_send(json!([{"text": "x"}])));
+    let cancel = session.rpc(None, "CancelTask", json!({"id": done["task"]["id"]}));
+    assert_eq!(
+        (code(&cancel), reason(&cancel)),
+        (-32002, "TASK_NOT_CANCELABLE".into())
+    );
+    let message = cancel["error"]["message"].as_str().unwrap();
+    assert!(message.contains("TASK_STATE_COMPLETED"), "{message}");
+    // 0.3 errors keep 0.3's shape: no ErrorInfo array.
+    let old = session.rpc(
+        None,
+        "tasks/get",
+        json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"}),
+    );
+    assert_eq!(code(&old), -32001);
+    assert!(old["error"].get("data").is_none(), "{old}");
+}
+
+#[test]
+fn a_message_naming_a_task_never_starts_a_new_one() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let session = home.start(&[&gated_capsule(&home, &gate)]);
+    let running = session.send(None, "first", false);
+    let id = running["id"].as_str().unwrap().to_string();
+    let context = running["contextId"].as_str().unwrap().to_string();
+    let follow_up = |task: &str, context: Option<&str>, v1: bool| {
+        let (version, method, mut params) = if v1 {
+            (
+                Some("1.0"),
+                "SendMessage",
+                v1_send(json!([{"text": "more"}])),
+            )
+        } else {
+            (None, "message/send", send_params(&["more"], true))
+        };
+        params["message"]["taskId"] = json!(task);
+        if let Some(context) = context {
+            params["message"]["contextId"] = json!(context);
+        }
+        ask(&session, version, method, params)
+    };
+    for v1 in [false, true] {
+        // Still working: not waiting for input.
+        let live = follow_up(&id, None, v1);
+        assert_eq!(code(&live), -32004, "{live}");
+        // No such task.
+        let unknown = follow_up("tsk_0190f0f0f0f07000800000000000abcd", None, v1);
+        assert_eq!(code(&unknown), -32001, "{unknown}");
+        // The task's context is not the one the message names.
+        let other = follow_up(&id, Some("ctx-elsewhere"), v1);
+        assert_eq!(field(&other), "params.message.contextId", "{other}");
+    }
+    std::fs::write(gate.join("release"), "").unwrap();
+    let done = session.wait_task(None, &id, WAIT);
+    assert_eq!(done["status"]["state"], "completed", "{done}");
+    // Ended: 0.3 names the state in a -32602, 1.0 answers UnsupportedOperation.
+    let old = follow_up(&id, Some(&context), false);
+    assert_eq!(field(&old), "params.message.taskId", "{old}");
+    assert!(
+        old["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("completed"),
+        "{old}"
+    );
+    let new = follow_up(&id, None, true);
+    assert_eq!(
+        (code(&new), reason(&new)),
+        (-32004, "UNSUPPORTED_OPERATION".into())
+    );
+    assert_eq!(
+        task_count(&session, None),
+        1,
+        "no refused follow-up started a task"
+    );
+}
+
+/// One refused request a line: the A2A-Version sent (`-` for none), the method, the field the
+/// -32602 must name, and the params.
+const REFUSED: &str = r#"
+- message/send params.message.messageId {"message":{"kind":"message","role":"user","parts":[{"kind":"text","text":"x"}]}}
+- message/send params.message.role {"message":{"kind":"message","messageId":"m","parts":[{"kind":"text","text":"x"}]}}
+- message/send params.message.role {"message":{"kind":"message","messageId":"m","role":"robot","parts":[{"kind":"text","text":"x"}]}}
+- message/send params.message.parts {"message":{"kind":"message","messageId":"m","role":"user","parts":[]}}
+- message/send params.message.parts[0] {"message":{"kind":"message","messageId":"m","role":"user","parts":[{"text":"x","data":{}}]}}
+- message/send params.message.parts[0].file {"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"file","file":{"bytes":"aGk=","uri":"https://x"}}]}}
+- message/send params.message params.message
+- tasks/get params.historyLength {"id":"tsk_0190f0f0f0f07000800000000000abcd","historyLength":"two"}
+- tasks/get params.id {"taskId":"tsk_0190f0f0f0f07000800000000000abcd"}
+1.0 SendMessage params.message.role {"message":{"messageId":"m","role":"user","parts":[{"text":"x"}]}}
+1.0 SendMessage params.message.parts[0] {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x","url":"https://x"}]}}
+1.0 SendMessage params.message.parts[0].raw {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"%%%"}]}}
+1.0 SendMessage params.message.parts[0].url {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"url":"not a url"}]}}
+1.0 SendMessage params.message.parts[0].filename {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"aGk=","filename":"a/b"}]}}
+1.0 SendMessage params.configuration.returnImmediately {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"returnImmediately":"yes"}}
+1.0 GetTask params.historyLength {"id":"tsk_0190f0f0f0f07000800000000000abcd","historyLength":-1}
+1.0 ListTasks params.pageSize {"pageSize":0}
+1.0 ListTasks params.pageSize {"pageSize":101}
+1.0 ListTasks params.pageToken {"pageToken":"not-one-of-ours"}
+1.0 ListTasks params.status {"status":"done"}
+"#;
+
+#[test]
+fn bad_requests_are_refused_naming_the_field() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    for line in REFUSED.lines().filter(|l| !l.is_empty()) {
+        let mut words = line.splitn(4, ' ');
+        let (version, method, want) = (words.next(), words.next(), words.next());
+        let version = version.filter(|v| *v != "-");
+        let params = words.next().unwrap();
+        // `params.message` stands for a message that is a string.
+        let params: Value = serde_json::from_str(params).unwrap_or(json!({"message": params}));
+        let answer = ask(&session, version, method.unwrap(), params);
+        assert_eq!(field(&answer), want.unwrap(), "{line}: {answer}");
+    }
+    assert_eq!(task_count(&session, None), 0, "no refused message was kept");
+}
+
+#[test]
+fn every_part_kind_round_trips_through_the_echo_door() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let parts = json!([
+        {"kind": "text", "text": "hi"},
+        {"kind": "data", "data": {"k": [1, 2], "nested": {"ok": true}}},
+        {"kind": "file", "file": {"bytes": "aGVsbG8=", "name": "h.txt", "mimeType": "text/plain"}},
+        {"kind": "file", "file": {"uri": "https://example.com/f.png", "name": "f.png"}},
+    ]);
+    let mut params = send_params(&[], true);
+    params["message"]["parts"] = parts.clone();
+    let old = session.call(None, "message/send", params);
+    assert_eq!(
+        old["artifacts"][0]["parts"], parts,
+        "echo answers every part: {old}"
+    );
+    let new = session.call(None, "GetTask", json!({"id": old["id"]}));
+    let want = json!([
+        {"text": "hi"},
+        {"data": {"k": [1, 2], "nested": {"ok": true}}},
+        {"raw": "aGVsbG8=", "filename": "h.txt", "mediaType": "text/plain"},
+        {"url": "https://example.com/f.png", "filename": "f.png"},
+    ]);
+    assert_eq!(new["artifacts"][0]["parts"], want, "{new}");
+    assert_eq!(new["history"][0]["parts"], want, "{new}");
+    // And back: 1.0 in, 0.3 out.
+    let sent = session.call(None, "SendMessage", v1_send(want));
+    let read = session.call(None, "tasks/get", json!({"id": sent["task"]["id"]}));
+    assert_eq!(read["artifacts"][0]["parts"], parts, "{read}");
+}
+
+#[test]
+fn a_handler_capsule_refuses_parts_it_cannot_take() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    std::fs::write(gate.join("release"), "").unwrap();
+    let session = home.start(&[&gated_capsule(&home, &gate)]);
+    let card = session.card();
+    assert_eq!(card["defaultInputModes"], json!(["text/plain"]), "{card}");
+    let data = v1_send(json!([{"text": "x"}, {"data": {"k": 1}}]));
+    let answer = session.rpc(None, "SendMessage", data);
+    assert_eq!(
+        (code(&answer), reason(&answer)),
+        (-32005, "CONTENT_TYPE_NOT_SUPPORTED".into())
+    );
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("parts[1]") && message.contains("data"),
+        "{message}"
+    );
+    assert_eq!(task_count(&session, None), 0);
+    let text = session.call(None, "SendMessage", v1_send(json!([{"text": "x"}])));
+    assert_eq!(
+        text["task"]["artifacts"][0]["parts"],
+        json!([{"text": "done x"}])
+    );
+}
+
+#[test]
+fn list_tasks_pages_newest_first_and_filters() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let mut sent = vec![];
+    for i in 0..5 {
+        let mut params = v1_send(json!([{"text": format!("t{i}")}]));
+        if i % 2 == 0 {
+            params["message"]["contextId"] = json!("ctx-even");
+        }
+        sent.push(session.call(None, "SendMessage", params)["task"]["id"].clone());
+    }
+    let mut listed = vec![];
+    let mut token = json!("");
+    loop {
+        let page = session.call(
+            None,
+            "ListTasks",
+            json!({"pageSize": 2, "pageToken": token}),
+        );
+        assert_eq!(
+            (&page["pageSize"], &page["totalSize"]),
+            (&json!(2), &json!(5)),
+            "{page}"
+        );
+        let tasks = page["tasks"].as_array().unwrap();
+        assert!(tasks.len() <= 2 && !tasks.is_empty(), "{page}");
+        assert!(
+            tasks.iter().all(|t| t.get("artifacts").is_none()),
+            "artifacts only when asked"
+        );
+        listed.extend(tasks.iter().map(|t| t["id"].clone()));
+        token = page["nextPageToken"].clone();
+        if token == "" {
+            break;
+        }
+    }
+    sent.reverse();
+    assert_eq!(listed, sent, "every task once, newest first");
+    let even = session.call(
+        None,
+        "ListTasks",
+        json!({"contextId": "ctx-even", "includeArtifacts": true}),
+    );
+    assert_eq!(even["totalSize"], 3, "{even}");
+    assert!(
+        even["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["artifacts"].is_array())
+    );
+    let done = session.call(
+        None,
+        "ListTasks",
+        json!({"status": "TASK_STATE_COMPLETED", "historyLength": 0}),
+    );
+    assert_eq!(done["totalSize"], 5);
+    assert_eq!(done["tasks"][0]["history"], json!([]));
+    let working = session.call(None, "ListTasks", json!({"status": "TASK_STATE_WORKING"}));
+    assert_eq!(
+        (&working["totalSize"], &working["tasks"]),
+        (&json!(0), &json!([]))
+    );
+    let later = session.call(
+        None,
+        "ListTasks",
+        json!({"statusTimestampAfter": "2999-01-01T00:00:00Z"}),
+    );
+    assert_eq!(later["totalSize"], 0);
+}
+
+#[test]
+fn scopes_grant_their_twin_and_list_tasks_shows_each_credential_its_own() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "guarded",
+        json!({"name": "guarded", "version": "1.0.0", "network": {"authentication": {"credentials": [
+            {"name": "old", "scopes": ["message/send", "tasks/get"]},
+            {"name": "new", "scopes": ["SendMessage", "ListTasks"]},
+            {"name": "sender", "scopes": ["SendMessage"]},
+        ]}}}),
+        Some("#!/bin/sh\necho \"got $(cat)\"\n"),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let token = |credential: &str| home.token(&[&session.id, credential]);
+    let (operator, old, new, sender) = (
+        home.token(&[&session.id]),
+        token("old"),
+        token("new"),
+        token("sender"),
+    );
+    // Each scope grants its twin in the other generation.
+    session.call(Some(&old), "SendMessage", v1_send(json!([{"text": "a"}])));
+    session.send(Some(&old), "b", true);
+    let mine = session.send(Some(&new), "c", true);
+    session.call(Some(&sender), "message/send", send_params(&["d"], true));
+    assert_eq!(
+        task_count(&session, Some(&old)),
+        2,
+        "tasks/get grants ListTasks"
+    );
+    assert_eq!(
+        task_count(&session, Some(&new)),
+        1,
+        "each credential sees its own"
+    );
+    assert_eq!(
+        task_count(&session, Some(&operator)),
+        4,
+        "the operator sees every task"
+    );
+    let got = session.call(Some(&new), "tasks/get", json!({"id": mine["id"]}));
+    assert_eq!(got["id"], mine["id"], "ListTasks grants tasks/get");
+    let hidden = session.rpc(Some(&old), "GetTask", json!({"id": mine["id"]}));
+    assert_eq!(
+        code(&hidden),
+        -32001,
+        "another credential's task is not found: {hidden}"
+    );
+    for (who, method) in [
+        (&sender, "ListTasks"),
+        (&sender, "tasks/get"),
+        (&new, "CancelTask"),
+    ] {
+        let refused = session.rpc_http(Some(who), method, json!({"id": mine["id"]}));
+        assert_eq!(refused.status, 403, "{method}: {}", refused.text());
+    }
+}
+
+#[test]
+fn murmur_stop_session_answers_as_the_original_runtime_does() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let mut session = home.start(&[&gated_capsule(&home, &gate)]);
+    let running = session.send(None, "held", false);
+    let answer = ask(&session, Some("1.0"), "murmur.StopSession", json!({}));
+    let result = &answer["result"];
+    assert_eq!(
+        result,
+        &json!({"session_id": session.id, "canceled": [running["id"]], "residue": []}),
+        "{answer}"
+    );
+    let status = session.wait_exit(WAIT);
+    assert_eq!(status.code(), Some(143), "the session ended in order");
+    assert!(!home.record_path(&session.id).exists());
+
+    // mur's own `session/stop` is answered under either header.
+    let mut echo = home.start(&[]);
+    let answer = ask(&echo, Some("1.0"), "session/stop", json!({}));
+    assert_eq!(answer["result"]["stopping"], true, "{answer}");
+    assert_eq!(echo.wait_exit(WAIT).code(), Some(143));
+}
