@@ -26,7 +26,7 @@
 #
 # Exit 0 when every failure is listed in the known-failures file; 1 when a test failed that is not
 # listed (each printed with its reason), 2 on a usage or setup error. Known failures that now pass
-# are printed too, to be taken off the list. Reports: target/tck/results/<sut>-<gen>-<category>.*
+# are printed too, to be taken off the list (TCK_KNOWN=FILE names another list). Reports: target/tck/results/<sut>-<gen>-<category>.*
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -36,6 +36,7 @@ PIN_03=eb1f804c27ea25db8805264d9ed2d7ca077a7776 # a2a-tck 0.3.x, 2026-04-27
 PIN_10=410ba92e1b264df895e1fe6eccfe22db7aeaab06 # a2a-tck main, 2026-03-13
 BRANCH_03=0.3.x
 BRANCH_10=main
+: "$PIN_03 $PIN_10 $BRANCH_03 $BRANCH_10" # read indirectly, as ${!pin} and ${!branch}
 
 GENS="0.3 1.0"
 SUT=mur
@@ -107,7 +108,7 @@ venv() { # dir requirements-file
 }
 
 # ---- the system under test ----------------------------------------------------------------------
-SUT_PID= SUT_HOME= SUT_URL=
+SUT_PID='' SUT_HOME='' SUT_URL=''
 stop_sut() {
     [ -n "$SUT_PID" ] || return 0
     if kill -0 "$SUT_PID" 2>/dev/null; then
@@ -123,7 +124,7 @@ stop_sut() {
         fi
     fi
     [ -z "$SUT_HOME" ] || rm -rf "$SUT_HOME"
-    SUT_PID= SUT_HOME= SUT_URL=
+    SUT_PID='' SUT_HOME='' SUT_URL=''
 }
 trap 'stop_sut' EXIT
 trap 'exit 130' INT
@@ -197,6 +198,7 @@ for gen in $GENS; do
         base=$OUT/results/$SUT-$gen-$cat
         hdr=()
         [ "$gen" = 1.0 ] && hdr=(A2A_AUTH_HEADERS='{"A2A-Version":"1.0"}')
+        rm -f "$base.json" "$base.log"
         t0=$(date +%s%N)
         (cd "$src" && env -u A2A_AUTH_TYPE -u A2A_AUTH_TOKEN -u A2A_AUTH_HEADER \
             -u A2A_AUTH_HEADERS -u A2A_AUTH_USERNAME -u A2A_AUTH_PASSWORD "${hdr[@]}" \
