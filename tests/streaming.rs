@@ -137,9 +137,23 @@ fn a_live_task_can_be_resubscribed_and_an_ended_one_cannot() {
     let session = home.start(&[&two_step_capsule(&home, &gate)]);
     let task = session.send(None, "go", false);
     let id = task["id"].clone();
+    // Once the first chunk has streamed, a new reader starts from it.
+    let read = |session: &common::session::Session| session.get_task(None, id.as_str().unwrap());
+    let so_far = common::wait::wait_for(WAIT, "the first chunk", || {
+        let task = read(&session);
+        task.get("artifacts").is_some().then_some(task)
+    });
+    assert_eq!(
+        so_far["artifacts"][0]["parts"][0]["text"], "first\n",
+        "{so_far}"
+    );
     let mut sse = Sse::open(&session.url, None, "tasks/resubscribe", json!({"id": id}));
     let now = sse.next().unwrap()["result"].clone();
     assert_eq!(now["id"], id, "first the task as it stands: {now}");
+    assert_eq!(
+        now["artifacts"][0]["parts"][0]["text"], "first\n",
+        "with its answer so far"
+    );
     release(&gate);
     let rest = sse.rest();
     assert_eq!(

@@ -252,3 +252,43 @@ echo done
             .all(|name| stderr.contains(&format!("skipped out/{name}")))
     });
 }
+
+/// The memory bound: 200 requests of 1 MiB each (half a million tiny JSON values in `metadata`,
+/// the shape that costs most as a parsed tree) keep a public echo session's peak RSS under
+/// 200 MiB, finished tasks being kept serialized within their 64 MiB budget.
+#[test]
+fn two_hundred_one_mib_requests_keep_the_session_under_200_mib() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let zeros = vec!["0"; 500_000].join(",");
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"message/send","params":{{"message":{{"kind":"message","messageId":"m","role":"user","parts":[{{"kind":"text","text":"x"}}],"metadata":{{"zeros":[{zeros}]}}}}}}}}"#
+    );
+    assert!(
+        body.len() > 1_000_000 && body.len() <= 1 << 20,
+        "{}",
+        body.len()
+    );
+    let mut http = session.connect();
+    let mut first = None;
+    for _ in 0..200 {
+        let answer = http.post("/", None, body.as_bytes());
+        assert_eq!(answer.status, 200);
+        let id = serde_json::from_slice::<Value>(&answer.body).unwrap()["result"]["id"].clone();
+        first.get_or_insert(id);
+    }
+    let status = fs::read_to_string(format!("/proc/{}/status", session.pid)).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .expect("VmHWM");
+    eprintln!(
+        "peak RSS after 200 one-MiB requests: {} MiB",
+        peak_kib / 1024
+    );
+    assert!(peak_kib < 200 * 1024, "peak RSS {peak_kib} KiB");
+    // The oldest went over the budget: forgotten, like any unknown task.
+    let forgotten = session.rpc(None, "tasks/get", json!({"id": first.unwrap()}));
+    assert_eq!(forgotten["error"]["code"], -32001, "{forgotten}");
+}

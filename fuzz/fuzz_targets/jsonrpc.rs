@@ -57,7 +57,27 @@ fuzz_target!(|data: &[u8]| {
         keep_alive: true,
     });
     assert_eq!(response.status, 200);
-    let answer: serde_json::Value = serde_json::from_slice(&response.body).expect("JSON answer");
+    // A stream (the echo capsule settles at once, so it ends): each piece one JSON-RPC answer.
+    let bodies: Vec<Vec<u8>> = match response.stream {
+        Some(mut stream) => std::iter::from_fn(|| stream.next())
+            .map(|piece| {
+                let text = String::from_utf8(piece).expect("events are UTF-8");
+                let data = text.strip_prefix("data: ").expect("a data line");
+                data.strip_suffix("\n\n").expect("one event").as_bytes().to_vec()
+            })
+            .collect(),
+        None => vec![response.body],
+    };
+    assert!(!bodies.is_empty());
+    for body in bodies {
+        check(&body, version);
+    }
+});
+
+/// One JSON-RPC 2.0 answer: exactly one of result or error, a scalar id, and under
+/// `A2A-Version: 1.0` an error carrying a `google.rpc.ErrorInfo`.
+fn check(body: &[u8], version: Option<&[u8]>) {
+    let answer: serde_json::Value = serde_json::from_slice(body).expect("JSON answer");
     assert_eq!(answer["jsonrpc"], "2.0");
     assert!(answer.get("result").is_some() != answer.get("error").is_some());
     if version == Some(b"1.0") && answer.get("error").is_some() {
@@ -70,4 +90,4 @@ fuzz_target!(|data: &[u8]| {
         answer["id"],
         serde_json::Value::Null | serde_json::Value::String(_) | serde_json::Value::Number(_)
     ));
-});
+}

@@ -17,6 +17,15 @@ pub fn object<'a>(value: &'a Value, at: &str) -> Result<&'a Fields, RpcError> {
         .ok_or_else(|| RpcError::invalid(at, "must be an object"))
 }
 
+/// The members of an object the caller hands over, to move values out of rather than copy
+/// them (a `data` or `metadata` may be a megabyte of tree).
+pub fn into_object(value: Value, at: &str) -> Result<Fields, RpcError> {
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Err(RpcError::invalid(at, "must be an object")),
+    }
+}
+
 pub fn string<'a>(map: &'a Fields, key: &str, at: &str) -> Result<Option<&'a str>, RpcError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -50,11 +59,11 @@ pub fn count(map: &Fields, key: &str, at: &str) -> Result<Option<usize>, RpcErro
     }
 }
 
-/// `metadata`: an object, kept as sent.
-pub fn metadata(map: &Fields, at: &str) -> Result<Option<Value>, RpcError> {
-    match map.get("metadata") {
+/// `metadata`, moved out of `map`: an object, kept as sent.
+pub fn take_metadata(map: &mut Fields, at: &str) -> Result<Option<Value>, RpcError> {
+    match map.remove("metadata") {
         None | Some(Value::Null) => Ok(None),
-        Some(value @ Value::Object(_)) => Ok(Some(value.clone())),
+        Some(value @ Value::Object(_)) => Ok(Some(value)),
         Some(_) => Err(RpcError::invalid(
             format!("{at}.metadata"),
             "must be an object",

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::RpcError;
-use super::fields::{Fields, metadata, object, string};
+use super::fields::{Fields, into_object, object, string, take_metadata};
 use super::version::Generation;
 
 /// How deep a `data` part may nest: deeper is refused, so no reader downstream (a handler's JSON
@@ -79,9 +79,11 @@ pub struct Message {
 
 impl Message {
     /// Read a client's message (`at` names where it sits, `params.message`) in `generation`'s
-    /// shape. Unknown members are ignored, as both generations ask.
-    pub fn parse(value: &Value, generation: Generation, at: &str) -> Result<Self, RpcError> {
-        let map = object(value, at)?;
+    /// shape, moving its data out of `value`. Unknown members are ignored, as both generations
+    /// ask.
+    pub fn parse(value: Value, generation: Generation, at: &str) -> Result<Self, RpcError> {
+        let mut map = into_object(value, at)?;
+        let map = &mut map;
         if generation == Generation::V0_3 {
             let kind = string(map, "kind", at)?;
             if kind.is_some_and(|k| k != "message") {
@@ -106,7 +108,10 @@ impl Message {
                 format!("must be \"{user}\": a message sent to an agent is the user's"),
             ));
         }
-        let parts = match map.get("parts") {
+        let context_id = string(map, "contextId", at)?.map(str::to_string);
+        let task_id = string(map, "taskId", at)?.map(str::to_string);
+        let message_id = message_id.to_string();
+        let parts = match map.remove("parts") {
             Some(Value::Array(parts)) if !parts.is_empty() => parts,
             _ => {
                 return Err(RpcError::invalid(
@@ -116,17 +121,17 @@ impl Message {
             }
         };
         let parts = parts
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, part)| Part::parse(part, generation, &format!("{at}.parts[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            message_id: message_id.to_string(),
+            message_id,
             role: Role::User,
             parts,
-            context_id: string(map, "contextId", at)?.map(str::to_string),
-            task_id: string(map, "taskId", at)?.map(str::to_string),
-            metadata: metadata(map, at)?,
+            context_id,
+            task_id,
+            metadata: take_metadata(map, at)?,
         })
     }
 
@@ -170,37 +175,39 @@ impl Message {
 }
 
 impl Part {
-    fn parse(value: &Value, generation: Generation, at: &str) -> Result<Self, RpcError> {
-        let map = object(value, at)?;
+    fn parse(value: Value, generation: Generation, at: &str) -> Result<Self, RpcError> {
+        let mut map = into_object(value, at)?;
+        let content = match generation {
+            Generation::V0_3 => content_0_3(&mut map, at)?,
+            Generation::V1_0 => content_1_0(&mut map, at)?,
+        };
         // Where a part's file name and media type sit: in 0.3 only a file part has them, inside
         // its `file`; in 1.0 every part may, beside its content.
-        let (content, names) = match generation {
-            Generation::V0_3 => {
-                let (content, file) = content_0_3(map, at)?;
-                let names = file.map(|f| (f, "name", "mimeType", format!("{at}.file")));
-                (content, names)
-            }
-            Generation::V1_0 => {
-                let names = (map, "filename", "mediaType", at.to_string());
-                (content_1_0(map, at)?, Some(names))
-            }
+        let file_at = format!("{at}.file");
+        let names = match generation {
+            Generation::V0_3 => map
+                .get("file")
+                .and_then(Value::as_object)
+                .map(|file| (file, "name", "mimeType", file_at.as_str())),
+            Generation::V1_0 => Some((&map, "filename", "mediaType", at)),
         };
         let (filename, media_type) = match names {
             Some((names, name_key, type_key, names_at)) => {
-                let filename = string(names, name_key, &names_at)?;
+                let filename = string(names, name_key, names_at)?;
                 if let Some(name) = filename {
                     check_filename(name)
                         .map_err(|why| RpcError::invalid(format!("{names_at}.{name_key}"), why))?;
                 }
-                (filename, string(names, type_key, &names_at)?)
+                let media_type = string(names, type_key, names_at)?;
+                (filename.map(str::to_string), media_type.map(str::to_string))
             }
             None => (None, None),
         };
         Ok(Self {
             content,
-            filename: filename.map(str::to_string),
-            media_type: media_type.map(str::to_string),
-            metadata: metadata(map, at)?,
+            filename,
+            media_type,
+            metadata: take_metadata(&mut map, at)?,
         })
     }
 
@@ -244,9 +251,9 @@ impl Part {
     }
 }
 
-/// A 0.3 part's content, and its `file` object when it is a file part. `kind`, when sent, must
-/// agree with the one member present.
-fn content_0_3<'a>(map: &'a Fields, at: &str) -> Result<(Content, Option<&'a Fields>), RpcError> {
+/// A 0.3 part's content (a `file` stays in `map` for its names). `kind`, when sent, must agree
+/// with the one member present.
+fn content_0_3(map: &mut Fields, at: &str) -> Result<Content, RpcError> {
     let present: Vec<&str> = ["text", "data", "file"]
         .into_iter()
         .filter(|k| map.contains_key(*k))
@@ -266,12 +273,12 @@ fn content_0_3<'a>(map: &'a Fields, at: &str) -> Result<(Content, Option<&'a Fie
         ));
     }
     Ok(match kind {
-        "text" => (Content::Text(text(map, "text", at)?), None),
-        "data" => (data(map, at)?, None),
+        "text" => Content::Text(text(map, "text", at)?),
+        "data" => data(map, at)?,
         _ => {
             let file_at = format!("{at}.file");
             let file = object(&map["file"], &file_at)?;
-            let content = match (file.contains_key("bytes"), file.contains_key("uri")) {
+            match (file.contains_key("bytes"), file.contains_key("uri")) {
                 (true, false) => raw(file, "bytes", &file_at)?,
                 (false, true) => url(file, "uri", &file_at)?,
                 _ => {
@@ -280,15 +287,14 @@ fn content_0_3<'a>(map: &'a Fields, at: &str) -> Result<(Content, Option<&'a Fie
                         "a file needs exactly one of bytes, uri",
                     ));
                 }
-            };
-            (content, Some(file))
+            }
         }
     })
 }
 
 /// A 1.0 part's content: exactly one of `text`, `raw`, `url`, `data` (a `kind` is ignored, as
 /// both reference servers do).
-fn content_1_0(map: &Fields, at: &str) -> Result<Content, RpcError> {
+fn content_1_0(map: &mut Fields, at: &str) -> Result<Content, RpcError> {
     let present: Vec<&str> = ["text", "raw", "url", "data"]
         .into_iter()
         .filter(|k| map.contains_key(*k))
@@ -331,15 +337,16 @@ fn url(map: &Fields, key: &str, at: &str) -> Result<Content, RpcError> {
     }
 }
 
-fn data(map: &Fields, at: &str) -> Result<Content, RpcError> {
-    let value = &map["data"];
-    if depth(value) > MAX_DATA_DEPTH {
+/// `data`, moved out of `map` once its depth is checked.
+fn data(map: &mut Fields, at: &str) -> Result<Content, RpcError> {
+    let value = map.remove("data").unwrap_or_default();
+    if depth(&value) > MAX_DATA_DEPTH {
         return Err(RpcError::invalid(
             format!("{at}.data"),
             format!("nests deeper than {MAX_DATA_DEPTH} levels"),
         ));
     }
-    Ok(Content::Data(value.clone()))
+    Ok(Content::Data(value))
 }
 
 /// How many arrays and objects deep `value` nests (a scalar is 0).
@@ -383,7 +390,7 @@ mod tests {
     use super::*;
 
     fn parse(value: Value, generation: Generation) -> Result<Message, String> {
-        Message::parse(&value, generation, "params.message")
+        Message::parse(value, generation, "params.message")
             .map_err(|e| e.field.unwrap_or(e.message))
     }
 

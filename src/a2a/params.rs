@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::error::RpcError;
-use super::fields::{Fields, boolean, count, object, string};
+use super::fields::{Fields, boolean, count, into_object, object, string};
 use super::message::Message;
 use super::rpc::PUSH_NOT_SUPPORTED;
 use super::task::State;
@@ -45,10 +45,11 @@ pub struct List {
     pub include_artifacts: bool,
 }
 
-pub fn send(params: &Value, generation: Generation) -> Result<Send, RpcError> {
-    let map = object(params, "params")?;
+/// Read `message/send` or `SendMessage` params, moving the message out of `params`.
+pub fn send(params: Value, generation: Generation) -> Result<Send, RpcError> {
+    let mut map = into_object(params, "params")?;
     let message = map
-        .get("message")
+        .remove("message")
         .ok_or_else(|| RpcError::invalid("params.message", "is required"))?;
     let message = Message::parse(message, generation, "params.message")?;
     let config = match map.get("configuration") {
@@ -167,30 +168,30 @@ mod tests {
     fn send_reads_each_generations_configuration() {
         let old = json!({"message": {"kind": "message", "messageId": "m", "role": "user",
             "parts": [{"kind": "text", "text": "hi"}]}, "configuration": {"blocking": false, "historyLength": 2}});
-        let read = send(&old, Generation::V0_3).unwrap();
+        let read = send(old, Generation::V0_3).unwrap();
         assert!(!read.blocking);
         assert_eq!(read.history_length, Some(2));
         let new = json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
             "configuration": {"returnImmediately": true}});
-        assert!(!send(&new, Generation::V1_0).unwrap().blocking);
+        assert!(!send(new.clone(), Generation::V1_0).unwrap().blocking);
         let mut push = new.clone();
         push["configuration"]["taskPushNotificationConfig"] = json!({"url": "https://x"});
         assert_eq!(
-            send(&push, Generation::V1_0).unwrap_err().code,
+            send(push, Generation::V1_0).unwrap_err().code,
             PUSH_NOT_SUPPORTED
         );
         let mut bad = new.clone();
         bad["configuration"]["historyLength"] = json!("two");
         assert_eq!(
-            field(send(&bad, Generation::V1_0).unwrap_err()),
+            field(send(bad, Generation::V1_0).unwrap_err()),
             "params.configuration.historyLength"
         );
         assert_eq!(
-            field(send(&json!({}), Generation::V1_0).unwrap_err()),
+            field(send(json!({}), Generation::V1_0).unwrap_err()),
             "params.message"
         );
         assert_eq!(
-            field(send(&json!([]), Generation::V1_0).unwrap_err()),
+            field(send(json!([]), Generation::V1_0).unwrap_err()),
             "params"
         );
     }

@@ -76,7 +76,8 @@ pub struct Task {
     /// The messages of every turn, oldest first, both roles (a question the handler asked is
     /// the agent's), each naming this task and its context.
     pub history: Vec<Message>,
-    /// The answer's parts once completed; the question's while input is required.
+    /// The answer's parts once completed; the question's while input is required; the text
+    /// streamed so far while working.
     pub answer: Vec<Part>,
     /// What the status message says when there is no answer: why it failed or was canceled.
     pub note: Option<String>,
@@ -161,7 +162,13 @@ impl Task {
         if generation == Generation::V0_3 {
             task["kind"] = json!("task");
         }
-        if view.artifacts && self.state == State::Completed {
+        // The answer so far while working (what has streamed), the whole of it once completed.
+        let answered = match self.state {
+            State::Completed => true,
+            State::Working => !self.answer.is_empty(),
+            _ => false,
+        };
+        if view.artifacts && answered {
             let parts: Vec<Value> = self.answer.iter().map(|p| p.render(generation)).collect();
             task["artifacts"] = json!([{
                 "artifactId": Task::artifact_id(self.id.as_str()),

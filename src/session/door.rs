@@ -127,7 +127,7 @@ impl Door {
         };
         // Before the method is known, errors take the shape the header asked for.
         let shape = *generation.as_ref().unwrap_or(&Generation::V1_0);
-        let body = match crate::json::strict::from_slice(&request.body) {
+        let mut body = match crate::json::strict::from_slice(&request.body) {
             Ok(body) => body,
             // JSON, but two equal keys in one object: which one counts would be a guess.
             Err(err) if err.is_data() => {
@@ -164,10 +164,13 @@ impl Door {
         {
             return Err(auth::forbidden(method.name));
         }
-        let params = body.get("params").unwrap_or(&Value::Null);
+        let params = body
+            .get_mut("params")
+            .map(Value::take)
+            .unwrap_or(Value::Null);
         let feed = match method.op {
             Op::Stream => self.stream(params, caller, shape),
-            Op::Subscribe => self.subscribe(params, caller, shape),
+            Op::Subscribe => self.subscribe(&params, caller, shape),
             _ => {
                 return answer(match self.dispatch(method, params, caller, shape) {
                     Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
@@ -184,7 +187,7 @@ impl Door {
     fn dispatch(
         &self,
         method: &Method,
-        params: &Value,
+        params: Value,
         caller: &Caller,
         generation: Generation,
     ) -> Result<Value, RpcError> {
@@ -192,7 +195,7 @@ impl Door {
         match method.op {
             Op::Send => self.send(params, caller, generation),
             Op::Get => {
-                let asked = params::task_ref(params)?;
+                let asked = params::task_ref(&params)?;
                 let task = self.engine.get(&asked.id, viewer);
                 let view = View {
                     history_length: asked.history_length,
@@ -201,11 +204,11 @@ impl Door {
                 Ok(lookup(task, &asked.id, generation)?.render(generation, view))
             }
             Op::Cancel => {
-                let asked = params::task_ref(params)?;
+                let asked = params::task_ref(&params)?;
                 let task = self.engine.cancel(&asked.id, viewer);
                 Ok(lookup(task, &asked.id, generation)?.render(generation, View::FULL))
             }
-            Op::List => self.list(params, viewer),
+            Op::List => self.list(&params, viewer),
             // Answered as streams, by `answer`.
             Op::Stream | Op::Subscribe => Err(RpcError::new(
                 rpc::INTERNAL_ERROR,
@@ -267,7 +270,7 @@ impl Door {
     /// `message/stream`, `SendStreamingMessage`: the task's events as they happen.
     fn stream(
         &self,
-        params: &Value,
+        params: Value,
         caller: &Caller,
         generation: Generation,
     ) -> Result<Arc<Feed>, RpcError> {
@@ -284,7 +287,7 @@ impl Door {
         caller: &Caller,
         generation: Generation,
     ) -> Result<Arc<Feed>, RpcError> {
-        let asked = params::task_ref(params)?;
+        let asked = params::task_ref(&params)?;
         let read_with = match generation {
             Generation::V0_3 => "tasks/get",
             Generation::V1_0 => "GetTask",
@@ -306,7 +309,7 @@ impl Door {
 
     fn send(
         &self,
-        params: &Value,
+        params: Value,
         caller: &Caller,
         generation: Generation,
     ) -> Result<Value, RpcError> {

@@ -1,0 +1,105 @@
+//! A live task as the engine holds it ([`Entry`]), telling its readers each change, and what
+//! one turn of it runs with ([`Turn`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::super::feed::Feed;
+use super::super::taskdir::TaskDir;
+use crate::a2a::message::{Message, Part};
+use crate::a2a::stream::Event;
+use crate::a2a::task::{State, Task};
+use crate::id::TaskId;
+
+/// A task with what only the engine needs: whose it is, whether it was asked to end, when it
+/// came (for listing newest first), its turn and its directory.
+pub(super) struct Entry {
+    pub(super) task: Task,
+    /// The credential that started it; only it (and the operator) can see it.
+    pub(super) owner: String,
+    pub(super) cancel: bool,
+    pub(super) seq: u64,
+    /// The turn running or next to run: 1 for a new task, one more for each continuation.
+    pub(super) turn: u32,
+    /// While input is required: when the task fails for want of it.
+    pub(super) input_until: Option<Instant>,
+    /// `MUR_TASK_DIR`, from the first turn until the task ends.
+    pub(super) dir: Option<Arc<TaskDir>>,
+    /// The readers streaming it.
+    pub(super) feeds: Vec<Arc<Feed>>,
+    /// Whether this turn's answer has been streamed in chunks already.
+    pub(super) chunked: bool,
+}
+
+impl Entry {
+    /// Move to `state` and tell its readers; a final state also removes the task's directory.
+    pub(super) fn finish(&mut self, state: State, note: Option<String>) {
+        self.task.state = state;
+        self.task.note = note;
+        self.task.updated = crate::time::unix_now();
+        if state.is_final()
+            && let Some(dir) = self.dir.take()
+        {
+            dir.remove();
+        }
+        if state == State::Completed {
+            // The chunks streamed were the answer's text: what is left are the files.
+            let skip = usize::from(
+                self.chunked && matches!(self.task.answer.first(), Some(p) if p.kind() == "text"),
+            );
+            let mut rest = self.task.answer[skip.min(self.task.answer.len())..].to_vec();
+            if rest.is_empty() {
+                rest.push(Part::text(""));
+            }
+            let append = self.chunked;
+            self.publish(Event::Artifact {
+                parts: rest,
+                append,
+                last: true,
+            });
+        }
+        self.publish(Event::Status {
+            state,
+            message: self.task.said(self.turn),
+            timestamp: self.task.updated,
+            settled: state.is_settled(),
+        });
+    }
+
+    /// Give `event` to every reader still reading.
+    pub(super) fn publish(&mut self, event: Event) {
+        self.feeds.retain(|feed| feed.push(event.clone()));
+    }
+
+    /// A new reader: it gets the task as it stands, then what happens next.
+    pub(super) fn watch(&mut self) -> Arc<Feed> {
+        let feed = Arc::new(Feed::new(
+            self.task.id.to_string(),
+            self.task.context_id.clone(),
+        ));
+        feed.push(Event::Task(self.task.clone()));
+        if self.task.state.is_settled() {
+            feed.push(Event::Status {
+                state: self.task.state,
+                message: self.task.said(self.turn),
+                timestamp: self.task.updated,
+                settled: true,
+            });
+        } else {
+            self.feeds.push(feed.clone());
+        }
+        feed
+    }
+}
+
+/// What one turn of a task runs with.
+pub(super) struct Turn {
+    pub(super) task_id: TaskId,
+    pub(super) context_id: String,
+    pub(super) number: u32,
+    /// The message this turn answers.
+    pub(super) message: Message,
+    /// Every message before it, both roles.
+    pub(super) earlier: Vec<Message>,
+    pub(super) dir: Option<Arc<TaskDir>>,
+}

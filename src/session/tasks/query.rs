@@ -1,0 +1,150 @@
+//! Reading tasks, live or finished: one by id, a filtered page, the live ones, a stream of one,
+//! and waiting for one to settle — each only as the caller may see them.
+
+use std::sync::Arc;
+
+use super::super::feed::Feed;
+use super::{Engine, Listing, Lookup, Tasks};
+use crate::a2a::params;
+use crate::a2a::task::{State, Task};
+use crate::id::TaskId;
+
+impl Engine {
+    /// A new reader of live task `id`, if `viewer` may see it: the task as it stands, then what
+    /// happens to it. A task that has ended cannot be streamed.
+    pub fn subscribe(&self, id: &str, viewer: Option<&str>) -> Result<Arc<Feed>, Lookup> {
+        let mut tasks = self.lock();
+        self.expire_inputs(&mut tasks);
+        let state = visible(&tasks, id, viewer)?.state;
+        match tasks.by_id.get_mut(id) {
+            Some(entry) if !state.is_final() => Ok(entry.watch()),
+            _ => Err(Lookup::Ended(state)),
+        }
+    }
+
+    /// Wait until task `id` has ended or asks for input; the task.
+    pub fn wait(&self, id: &TaskId) -> Option<Task> {
+        let mut tasks = self.lock();
+        loop {
+            match tasks.by_id.get(id.as_str()) {
+                Some(entry) if entry.task.state.is_settled() => return Some(entry.task.clone()),
+                Some(_) => {}
+                None => return tasks.finished.get(id.as_str()),
+            }
+            tasks = self.changed.wait(tasks).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// The task as `viewer` may see it: `None` sees every task (the operator), `Some(owner)` only
+    /// its own.
+    pub fn get(&self, id: &str, viewer: Option<&str>) -> Result<Task, Lookup> {
+        let mut tasks = self.lock();
+        self.expire_inputs(&mut tasks);
+        visible(&tasks, id, viewer)?;
+        read(&tasks, id).ok_or(Lookup::NotFound)
+    }
+
+    /// The tasks `viewer` may see that `query` matches, newest first, one page.
+    pub fn list(&self, viewer: Option<&str>, query: &params::List) -> Listing {
+        let mut tasks = self.lock();
+        self.expire_inputs(&mut tasks);
+        let live = tasks.by_id.iter().map(|(id, e)| Row {
+            id,
+            owner: &e.owner,
+            context_id: &e.task.context_id,
+            state: e.task.state,
+            updated: e.task.updated,
+            seq: e.seq,
+        });
+        let finished = tasks.finished.summaries().map(|(id, s)| Row {
+            id,
+            owner: &s.owner,
+            context_id: &s.context_id,
+            state: s.state,
+            updated: s.updated,
+            seq: s.seq,
+        });
+        let mut matching: Vec<Row> = live
+            .chain(finished)
+            .filter(|r| viewer.is_none_or(|v| v == r.owner))
+            .filter(|r| {
+                query
+                    .context_id
+                    .as_deref()
+                    .is_none_or(|c| c == r.context_id)
+            })
+            .filter(|r| query.state.is_none_or(|s| s == r.state))
+            .filter(|r| query.updated_since.is_none_or(|t| r.updated >= t))
+            .collect();
+        let total = matching.len();
+        matching.retain(|r| query.before.is_none_or(|b| r.seq < b));
+        matching.sort_unstable_by_key(|r| std::cmp::Reverse(r.seq));
+        let next = (matching.len() > query.page_size).then(|| matching[query.page_size - 1].seq);
+        Listing {
+            tasks: matching
+                .iter()
+                .take(query.page_size)
+                .filter_map(|r| read(&tasks, r.id))
+                .collect(),
+            total,
+            next,
+        }
+    }
+
+    /// The tasks still queued or running: what stopping the session cancels.
+    pub fn live(&self) -> Vec<String> {
+        let tasks = self.lock();
+        tasks
+            .by_id
+            .iter()
+            .filter(|(_, e)| !e.task.state.is_final())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
+
+/// What listing reads of a task, live or finished.
+struct Row<'a> {
+    id: &'a str,
+    owner: &'a str,
+    context_id: &'a str,
+    state: State,
+    updated: i64,
+    seq: u64,
+}
+
+/// What deciding about a task the caller may see needs: its state and context.
+pub(super) struct Seen<'a> {
+    pub(super) state: State,
+    pub(super) context_id: &'a str,
+}
+
+/// Task `id`, live or finished, if `viewer` may see it (`None` sees every task).
+pub(super) fn visible<'a>(
+    tasks: &'a Tasks,
+    id: &str,
+    viewer: Option<&str>,
+) -> Result<Seen<'a>, Lookup> {
+    let may = |owner: &str| viewer.is_none_or(|v| v == owner);
+    if let Some(e) = tasks.by_id.get(id).filter(|e| may(&e.owner)) {
+        return Ok(Seen {
+            state: e.task.state,
+            context_id: &e.task.context_id,
+        });
+    }
+    match tasks.finished.summary(id).filter(|s| may(&s.owner)) {
+        Some(s) => Ok(Seen {
+            state: s.state,
+            context_id: &s.context_id,
+        }),
+        None => Err(Lookup::NotFound),
+    }
+}
+
+/// The whole of task `id`, live or finished.
+fn read(tasks: &Tasks, id: &str) -> Option<Task> {
+    match tasks.by_id.get(id) {
+        Some(entry) => Some(entry.task.clone()),
+        None => tasks.finished.get(id),
+    }
+}

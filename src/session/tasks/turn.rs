@@ -1,0 +1,249 @@
+//! Running one turn of a task: its directory and environment, the handler from spawn to reap,
+//! its stdout streamed to readers as it arrives, and the orphans it may leave swept.
+
+use std::ffi::OsString;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::super::handler::{self, CallSocket, MAX_ANSWER, Outcome};
+use super::super::taskdir::TaskDir;
+use super::Engine;
+use super::entry::Turn;
+use crate::a2a::message::{Content, Part};
+use crate::a2a::stream::{Chunker, Event};
+use crate::json::contract::env;
+use crate::sys::child::signal_group;
+
+/// The most generations of a handler's escaped descendants one orphan sweep ends.
+const SWEEP_ROUNDS: usize = 32;
+
+impl Engine {
+    /// What one turn of task `id` needs, read under the lock.
+    pub(super) fn turn_of(&self, id: &str) -> Option<Turn> {
+        let tasks = self.lock();
+        let entry = tasks.by_id.get(id)?;
+        let (message, earlier) = entry.task.history.split_last()?;
+        Some(Turn {
+            task_id: entry.task.id.clone(),
+            context_id: entry.task.context_id.clone(),
+            number: entry.turn,
+            message: message.clone(),
+            earlier: earlier.to_vec(),
+            dir: entry.dir.clone(),
+        })
+    }
+
+    /// Run the handler for one turn: its directory written, its environment set, its answer
+    /// and the files it left in `out/` (for a completed turn).
+    pub(super) fn run_turn(
+        &self,
+        id: &str,
+        argv: &[String],
+        workdir: &std::path::Path,
+        turn: &Turn,
+    ) -> (Outcome, Vec<Part>) {
+        let dir = match self.task_dir(id, turn) {
+            Ok(dir) => dir,
+            Err(why) => return (Outcome::Failed(why), Vec::new()),
+        };
+        let mut vars = self.base_env.clone();
+        vars.push((env::TASK_ID.into(), turn.task_id.to_string().into()));
+        vars.push((env::CONTEXT_ID.into(), turn.context_id.clone().into()));
+        vars.push((env::TURN.into(), turn.number.to_string().into()));
+        if let Some(dir) = &dir {
+            if let Err(why) = dir.write_turn(&turn.message, &turn.earlier) {
+                return (Outcome::Failed(why), Vec::new());
+            }
+            vars.push((env::TASK_DIR.into(), dir.path().into()));
+        }
+        vars.extend((self.extra_env)());
+        // The answer streams to readers as it arrives; what came after the last read (drained
+        // once the handler was gone) follows when it ends.
+        let mut chunker = Chunker::default();
+        let mut sent = 0;
+        let mut on_output = |bytes: &[u8]| {
+            if let Some(text) = chunker.push(bytes) {
+                sent += text.len();
+                self.publish_chunk(id, text);
+            }
+        };
+        let outcome = self.run_handler(
+            id,
+            argv,
+            workdir,
+            &vars,
+            turn.message.text(),
+            &mut on_output,
+        );
+        if let Outcome::Completed(answer) | Outcome::InputRequired(answer) = &outcome
+            && let Some(rest) = answer.get(sent..).filter(|rest| !rest.is_empty())
+        {
+            self.publish_chunk(id, rest.to_string());
+        }
+        let files = match (&outcome, &dir) {
+            (Outcome::Completed(answer), Some(dir)) => {
+                let (parts, notes) = dir.collect_out(MAX_ANSWER.saturating_sub(answer.len()));
+                for note in notes {
+                    crate::cli::warn("run", &format!("task {id}: {note}"));
+                }
+                parts
+            }
+            _ => Vec::new(),
+        };
+        (outcome, files)
+    }
+
+    /// Task `id`'s directory: the one its first turn made, or a new one; `None` for a session
+    /// that has none (its home could not hold them).
+    fn task_dir(&self, id: &str, turn: &Turn) -> Result<Option<Arc<TaskDir>>, String> {
+        if let Some(dir) = &turn.dir {
+            return Ok(Some(dir.clone()));
+        }
+        let Some(dirs) = &self.dirs else {
+            return Ok(None);
+        };
+        let dir = Arc::new(dirs.task(id)?);
+        if let Some(entry) = self.lock().by_id.get_mut(id) {
+            entry.dir = Some(dir.clone());
+        }
+        Ok(Some(dir))
+    }
+
+    /// Stream a piece of task `id`'s answer to its readers.
+    ///
+    /// The text streamed so far is kept as the task's answer while it works, so a reader who
+    /// joins mid-way (or reads the task) starts from it, and the chunks that follow append to
+    /// it. It is bounded by the handler's output bound.
+    pub(super) fn publish_chunk(&self, id: &str, text: String) {
+        let mut tasks = self.lock();
+        if let Some(entry) = tasks.by_id.get_mut(id) {
+            let append = entry.chunked;
+            entry.chunked = true;
+            match entry.task.answer.first_mut().map(|p| &mut p.content) {
+                Some(Content::Text(so_far)) if append => so_far.push_str(&text),
+                _ => entry.task.answer = vec![Part::text(text.clone())],
+            }
+            entry.publish(Event::Artifact {
+                parts: vec![Part::text(text)],
+                append,
+                last: false,
+            });
+        }
+    }
+
+    /// Run the handler for task `id` to its end: spawned and registered in one step, supervised,
+    /// reaped (its group killed first), forgotten, and any orphan it left swept.
+    fn run_handler(
+        &self,
+        id: &str,
+        argv: &[String],
+        workdir: &std::path::Path,
+        vars: &[(String, OsString)],
+        text: String,
+        on_output: &mut dyn FnMut(&[u8]),
+    ) -> Outcome {
+        let mut command = handler::command(argv, workdir, vars);
+        let call_socket = match self
+            .calls
+            .as_ref()
+            .map(|s| CallSocket::attach(&mut command, s))
+        {
+            Some(Err(why)) => return Outcome::Failed(why),
+            attached => attached.and_then(Result::ok),
+        };
+        let reaper = self
+            .reaper
+            .get_or_init(crate::sys::child::GroupReaper::start)
+            .as_ref();
+        let spawned = {
+            let mut tasks = self.lock();
+            command.spawn().inspect(|child| {
+                tasks.groups.insert(id.to_string(), child.id());
+                if let Some(reaper) = reaper {
+                    reaper.watch(child.id());
+                }
+            })
+        };
+        let serving = call_socket.map(CallSocket::serve);
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(err) => {
+                return Outcome::Failed(format!("the handler {} could not start: {err}", argv[0]));
+            }
+        };
+        let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
+        let supervised = match &serving {
+            // No thread to serve its calls: the handler is stopped at once, as on cancel.
+            Some(Err(_)) => handler::supervise(&mut child, Vec::new(), timeout, || true, on_output),
+            _ => handler::supervise(
+                &mut child,
+                text.into_bytes(),
+                timeout,
+                || self.lock().by_id.get(id).is_some_and(|e| e.cancel),
+                on_output,
+            ),
+        };
+        let status = handler::reap(&mut child, reaper);
+        self.lock().groups.remove(id);
+        let outcome = match supervised {
+            Ok((pump, stopped)) => handler::outcome(pump, stopped, status, timeout),
+            Err(why) => Outcome::Failed(why),
+        };
+        let outcome = match serving {
+            Some(Ok(serving)) => {
+                serving.close();
+                outcome
+            }
+            Some(Err(why)) => Outcome::Failed(why),
+            None => outcome,
+        };
+        self.sweep_orphans();
+        outcome
+    }
+
+    /// SIGKILL and reap every child of ours that is no running handler: processes that escaped a
+    /// finished handler's group and were reparented to this session (a subreaper), so that
+    /// nothing a handler started outlives its task.
+    ///
+    /// An orphan's own children are reparented here only once it dies, so the sweep repeats —
+    /// at most `SWEEP_ROUNDS` times — until a round finds no orphan: a double fork or a
+    /// `setsid` at any depth is ended, one generation a round.
+    pub fn sweep_orphans(&self) {
+        let tasks = self.lock();
+        let reaper = self.reaper.get().and_then(Option::as_ref).map(|r| r.pid());
+        for _ in 0..SWEEP_ROUNDS {
+            let orphans: Vec<u32> = crate::sys::child::children()
+                .into_iter()
+                .filter(|&pid| {
+                    Some(pid) != reaper && !tasks.groups.values().any(|&leader| leader == pid)
+                })
+                .collect();
+            if orphans.is_empty() {
+                return;
+            }
+            orphans
+                .into_iter()
+                .for_each(crate::sys::child::kill_and_reap_orphan);
+        }
+    }
+
+    /// The session ends in order and no handler runs: the group reaper, if one was started, is
+    /// told so and reaped, so nothing this session started outlives it; and the session's task
+    /// directories go.
+    pub fn finish_reaper(&self) {
+        if let Some(reaper) = self.reaper.get().and_then(Option::as_ref) {
+            reaper.finish();
+        }
+        if let Some(dirs) = &self.dirs {
+            dirs.remove();
+        }
+    }
+
+    /// SIGKILL every running handler's process group now: the session is ending at once.
+    pub fn kill_all(&self) {
+        let tasks = self.lock();
+        for &pgid in tasks.groups.values() {
+            let _ = signal_group(pgid, libc::SIGKILL);
+        }
+    }
+}
