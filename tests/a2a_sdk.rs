@@ -1,7 +1,9 @@
 //! Interop with the official A2A Python SDK (`a2a-sdk` 0.3.x): the real `mur run` door,
 //! unmodified, is driven by `tests/sdk/a2a_client.py`, which uses only the SDK's own client code —
 //! its card resolver, its JSON-RPC client, and for an authenticated door its `AuthInterceptor`
-//! with an in-memory credential store and the authenticated extended card.
+//! with an in-memory credential store and the authenticated extended card — and its streaming
+//! `Client` (`message/stream`) against a handler that writes in two steps, whose first chunk must
+//! reach the SDK while the handler still runs.
 //!
 //! The SDK lives in the venv `target/a2a-venv`, which `tests/sdk/setup.sh py03` makes on first
 //! use, or in the Python that `MUR_A2A_PYTHON` names; without PyPI each test records itself as
@@ -18,7 +20,7 @@ mod common;
 #[path = "sdk/interop.rs"]
 mod interop;
 
-use interop::{Door, PY03, interop};
+use interop::{Door, PY03, interop, interop_stream};
 
 #[test]
 fn the_sdk_sends_a_task_to_the_embedded_echo_door_and_gets_it_back() {
@@ -35,5 +37,13 @@ fn the_sdk_authenticates_with_the_operator_token_and_reads_the_extended_card() {
         &PY03,
         Door::Authenticated,
         "the_sdk_authenticates_with_the_operator_token_and_reads_the_extended_card",
+    );
+}
+
+#[test]
+fn the_sdk_streams_each_chunk_while_the_handler_still_runs() {
+    interop_stream(
+        &PY03,
+        "the_sdk_streams_each_chunk_while_the_handler_still_runs",
     );
 }

@@ -4,7 +4,9 @@
 //! (for 1.x it must choose the native 1.0 `JsonRpcTransport`), its `Client` calls, and for an
 //! authenticated door per-call `serviceParameters` carrying the bearer and `getAgentCard()` for
 //! the extended card. On the wire 1.x must send `A2A-Version: 1.0` and 1.0 method names, and get
-//! 1.0's ProtoJSON back.
+//! 1.0's ProtoJSON back. Each also streams with `sendMessageStream` (`message/stream`,
+//! `SendStreamingMessage`) from a handler that writes in two steps, whose first chunk must reach
+//! the SDK while the handler still runs.
 //!
 //! Each SDK lives in its own npm directory, `target/a2a-js03` and `target/a2a-js1`, which
 //! `tests/sdk/setup.sh js03|js1` makes on first use (or `MUR_A2A_JS03_DIR` / `MUR_A2A_JS1_DIR`
@@ -21,7 +23,7 @@ mod common;
 #[path = "sdk/interop.rs"]
 mod interop;
 
-use interop::{Door, JS1, JS03, interop};
+use interop::{Door, JS1, JS03, interop, interop_stream};
 
 #[test]
 fn a2a_js_0_3_sends_a_task_to_the_embedded_echo_door() {
@@ -56,5 +58,21 @@ fn a2a_js_1_authenticates_over_a2a_1_0_and_reads_the_extended_card() {
         &JS1,
         Door::Authenticated,
         "a2a_js_1_authenticates_over_a2a_1_0_and_reads_the_extended_card",
+    );
+}
+
+#[test]
+fn a2a_js_0_3_streams_each_chunk_while_the_handler_still_runs() {
+    interop_stream(
+        &JS03,
+        "a2a_js_0_3_streams_each_chunk_while_the_handler_still_runs",
+    );
+}
+
+#[test]
+fn a2a_js_1_streams_over_a2a_1_0_each_chunk_while_the_handler_still_runs() {
+    interop_stream(
+        &JS1,
+        "a2a_js_1_streams_over_a2a_1_0_each_chunk_while_the_handler_still_runs",
     );
 }

@@ -4,7 +4,9 @@
 //! `JsonRpcTransport`, not the 0.3 compat one), and for an authenticated door its
 //! `AuthInterceptor` with an in-memory credential store and `GetExtendedAgentCard`. On the wire
 //! every request must carry `A2A-Version: 1.0` and a 1.0 method name, and every answer be 1.0's
-//! ProtoJSON.
+//! ProtoJSON. Its streaming client (`SendStreamingMessage`, still the native transport) is run
+//! against a handler that writes in two steps, whose first chunk must reach the SDK while the
+//! handler still runs.
 //!
 //! The SDK lives in the venv `target/a2a1-venv`, which `tests/sdk/setup.sh py1` makes on first
 //! use, or in the Python that `MUR_A2A1_PYTHON` names; without PyPI each test records itself as
@@ -20,7 +22,7 @@ mod common;
 #[path = "sdk/interop.rs"]
 mod interop;
 
-use interop::{Door, PY1, interop};
+use interop::{Door, PY1, interop, interop_stream};
 
 #[test]
 fn a2a_sdk_1_speaks_a2a_1_0_to_the_embedded_echo_door() {
@@ -37,5 +39,13 @@ fn a2a_sdk_1_authenticates_over_a2a_1_0_and_reads_the_extended_card() {
         &PY1,
         Door::Authenticated,
         "a2a_sdk_1_authenticates_over_a2a_1_0_and_reads_the_extended_card",
+    );
+}
+
+#[test]
+fn a2a_sdk_1_streams_over_a2a_1_0_each_chunk_while_the_handler_still_runs() {
+    interop_stream(
+        &PY1,
+        "a2a_sdk_1_streams_over_a2a_1_0_each_chunk_while_the_handler_still_runs",
     );
 }

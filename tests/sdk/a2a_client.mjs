@@ -3,6 +3,7 @@
 // every answer.
 //
 //     node a2a_client.mjs URL --sdk-dir DIR [--text TEXT] [--session-id SES] [--token-stdin]
+//     node a2a_client.mjs URL --sdk-dir DIR --stream [--text TEXT]
 //
 // URL is the door (`127.0.0.1:PORT` as `mur run --json` prints it, or `http://127.0.0.1:PORT/`).
 // DIR holds node_modules/@a2a-js/sdk (target/a2a-js03 or target/a2a-js1, made by
@@ -32,7 +33,17 @@
 //      `SendMessage` answering `{"task": ...}`, error `data` an array holding a
 //      `google.rpc.ErrorInfo`).
 //
-// It prints one JSON line: {"ok": true, ...summary} or {"ok": false, "error"|"mismatch": ...}
+// With `--stream` it instead sends the text with the SDK's streaming call, `sendMessageStream`
+// (0.3.x: `message/stream`; 1.x: `SendStreamingMessage` over the same native transport), and
+// reports every event it yields as it comes, normalized (`task` {state, id}, `status` {state,
+// final?}, `artifact` {text, append, last}), each printed at once as a line `{"event": INDEX,
+// ...}`; the first chunk is also a line of its own, `{"first_chunk": TEXT, "event": INDEX}`,
+// printed while the stream is still open (the test waits for it before it lets the handler end).
+// On the wire each event of the stream (read from a clone of the response, alongside the SDK)
+// must be JSON-RPC 2.0 echoing the request's id, for 1.x in ProtoJSON, one `StreamResponse`
+// member each.
+//
+// It prints one JSON line (last; with `--stream` after the event lines): {"ok": true, ...summary} or {"ok": false, "error"|"mismatch": ...}
 // (exit 1). The token never appears in its output.
 
 import { randomUUID } from "node:crypto";
@@ -83,6 +94,8 @@ class Wire {
   exchanges = [];
   versions = new Set();
   problems = [];
+  // The event streams being read alongside the SDK.
+  streams = [];
 
   constructor(generation) {
     this.generation = generation;
@@ -119,6 +132,12 @@ class Wire {
       return;
     }
     const ctype = response.headers.get("content-type") ?? "";
+    if (ctype.startsWith("text/event-stream")) {
+      // Never awaited here: the SDK must get the response while the stream is still open.
+      this.streams.push(this.recordStream(sent, response, entry)
+        .catch((e) => this.problems.push(`${method}: reading the stream: ${e?.message}`)));
+      return;
+    }
     if (!ctype.startsWith("application/json")) this.problems.push(`${method}: content-type ${ctype}`);
     let answer;
     try {
@@ -127,6 +146,36 @@ class Wire {
       this.problems.push(`${method}: the body is not JSON`);
       return;
     }
+    this.checkAnswer(sent, answer, entry);
+  }
+
+  // Every event of an event stream, once it is over: JSON-RPC, the request's id, a result.
+  async recordStream(sent, response, entry) {
+    const text = (await response.text()).replace(/\r\n/g, "\n");
+    entry.events = 0;
+    for (const block of text.split("\n\n")) {
+      const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, ""));
+      if (data.length === 0) continue;
+      entry.events += 1;
+      let answer;
+      try {
+        answer = JSON.parse(data.join("\n"));
+      } catch {
+        this.problems.push(`${sent.method}: an event is not JSON: ${data.join("\n")}`);
+        continue;
+      }
+      if (!("result" in answer)) this.problems.push(`${sent.method}: an event without a result: ${data}`);
+      this.checkAnswer(sent, answer, entry);
+    }
+  }
+
+  // Wait for the streams read alongside the SDK.
+  async settled() {
+    await Promise.all(this.streams);
+  }
+
+  checkAnswer(sent, answer, entry) {
+    const method = sent.method;
     if (answer.jsonrpc !== "2.0") this.problems.push(`${method}: jsonrpc is ${answer.jsonrpc}`);
     if (answer.id !== sent.id) this.problems.push(`${method}: id ${answer.id} for request id ${sent.id}`);
     if (this.generation.protocol === "1.0") this.checkShapes(method, answer, entry);
@@ -149,6 +198,10 @@ class Wire {
     if (method === "SendMessage" && !(result && ("task" in result || "message" in result))) {
       this.problems.push(`SendMessage: the result is not {task} or {message}: ${JSON.stringify(result)}`);
     }
+    const members = ["task", "message", "statusUpdate", "artifactUpdate"].filter((m) => result && m in result);
+    if (method === "SendStreamingMessage" && members.length !== 1) {
+      this.problems.push(`SendStreamingMessage: an event is not one StreamResponse member: ${JSON.stringify(result)}`);
+    }
   }
 }
 
@@ -157,12 +210,23 @@ function sessionOf(card) {
   return ext?.params?.sessionId ?? null;
 }
 
+const texts03 = (parts) => (parts ?? []).filter((p) => p.kind === "text").map((p) => p.text);
+const texts1 = (parts) => (parts ?? []).filter((p) => p.content?.$case === "text").map((p) => p.content.value);
+
+// A stream's event as the summary reports it: `task`, `status`, `artifact` or `message` (the
+// SDK's own name for anything else) with the fields `read[name]()` picks.
+function normalized(name, read) {
+  const kinds = { task: "task", "status-update": "status", statusUpdate: "status", "artifact-update": "artifact",
+    artifactUpdate: "artifact", message: "message" };
+  return { kind: kinds[name] ?? String(name), ...(read[name]?.() ?? {}) };
+}
+
 // What differs between the SDK's 0.3 and 1.x clients, and between the two A2A generations.
 function generationOf(sdkVersion, sdk) {
   if (sdkVersion.startsWith("0.")) {
     return {
       protocol: "0.3",
-      methods: ["message/send", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"],
+      methods: ["message/send", "message/stream", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"],
       extendedCardMethod: "agent/getAuthenticatedExtendedCard",
       completed: "completed",
       message: (text) => ({
@@ -171,7 +235,14 @@ function generationOf(sdkVersion, sdk) {
       request: (_type, params) => params,
       isTask: (result) => result?.kind === "task",
       state: (task) => task.status?.state,
-      texts: (parts) => (parts ?? []).filter((p) => p.kind === "text").map((p) => p.text),
+      texts: texts03,
+      // One event `sendMessageStream` yields (the 0.3 wire shapes, `kind` and all).
+      event: (e) => normalized(e.kind, {
+        task: () => ({ state: e.status?.state, id: e.id }),
+        "status-update": () => ({ state: e.status?.state, final: e.final }),
+        "artifact-update": () => ({ text: texts03(e.artifact?.parts).join(""), append: e.append, last: e.lastChunk }),
+        message: () => ({ text: texts03(e.parts).join("") }),
+      }),
       errorCode: (e) => e?.errorResponse?.error?.code,
       checkCard(c, card, url) {
         c.expect(String(card.protocolVersion).startsWith("0.3"), "card: protocolVersion 0.3", card.protocolVersion);
@@ -185,7 +256,7 @@ function generationOf(sdkVersion, sdk) {
   }
   return {
     protocol: "1.0",
-    methods: ["SendMessage", "GetTask", "ListTasks", "CancelTask", "GetExtendedAgentCard"],
+    methods: ["SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "GetExtendedAgentCard"],
     extendedCardMethod: "GetExtendedAgentCard",
     completed: "TASK_STATE_COMPLETED",
     message: (text) => sdk.SendMessageRequest.fromJSON({
@@ -196,7 +267,15 @@ function generationOf(sdkVersion, sdk) {
     request: (type, params) => sdk[type].fromJSON(params),
     isTask: (result) => result !== undefined && "status" in result && !("messageId" in result),
     state: (task) => sdk.taskStateToJSON(task.status?.state),
-    texts: (parts) => (parts ?? []).filter((p) => p.content?.$case === "text").map((p) => p.content.value),
+    texts: texts1,
+    // One `StreamResponse` `sendMessageStream` yields (a `$case` oneof).
+    event: ({ payload }) => normalized(payload?.$case, {
+      task: () => ({ state: sdk.taskStateToJSON(payload.value.status?.state), id: payload.value.id }),
+      statusUpdate: () => ({ state: sdk.taskStateToJSON(payload.value.status?.state) }),
+      artifactUpdate: () => ({ text: texts1(payload.value.artifact?.parts).join(""), append: payload.value.append,
+        last: payload.value.lastChunk }),
+      message: () => ({ text: texts1(payload.value.parts).join("") }),
+    }),
     errorCode: (e) => e?.envelopeCode,
     checkCard(c, card, url, client) {
       const jsonrpc = (card.supportedInterfaces ?? []).filter((i) => i.protocolBinding === "JSONRPC");
@@ -284,7 +363,9 @@ function checkWire(c, g, wire, token) {
   }
 }
 
-async function run({ url, sdkDir, text, token, wantSession }) {
+// The SDK in `sdkDir`, the wire watched, and (1.) its default factory's client for the door at
+// `url`: the card, and the transport it picks.
+async function open(url, sdkDir) {
   const req = createRequire(path.resolve(sdkDir, "package.json"));
   const clientModule = req.resolve("@a2a-js/sdk/client");
   const root = clientModule.slice(0, clientModule.lastIndexOf(`${path.sep}dist${path.sep}`));
@@ -294,9 +375,8 @@ async function run({ url, sdkDir, text, token, wantSession }) {
   const c = new Checks();
   const wire = new Wire(g);
   wire.install();
-  const summary = { sdk: `@a2a-js/sdk ${sdkVersion}`, url, protocol: g.protocol, authenticated: token !== null };
+  const summary = { sdk: `@a2a-js/sdk ${sdkVersion}`, url, protocol: g.protocol };
 
-  // 1. The SDK's default factory: the card, and the transport it picks.
   const client = await new ClientFactory().createFromUrl(url);
   const card = client.agentCard;
   summary.card = { name: card.name, version: card.version, url: card.url, protocolVersion: card.protocolVersion,
@@ -304,6 +384,23 @@ async function run({ url, sdkDir, text, token, wantSession }) {
   summary.transport = client.transport.constructor.name;
   g.checkCard(c, card, url, client);
   c.expect((card.skills ?? []).length >= 1, "card: at least one skill");
+  return { g, c, wire, client, card, summary };
+}
+
+// The last checks, and what the summary says of the wire.
+async function finish(c, g, wire, token, summary) {
+  await wire.settled();
+  checkWire(c, g, wire, token);
+  summary.a2a_versions = [...wire.versions].map(String).sort();
+  summary.rpc_calls = wire.exchanges.map((x) => `${x.method}:${x.status}`);
+  summary.stream_events = wire.exchanges.filter((x) => x.events !== undefined).map((x) => x.events);
+  summary.checks = c.passed.length;
+  return summary;
+}
+
+async function run({ url, sdkDir, text, token, wantSession }) {
+  const { g, c, wire, client, card, summary } = await open(url, sdkDir);
+  summary.authenticated = token !== null;
   let options;
   if (token !== null) {
     await checkAuthenticatedDoor(c, g, card, client, text, summary);
@@ -346,11 +443,24 @@ async function run({ url, sdkDir, text, token, wantSession }) {
     summary.extended_card = true;
   }
 
-  checkWire(c, g, wire, token);
-  summary.a2a_versions = [...wire.versions].map(String).sort();
-  summary.rpc_calls = wire.exchanges.map((x) => `${x.method}:${x.status}`);
-  summary.checks = c.passed.length;
-  return summary;
+  return finish(c, g, wire, token, summary);
+}
+
+// `--stream`: the text through `sendMessageStream`, every event reported as it came.
+async function stream({ url, sdkDir, text }) {
+  const { g, c, wire, client, card, summary } = await open(url, sdkDir);
+  summary.mode = "stream";
+  c.expect(card.capabilities?.streaming === true, "card: capabilities.streaming", card.capabilities);
+  const events = [];
+  for await (const event of client.sendMessageStream(g.message(text))) {
+    const seen = g.event(event);
+    const first = seen.kind === "artifact" && seen.text && !events.some((e) => e.kind === "artifact" && e.text);
+    events.push(seen);
+    console.log(JSON.stringify({ event: events.length - 1, ...seen }));
+    if (first) console.log(JSON.stringify({ first_chunk: seen.text, event: events.length - 1 }));
+  }
+  summary.events = events;
+  return finish(c, g, wire, null, summary);
 }
 
 function parseArgs(argv) {
@@ -361,11 +471,12 @@ function parseArgs(argv) {
     else if (arg === "--text") args.text = argv[++i];
     else if (arg === "--session-id") args.wantSession = argv[++i];
     else if (arg === "--token-stdin") args.tokenStdin = true;
+    else if (arg === "--stream") args.stream = true;
     else if (!arg.startsWith("--") && args.url === undefined) args.url = arg;
     else throw new Error(`unknown argument ${arg}`);
   }
   if (!args.url || !args.sdkDir) throw new Error("usage: a2a_client.mjs URL --sdk-dir DIR [--text TEXT] "
-    + "[--session-id SES] [--token-stdin]");
+    + "[--session-id SES] [--token-stdin] [--stream]");
   args.url = `${args.url.includes("://") ? args.url : `http://${args.url}`}`.replace(/\/*$/, "/");
   return args;
 }
@@ -380,7 +491,7 @@ async function main() {
     return 1;
   }
   try {
-    const summary = await run({ ...args, token });
+    const summary = await (args.stream ? stream : run)({ ...args, token });
     console.log(JSON.stringify({ ...summary, ok: true }));
     return 0;
   } catch (e) {

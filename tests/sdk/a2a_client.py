@@ -2,6 +2,7 @@
 """Talk to a mur door with the official A2A Python SDK (a2a-sdk 0.3.x) and check every answer.
 
     a2a_client.py URL [--text TEXT] [--session-id SES] [--token-stdin]
+    a2a_client.py URL --stream [--text TEXT]
 
 URL is the door (`127.0.0.1:PORT` as `mur run --json` prints it, or `http://127.0.0.1:PORT/`).
 A bearer token, when the door needs one, is read from the first line of stdin (`--token-stdin`)
@@ -22,13 +23,17 @@ What it does, all through the SDK's own client code:
 Every JSON-RPC exchange is also watched on the wire (httpx event hooks): the response must be
 `application/json` and echo the request's id.
 
-Prints one JSON summary line on stdout; exit 0 only if every check held, 1 otherwise.
+With `--stream` it instead sends the text with the SDK's streaming call (a `Client` with
+`streaming=True`: `message/stream`) and reports every event `send_message` yields as it comes
+(`a2a_common.stream_events`: a line each, at once, and the first chunk once more on a line of
+its own), the answer the SDK's own task manager assembled from the chunks, and each event on the
+wire (JSON-RPC 2.0 echoing the request's id; the stream read only as the SDK reads it).
+
+Prints one JSON summary line on stdout (last; with `--stream` after the event lines); exit 0
+only if every check held, 1 otherwise.
 """
 
 import sys
-from importlib.metadata import version as dist_version
-
-import httpx
 
 from a2a.client import (
     A2ACardResolver,
@@ -44,9 +49,11 @@ from a2a.types import (
     HTTPAuthSecurityScheme,
     Message,
     Task,
+    TaskArtifactUpdateEvent,
     TaskIdParams,
     TaskQueryParams,
     TaskState,
+    TaskStatusUpdateEvent,
     TextPart,
     TransportProtocol,
 )
@@ -59,6 +66,9 @@ from a2a_common import (
     Mismatch,
     Wire,
     main,
+    stream_events,
+    summary_of,
+    watched_http,
 )
 
 
@@ -91,9 +101,8 @@ def check_task(c, task, text, label):
 async def run(url, text, token, want_session):
     c = Checks()
     wire = Wire()
-    summary = {"sdk": f"a2a-sdk {dist_version('a2a-sdk')}", "url": url, "protocol": "0.3",
-               "authenticated": token is not None}
-    async with httpx.AsyncClient(timeout=30.0, event_hooks=wire.hooks()) as http:
+    summary = summary_of(url, "0.3", authenticated=token is not None)
+    async with watched_http(wire) as http:
         # 1. The public card, through the SDK's resolver (pydantic-validated as an AgentCard).
         card = await A2ACardResolver(http, url).get_agent_card()
         summary["card"] = {"name": card.name, "version": card.version, "url": card.url,
@@ -206,5 +215,50 @@ async def run(url, text, token, want_session):
     return wire.finish(c, summary)
 
 
+def event_of(event):
+    """One event `send_message` yields while streaming, as `stream_events` reports it."""
+    if isinstance(event, Message):
+        return "message", {"text": "".join(texts(event.parts))}
+    task, update = event
+    if update is None:
+        return "task", {"state": task.status.state.value, "id": task.id}
+    if isinstance(update, TaskStatusUpdateEvent):
+        return "status", {"state": update.status.state.value, "final": update.final}
+    if isinstance(update, TaskArtifactUpdateEvent):
+        return "artifact", {"text": "".join(texts(update.artifact.parts)),
+                            "append": bool(update.append), "last": bool(update.last_chunk)}
+    return type(update).__name__, {}
+
+
+async def stream(url, text, _token, _want_session):
+    """`--stream`: `message/stream` through the SDK's streaming `Client`."""
+    c = Checks()
+    wire = Wire()
+    summary = summary_of(url, "0.3", mode="stream")
+    async with watched_http(wire) as http:
+        card = await A2ACardResolver(http, url).get_agent_card()
+        summary["card"] = {"name": card.name, "version": card.version, "url": card.url}
+        c.expect(card.capabilities.streaming is True, "card: streaming true",
+                 card.capabilities.streaming)
+        config = ClientConfig(httpx_client=http, streaming=True,
+                              supported_transports=[TransportProtocol.jsonrpc])
+        client = ClientFactory(config).create(card)
+        tasks = []
+
+        def seen(event):
+            if not isinstance(event, Message):
+                tasks.append(event[0])
+            return event_of(event)
+
+        message = create_text_message_object(content=text)
+        summary["events"] = await stream_events(client.send_message(message), seen)
+        # What the SDK's ClientTaskManager made of the chunks (append after the first).
+        if tasks:
+            summary["sdk_answer"] = "".join(t for a in tasks[-1].artifacts or []
+                                            for t in texts(a.parts))
+        await client.close()
+    return wire.finish(c, summary)
+
+
 if __name__ == "__main__":
-    sys.exit(main(__doc__, run))
+    sys.exit(main(__doc__, run, stream))

@@ -2,6 +2,7 @@
 """Talk to a mur door with the official A2A Python SDK (a2a-sdk 1.x), over A2A 1.0, and check it.
 
     a2a_client_v1.py URL [--text TEXT] [--session-id SES] [--token-stdin]
+    a2a_client_v1.py URL --stream [--text TEXT]
 
 URL is the door (`127.0.0.1:PORT` as `mur run --json` prints it, or `http://127.0.0.1:PORT/`).
 A bearer token, when the door needs one, is read from the first line of stdin (`--token-stdin`)
@@ -33,15 +34,18 @@ What it does, all through the SDK's own client code:
      `TASK_STATE_*`, `SendMessage` answering `{"task": ...}`), every error's `data` an array
      holding a `google.rpc.ErrorInfo`.
 
-It prints one JSON line: `{"ok": true, ...summary}` or `{"ok": false, "error"|"mismatch": ...}`
+With `--stream` it instead sends the text with the SDK's streaming call (a client with
+`streaming=True`, still the native `JsonRpcTransport`: `SendStreamingMessage`) and reports every
+`StreamResponse` `send_message` yields as it comes (`a2a_common.stream_events`: a line each, at
+once, and the first chunk once more on a line of its own); on the wire, `A2A-Version: 1.0` and
+every event ProtoJSON (one `StreamResponse` member), JSON-RPC 2.0 echoing the request's id.
+
+It prints one JSON line (last; with `--stream` after the event lines): `{"ok": true, ...summary}` or `{"ok": false, "error"|"mismatch": ...}`
 (exit 1). The token never appears in its output.
 """
 
 import sys
 import uuid
-from importlib.metadata import version as dist_version
-
-import httpx
 
 from a2a.client import (
     A2ACardResolver,
@@ -76,9 +80,13 @@ from a2a_common import (
     Mismatch,
     Wire,
     main,
+    stream_events,
+    summary_of,
+    watched_http,
 )
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+STREAM_RESPONSE = {"task", "message", "statusUpdate", "artifactUpdate"}
 METHODS_1_0 = {"SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask",
                "SubscribeToTask", "GetExtendedAgentCard"}
 
@@ -127,6 +135,10 @@ class Wire1(Wire):
                                             set(result) & {"task", "message"}):
             self.problems.append(f"SendMessage: the result is not {{task}} or {{message}}: "
                                  f"{sorted(result) if isinstance(result, dict) else result!r}")
+        if method == "SendStreamingMessage" and not (isinstance(result, dict) and
+                                                     len(set(result) & STREAM_RESPONSE) == 1):
+            self.problems.append(f"SendStreamingMessage: an event is not one StreamResponse "
+                                 f"member: {result!r}")
 
 
 def texts(parts):
@@ -179,6 +191,17 @@ def check_card(c, card, url, summary):
     c.expect(len(card.skills) >= 1, "card: at least one skill")
 
 
+async def factory_and_card(c, http, url, summary, streaming):
+    """The SDK's `ClientFactory` for `http` (it sets its own A2A-Version header, 1.0, on that
+    shared httpx client), and the door's card, checked."""
+    config = ClientConfig(httpx_client=http, streaming=streaming,
+                          supported_protocol_bindings=[TransportProtocol.JSONRPC])
+    factory = ClientFactory(config)
+    card = await A2ACardResolver(http, url).get_agent_card()
+    check_card(c, card, url, summary)
+    return factory, card
+
+
 async def refused_without_credentials(c, factory, card, text):
     """The SDK without credentials is refused with 401, before any task exists."""
     anonymous = factory.create(card)
@@ -222,6 +245,14 @@ async def errors(c, client, task, context):
         c.expect(True, "CancelTask finished: TaskNotCancelableError (-32002)")
 
 
+def check_transport(c, client, summary):
+    """The client `ClientFactory` made speaks 1.0 natively."""
+    transport = type(client._transport)  # noqa: SLF001  which transport the factory chose
+    summary["transport"] = transport.__name__
+    c.expect(transport is JsonRpcTransport, "the native 1.0 JsonRpcTransport, not the compat one",
+             f"{transport.__module__}.{transport.__name__}")
+
+
 def check_wire(c, wire, token):
     c.expect(wire.versions == {"1.0"}, "wire: every request carried A2A-Version: 1.0",
              sorted(map(str, wire.versions)))
@@ -234,15 +265,9 @@ def check_wire(c, wire, token):
 async def run(url, text, token, want_session):
     c = Checks()
     wire = Wire1()
-    summary = {"sdk": f"a2a-sdk {dist_version('a2a-sdk')}", "url": url, "protocol": "1.0",
-               "authenticated": token is not None}
-    async with httpx.AsyncClient(timeout=30.0, event_hooks=wire.hooks()) as http:
-        # The factory sets the SDK's own A2A-Version header (1.0) on the shared httpx client.
-        config = ClientConfig(httpx_client=http, streaming=False,
-                              supported_protocol_bindings=[TransportProtocol.JSONRPC])
-        factory = ClientFactory(config)
-        card = await A2ACardResolver(http, url).get_agent_card()
-        check_card(c, card, url, summary)
+    summary = summary_of(url, "1.0", authenticated=token is not None)
+    async with watched_http(wire) as http:
+        factory, card = await factory_and_card(c, http, url, summary, streaming=False)
         context = None
         interceptors = []
         if token is not None:
@@ -259,10 +284,7 @@ async def run(url, text, token, want_session):
             summary["session_id"] = session_of(card)
 
         client = factory.create(card, interceptors=interceptors)
-        transport = type(client._transport)  # noqa: SLF001  which transport the factory chose
-        summary["transport"] = transport.__name__
-        c.expect(transport is JsonRpcTransport, "the native 1.0 JsonRpcTransport, not the compat "
-                 "one", f"{transport.__module__}.{transport.__name__}")
+        check_transport(c, client, summary)
 
         task = await send(client, text, context)
         check_task(c, task, text, "SendMessage")
@@ -294,5 +316,38 @@ async def run(url, text, token, want_session):
     return wire.finish(c, summary)
 
 
+def event_of(event):
+    """One `StreamResponse` of the stream, as `stream_events` reports it."""
+    which = event.WhichOneof("payload")
+    if which == "task":
+        return "task", {"state": TaskState.Name(event.task.status.state), "id": event.task.id}
+    if which == "status_update":
+        return "status", {"state": TaskState.Name(event.status_update.status.state)}
+    if which == "artifact_update":
+        update = event.artifact_update
+        return "artifact", {"text": "".join(texts(update.artifact.parts)),
+                            "append": update.append, "last": update.last_chunk}
+    if which == "message":
+        return "message", {"text": "".join(texts(event.message.parts))}
+    return str(which), {}
+
+
+async def stream(url, text, _token, _want_session):
+    """`--stream`: `SendStreamingMessage` through the SDK's streaming client."""
+    c = Checks()
+    wire = Wire1()
+    summary = summary_of(url, "1.0", mode="stream")
+    async with watched_http(wire) as http:
+        factory, card = await factory_and_card(c, http, url, summary, streaming=True)
+        c.expect(card.capabilities.streaming, "card: capabilities.streaming")
+        client = factory.create(card)
+        check_transport(c, client, summary)
+        summary["events"] = await stream_events(client.send_message(text_message(text)),
+                                                event_of)
+        await client.close()
+    check_wire(c, wire, None)
+    return wire.finish(c, summary)
+
+
 if __name__ == "__main__":
-    sys.exit(main(__doc__, run))
+    sys.exit(main(__doc__, run, stream))

@@ -1,7 +1,8 @@
 //! Interop with the official A2A SDK clients, shared by `tests/a2a_sdk*.rs` (each takes it with
 //! `#[path = "sdk/interop.rs"] mod interop;`): the real `mur run` door, unmodified, is driven by a
 //! script in `tests/sdk/` that uses only the SDK's own client code, and prints one JSON summary
-//! line that [`round_trip`] checks.
+//! line that [`round_trip`] checks — or, for [`interop_stream`], the SDK's streaming call against
+//! a handler that writes in two steps, whose events [`check_stream`] checks.
 //!
 //! | SDK | its client lives in | made by | driven by |
 //! | --- | --- | --- | --- |
@@ -17,20 +18,28 @@
 //! `*** SKIPPED … ***` line on stderr and a line in `target/tmp/skipped.tsv`) and passes, so
 //! `cargo test` works on a machine that cannot reach PyPI or npm.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::sync::{OnceLock, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::common::home::Home;
-use crate::common::run::run_to_end;
+use crate::common::run::{Drain, run_to_end, wait_child};
 use crate::common::session::Session;
 use crate::common::skip::skipped;
 
 /// How long the SDK script may take.
 const DEADLINE: Duration = Duration::from_secs(90);
+
+/// How long the streaming SDK script may take to report the first chunk (its start included).
+const FIRST_CHUNK_DEADLINE: Duration = Duration::from_secs(45);
+
+/// What the streaming handler writes, in two steps.
+const STREAMED: [&str; 2] = ["first\n", "second\n"];
 
 /// How the SDK's client is run.
 pub enum Runtime {
@@ -58,46 +67,57 @@ pub struct Sdk {
     ready: OnceLock<Result<PathBuf, String>>,
 }
 
-/// An A2A generation's method names and completed state, as the SDK scripts report them.
+/// An A2A generation's method names and task states, as the SDK scripts report them.
 pub struct Protocol {
     pub version: &'static str,
     pub send: &'static str,
+    pub stream: &'static str,
     pub get: &'static str,
     pub cancel: &'static str,
     pub extended_card: &'static str,
     /// Every method its script may send.
     pub methods: &'static [&'static str],
+    pub submitted: &'static str,
+    pub working: &'static str,
     pub completed: &'static str,
 }
 
 const A2A_0_3: Protocol = Protocol {
     version: "0.3",
     send: "message/send",
+    stream: "message/stream",
     get: "tasks/get",
     cancel: "tasks/cancel",
     extended_card: "agent/getAuthenticatedExtendedCard",
     methods: &[
         "message/send",
+        "message/stream",
         "tasks/get",
         "tasks/cancel",
         "agent/getAuthenticatedExtendedCard",
     ],
+    submitted: "submitted",
+    working: "working",
     completed: "completed",
 };
 
 const A2A_1_0: Protocol = Protocol {
     version: "1.0",
     send: "SendMessage",
+    stream: "SendStreamingMessage",
     get: "GetTask",
     cancel: "CancelTask",
     extended_card: "GetExtendedAgentCard",
     methods: &[
         "SendMessage",
+        "SendStreamingMessage",
         "GetTask",
         "ListTasks",
         "CancelTask",
         "GetExtendedAgentCard",
     ],
+    submitted: "TASK_STATE_SUBMITTED",
+    working: "TASK_STATE_WORKING",
     completed: "TASK_STATE_COMPLETED",
 };
 
@@ -230,6 +250,8 @@ impl Sdk {
             Runtime::Python(script) => {
                 let mut cmd = Command::new(installed);
                 cmd.arg(repo().join("tests/sdk").join(script)).arg(url);
+                // No __pycache__ left in the source tree.
+                cmd.env("PYTHONDONTWRITEBYTECODE", "1");
                 cmd
             }
             Runtime::Node => {
@@ -306,15 +328,11 @@ pub enum Door {
 /// `test` is the calling test function's name.
 #[track_caller]
 pub fn interop(sdk: &Sdk, door: Door, test: &str) {
-    let installed = match sdk.install() {
-        Ok(installed) => installed,
-        Err(why) => {
-            skipped(test, &format!("the A2A SDK interop test: {why}"));
-            return;
-        }
+    let Some(installed) = installed(sdk, test) else {
+        return;
     };
     let home = Home::new();
-    let (mut session, token, text, name) = match door {
+    let (session, token, text, name) = match door {
         Door::Echo => (
             home.start(&[]),
             None,
@@ -349,7 +367,19 @@ pub fn interop(sdk: &Sdk, door: Door, test: &str) {
 
     let summary = round_trip(sdk, &installed, &session, text, token.as_deref());
     assert_eq!(summary["card"]["name"], name, "{summary}");
+    end(session);
+}
 
+/// `sdk`'s client, or `None` when it cannot be had (the test `test` then records itself as
+/// skipped).
+fn installed(sdk: &Sdk, test: &str) -> Option<PathBuf> {
+    sdk.install()
+        .map_err(|why| skipped(test, &format!("the A2A SDK interop test: {why}")))
+        .ok()
+}
+
+/// SIGTERM ends the session as it should: exit 143.
+fn end(mut session: Session) {
     session.signal(libc::SIGTERM);
     let status = session.wait_exit(Duration::from_secs(30));
     assert_eq!(status.code(), Some(143), "mur run after SIGTERM: {status}");
@@ -439,7 +469,239 @@ fn check_wire(p: &Protocol, summary: &Value, authenticated: bool) {
         "methods not of A2A {}: {foreign:?}: {summary}",
         p.version
     );
+    check_version_header(p, summary);
+}
+
+/// For 1.0: `A2A-Version: 1.0` on every request the script sent.
+fn check_version_header(p: &Protocol, summary: &Value) {
     if p.version == "1.0" {
         assert_eq!(summary["a2a_versions"], json!(["1.0"]), "{summary}");
     }
+}
+
+/// Stream from a door whose handler writes [`STREAMED`] in two steps, with `sdk`'s own streaming
+/// call (`--stream`: a2a-sdk's `send_message` on a streaming `Client`, @a2a-js/sdk's
+/// `sendMessageStream`), and check each event it delivers ([`check_stream`]). The handler writes
+/// its second line only once the gate file exists, and the test makes that file only after the
+/// script has reported the first chunk: so the test passes only if the first chunk reached the SDK
+/// while the handler still ran (chunks sent at the end never come, and the script is failed after
+/// [`FIRST_CHUNK_DEADLINE`]). Records itself as skipped when the SDK cannot be had.
+#[track_caller]
+pub fn interop_stream(sdk: &Sdk, test: &str) {
+    let Some(installed) = installed(sdk, test) else {
+        return;
+    };
+    let home = Home::new();
+    let gate = home.dir("gate").join("open");
+    let manifest = gated_capsule(&home, &gate);
+    let session = home.start(&[manifest.parent().unwrap().to_str().unwrap()]);
+    let mut client = Streaming::spawn(sdk, &installed, &session);
+
+    let first = client.first_chunk(&session);
+    assert!(
+        first["first_chunk"] == STREAMED[0],
+        "the SDK's first event with text, while the handler waits at its gate, must be {:?}: \
+         {first}\n{}",
+        STREAMED[0],
+        client.evidence(&session)
+    );
+    std::fs::write(&gate, "").unwrap();
+
+    let summary = client.summary(sdk, &session);
+    check_stream(&sdk.protocol, &summary);
+    assert_eq!(
+        first["event"], 2,
+        "the first chunk reported was the first artifact event: {summary}"
+    );
+    let task = &summary["events"][0]["id"];
+    let kept = session.get_task(None, task.as_str().unwrap_or_default());
+    assert_eq!(kept["status"]["state"], "completed", "{kept}");
+    end(session);
+}
+
+/// A capsule whose handler writes `first`, waits for the file `gate`, then writes `second`; it
+/// gives up (failing the task) after 60 s without it, so nothing waits forever.
+fn gated_capsule(home: &Home, gate: &Path) -> PathBuf {
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\nprintf '{}'\ni=0\nwhile [ ! -e '{}' ]; do\n  i=$((i+1))\n  \
+         if [ $i -gt 1200 ]; then echo 'the gate never opened' >&2; exit 3; fi\n  sleep 0.05\n\
+         done\nprintf '{}'\n",
+        STREAMED[0].replace('\n', "\\n"),
+        gate.display(),
+        STREAMED[1].replace('\n', "\\n"),
+    );
+    let manifest = json!({"name": "sdk-stream", "version": "1.0.0"});
+    home.write_capsule("streaming", manifest, Some(&script))
+}
+
+/// An SDK script streaming from the door: its stdout line by line as it comes, its stderr kept.
+/// Killed on drop if still running.
+struct Streaming {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: Drain,
+    said: Vec<String>,
+}
+
+impl Streaming {
+    fn spawn(sdk: &Sdk, installed: &Path, session: &Session) -> Streaming {
+        let mut cmd = sdk.command(installed, &session.url);
+        cmd.args(["--stream", "--text", "go"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn the SDK client");
+        let stderr = Drain::start(child.stderr.take().unwrap());
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Streaming {
+            child,
+            lines,
+            stderr,
+            said: Vec::new(),
+        }
+    }
+
+    /// The script's `first_chunk` line, which must come within [`FIRST_CHUNK_DEADLINE`] (the
+    /// lines before it, one per event, are kept); failing the test (the script killed,
+    /// everything shown) when it does not.
+    #[track_caller]
+    fn first_chunk(&mut self, session: &Session) -> Value {
+        let deadline = Instant::now() + FIRST_CHUNK_DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let said: Value = serde_json::from_str(&line).unwrap_or_default();
+                    self.said.push(line);
+                    if said.get("first_chunk").is_some() || said.get("ok").is_some() {
+                        return said;
+                    }
+                }
+                Err(why) => panic!(
+                    "no first chunk reached the SDK within {FIRST_CHUNK_DEADLINE:?} while the \
+                     handler waited at its gate ({why:?})\n{}",
+                    self.evidence(session)
+                ),
+            }
+        }
+    }
+
+    /// Everything there is to see, the script stopped first.
+    fn evidence(&mut self, session: &Session) -> String {
+        if wait_child(&mut self.child, Duration::ZERO).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        self.stderr.wait(Duration::from_secs(5));
+        format!(
+            "client stdout: {}\nclient stderr: {}\nmur run stderr: {}",
+            self.said.join("\n"),
+            self.stderr.text(),
+            session.stderr()
+        )
+    }
+
+    /// The script's summary, its last line, once it has exited (within [`DEADLINE`]) and said
+    /// every check held, with the pinned SDK speaking its generation.
+    #[track_caller]
+    fn summary(&mut self, sdk: &Sdk, session: &Session) -> Value {
+        let exited = wait_child(&mut self.child, DEADLINE);
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.said.push(line);
+        }
+        let last = self.said.last().cloned().unwrap_or_default();
+        println!("{} client: {}", sdk.setup, self.said.join("\n"));
+        let summary: Value = serde_json::from_str(&last).unwrap_or_default();
+        assert!(
+            exited.is_some_and(|s| s.success()) && summary["ok"] == true,
+            "the SDK client failed ({exited:?})\n{}",
+            self.evidence(session)
+        );
+        assert!(
+            summary["sdk"]
+                .as_str()
+                .is_some_and(|s| s.starts_with(sdk.sdk)),
+            "{summary}"
+        );
+        assert_eq!(summary["protocol"], sdk.protocol.version, "{summary}");
+        summary
+    }
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        if wait_child(&mut self.child, Duration::ZERO).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The events the SDK delivered, in order: the task (submitted), its status working, one
+/// artifact update per chunk (the first not appending, every later one appending, only the last
+/// marked `lastChunk`) whose text joins to what the handler wrote, then the completed status
+/// (0.3: the only one `final`), and nothing after it. On the wire: one call, the generation's
+/// streaming method, answered 200 with as many events as the SDK delivered (1.0: under
+/// `A2A-Version: 1.0`).
+fn check_stream(p: &Protocol, summary: &Value) {
+    let events = summary["events"].as_array().cloned().unwrap_or_default();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(
+        events.len() >= 4
+            && kinds[..2] == ["task", "status"]
+            && kinds[2..kinds.len() - 1].iter().all(|k| *k == "artifact")
+            && kinds.last() == Some(&"status"),
+        "task, status, artifact…, status: {summary}"
+    );
+    assert_eq!(events[0]["state"], p.submitted, "{summary}");
+    assert_eq!(events[1]["state"], p.working, "{summary}");
+    let settled = &events[events.len() - 1];
+    assert_eq!(settled["state"], p.completed, "{summary}");
+    if p.version == "0.3" {
+        let finals: Vec<&Value> = events.iter().map(|e| &e["final"]).collect();
+        assert_eq!(finals[1], false, "{summary}");
+        assert_eq!(finals[finals.len() - 1], true, "{summary}");
+    }
+    let chunks = &events[2..events.len() - 1];
+    let text: String = chunks.iter().filter_map(|c| c["text"].as_str()).collect();
+    assert_eq!(
+        text,
+        STREAMED.concat(),
+        "the chunks join to stdout: {summary}"
+    );
+    for (i, chunk) in chunks.iter().enumerate() {
+        assert_eq!(
+            chunk["append"] == true,
+            i > 0,
+            "append after the first: {summary}"
+        );
+        let last = i + 1 == chunks.len();
+        assert_eq!(
+            chunk["last"] == true,
+            last,
+            "only the last chunk: {summary}"
+        );
+    }
+    if let Some(answer) = summary.get("sdk_answer") {
+        assert_eq!(
+            answer,
+            &json!(STREAMED.concat()),
+            "the SDK's own task: {summary}"
+        );
+    }
+    assert_eq!(
+        summary["rpc_calls"],
+        json!([format!("{}:200", p.stream)]),
+        "{summary}"
+    );
+    assert_eq!(summary["stream_events"], json!([events.len()]), "{summary}");
+    check_version_header(p, summary);
 }
