@@ -116,7 +116,12 @@ fn install_target_dir() -> PathBuf {
 }
 
 /// Run the repository's `script` (a path under it) with `args`, from `cwd`.
+///
+/// One at a time: on a machine without the musl target each run would `rustup target add` it,
+/// and rustup does not guard one toolchain against two installs at once.
 fn run_script(script: &str, cwd: &Path, args: &[&str]) -> Output {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
         .args(args)
         .current_dir(cwd)

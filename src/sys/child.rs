@@ -479,38 +479,18 @@ unsafe fn reaper_main(keep: libc::c_int) -> ! {
 /// Only in a child about to live on `keep` alone: every other descriptor is gone afterwards.
 unsafe fn close_all_but(keep: libc::c_int) {
     let keep = keep.max(0) as u32;
-    let ranges = [(0, keep.checked_sub(1)), (keep + 1, Some(u32::MAX))];
-    for (low, high) in ranges {
-        let Some(high) = high else { continue };
-        // SAFETY: the caller's contract: nothing in this range is needed any more.
-        if !unsafe { close_range(low, high) } {
-            for fd in low..=high.min(65535) {
-                // SAFETY: as above; closing a number that is not open fails harmlessly.
-                unsafe { libc::close(fd as libc::c_int) };
-            }
+    let below = keep.checked_sub(1).map(|high| (0, high));
+    for (low, high) in below.into_iter().chain([(keep + 1, u32::MAX)]) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: three integers; the caller's contract: nothing in the range is needed any more.
+        if unsafe { libc::syscall(libc::SYS_close_range, low, high, 0u32) } == 0 {
+            continue;
+        }
+        for fd in low..=high.min(65535) {
+            // SAFETY: as above; closing a number that is not open fails harmlessly.
+            unsafe { libc::close(fd as libc::c_int) };
         }
     }
-}
-
-/// `close_range(low, high, 0)`; whether the kernel did it.
-///
-/// # Safety
-///
-/// Every descriptor in `low..=high` must be one nothing in this process uses any more.
-#[cfg(target_os = "linux")]
-unsafe fn close_range(low: u32, high: u32) -> bool {
-    // SAFETY: three integers; the caller vouches for the range.
-    unsafe { libc::syscall(libc::SYS_close_range, low, high, 0u32) == 0 }
-}
-
-/// macOS has no `close_range`.
-///
-/// # Safety
-///
-/// None needed; `unsafe` only to match the Linux form.
-#[cfg(not(target_os = "linux"))]
-unsafe fn close_range(_low: u32, _high: u32) -> bool {
-    false
 }
 
 #[cfg(test)]
