@@ -40,6 +40,16 @@ pub fn decode(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Encode in the standard alphabet with padding (RFC 4648 §4): ProtoJSON's `bytes`, which every
+/// client's decoder reads.
+pub fn encode_standard(bytes: &[u8]) -> String {
+    let mut out = encode(bytes).replace('-', "+").replace('_', "/");
+    while !out.len().is_multiple_of(4) {
+        out.push('=');
+    }
+    out
+}
+
 /// Decode base64 in the standard (RFC 4648 §4) or the URL alphabet, padded or not — what
 /// ProtoJSON accepts for `bytes`. Padding, when present, must complete the last group; the two
 /// alphabets may not be mixed.
@@ -96,6 +106,9 @@ mod tests {
             assert!(decode_any(coded).is_some(), "{coded}");
         }
         assert_eq!(decode_any("+/8=").unwrap(), [0xfb, 0xff]);
+        assert_eq!(encode_standard(&[0xfb, 0xff]), "+/8=");
+        assert_eq!(encode_standard(b"hello"), "aGVsbG8=");
+        assert_eq!(encode_standard(b""), "");
         for bad in [
             "aGVsbG8==",
             "Zg===",

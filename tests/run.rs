@@ -105,7 +105,7 @@ fn readiness_line_ps_and_card_agree_on_the_session() {
         assert_eq!(interface["url"], url.as_str());
     }
     assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 2);
-    assert_eq!(card["capabilities"]["streaming"], false);
+    assert_eq!(card["capabilities"]["streaming"], true);
     assert_eq!(card["capabilities"]["extendedAgentCard"], false);
     assert_eq!(card["skills"][0]["id"], "task");
     let extension = card["capabilities"]["extensions"]

@@ -28,6 +28,7 @@ fuzz_target!(|data: &[u8]| {
             vec![],
             Arc::new(Vec::new),
             None,
+            None,
         ),
         auth: None,
         control: None,

@@ -18,8 +18,6 @@ pub struct CardFacts<'a> {
     pub session: Option<&'a str>,
     /// The door wants a bearer token: declares the scheme and the extended card.
     pub bearer: bool,
-    /// The media types the capsule takes: the echo capsule takes any part, a handler text.
-    pub input_modes: &'a [&'a str],
 }
 
 /// One agent card for both generations (a2a-1.0.md §6–7): the 1.0 members, with
@@ -50,12 +48,13 @@ pub fn agent_card(facts: &CardFacts) -> Value {
         "protocolVersion": "0.3.0",
         "version": version,
         "capabilities": {
-            "streaming": false,
+            "streaming": true,
             "pushNotifications": false,
             "extendedAgentCard": facts.bearer,
             "extensions": extensions,
         },
-        "defaultInputModes": facts.input_modes,
+        // Text, JSON data, and files of any type: every part reaches the handler.
+        "defaultInputModes": ["text/plain", "application/json", "*/*"],
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": [{
             "id": "task",
@@ -103,7 +102,6 @@ mod tests {
             addr: "127.0.0.1:5",
             session: Some("ses_x"),
             bearer: false,
-            input_modes: &["text/plain"],
         };
         let card = agent_card(&facts);
         assert_eq!(session_id_from_card(&card), Some("ses_x"));
@@ -136,7 +134,7 @@ mod tests {
             .collect();
         assert_eq!(versions, [&json!("1.0"), &json!("0.3")]);
         assert_eq!(card["supportedInterfaces"][1]["url"], card["url"]);
-        assert_eq!(card["capabilities"]["streaming"], false);
+        assert_eq!(card["capabilities"]["streaming"], true);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! it. The kinds map one to one: 0.3 `text`/`data`/`file{bytes}`/`file{uri}` are 1.0
 //! `text`/`data`/`raw`/`url`; 0.3's `name`/`mimeType` are 1.0's `filename`/`mediaType`.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::RpcError;
@@ -19,14 +20,14 @@ pub const MAX_DATA_DEPTH: usize = 64;
 /// The longest `filename` kept (a common file system's limit).
 const MAX_FILENAME: usize = 255;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Role {
     User,
     Agent,
 }
 
 /// What one part carries.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Content {
     Text(String),
     /// Any JSON value.
@@ -37,7 +38,7 @@ pub enum Content {
     Url(String),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Part {
     pub content: Content,
     pub filename: Option<String>,
@@ -66,7 +67,7 @@ impl Part {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub message_id: String,
     pub role: Role,

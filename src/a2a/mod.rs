@@ -6,6 +6,7 @@
 //! - [`rpc`]: method names of both generations, the ops they share, scopes, error codes.
 //! - [`message`]: messages and parts, validated as read, rendered in either shape.
 //! - [`params`]: each method's `params`, read and checked.
+//! - [`stream`]: the events of a task's stream, in either generation's shape.
 //! - [`task`]: task states and the task as either generation shows it.
 //! - [`error`]: a JSON-RPC error in either generation's shape.
 //! - [`card`]: the one agent card that serves both generations.
@@ -16,5 +17,6 @@ mod fields;
 pub mod message;
 pub mod params;
 pub mod rpc;
+pub mod stream;
 pub mod task;
 pub mod version;

@@ -75,7 +75,7 @@ pub fn send(params: &Value, generation: Generation) -> Result<Send, RpcError> {
         return Err(RpcError::new(
             PUSH_NOT_SUPPORTED,
             format!(
-                "params.configuration.{push}: this door sends no push notifications (capabilities.pushNotifications is false)"
+                "params.configuration.{push}: push notifications are not supported (capabilities.pushNotifications is false)"
             ),
         ));
     }

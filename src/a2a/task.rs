@@ -5,28 +5,32 @@
 //! A task started in one generation reads the same in the other, because nothing here keeps a
 //! client's JSON as it was sent — only the validated [`Message`].
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::message::{Message, Part, Role};
 use super::version::Generation;
 use crate::id::TaskId;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum State {
     Submitted,
     Working,
     Completed,
     Failed,
     Canceled,
+    /// The handler asked a question (exit 10); a message naming the task continues it.
+    InputRequired,
 }
 
 /// Every state, for reading a filter and for tests.
-pub const STATES: [State; 5] = [
+pub const STATES: [State; 6] = [
     State::Submitted,
     State::Working,
     State::Completed,
     State::Failed,
     State::Canceled,
+    State::InputRequired,
 ];
 
 impl State {
@@ -37,11 +41,13 @@ impl State {
             (Generation::V0_3, State::Completed) => "completed",
             (Generation::V0_3, State::Failed) => "failed",
             (Generation::V0_3, State::Canceled) => "canceled",
+            (Generation::V0_3, State::InputRequired) => "input-required",
             (Generation::V1_0, State::Submitted) => "TASK_STATE_SUBMITTED",
             (Generation::V1_0, State::Working) => "TASK_STATE_WORKING",
             (Generation::V1_0, State::Completed) => "TASK_STATE_COMPLETED",
             (Generation::V1_0, State::Failed) => "TASK_STATE_FAILED",
             (Generation::V1_0, State::Canceled) => "TASK_STATE_CANCELED",
+            (Generation::V1_0, State::InputRequired) => "TASK_STATE_INPUT_REQUIRED",
         }
     }
 
@@ -54,17 +60,23 @@ impl State {
     pub fn is_final(self) -> bool {
         matches!(self, State::Completed | State::Failed | State::Canceled)
     }
+
+    /// Final, or waiting for the client: a blocking send answers once a task is here.
+    pub fn is_settled(self) -> bool {
+        self.is_final() || self == State::InputRequired
+    }
 }
 
 /// One task's content.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Task {
     pub id: TaskId,
     pub context_id: String,
     pub state: State,
-    /// The client's messages, oldest first, each naming this task and its context.
+    /// The messages of every turn, oldest first, both roles (a question the handler asked is
+    /// the agent's), each naming this task and its context.
     pub history: Vec<Message>,
-    /// The answer's parts, once completed.
+    /// The answer's parts once completed; the question's while input is required.
     pub answer: Vec<Part>,
     /// What the status message says when there is no answer: why it failed or was canceled.
     pub note: Option<String>,
@@ -88,9 +100,10 @@ impl View {
 }
 
 impl Task {
-    /// The agent's status message: the answer when completed, else the note, if any.
+    /// The agent's status message: the answer when completed, the question while input is
+    /// required, else the note, if any.
     fn status_message(&self) -> Option<Message> {
-        let parts = if self.state == State::Completed {
+        let parts = if matches!(self.state, State::Completed | State::InputRequired) {
             self.answer.clone()
         } else {
             vec![Part::text(self.note.clone()?)]
@@ -105,9 +118,22 @@ impl Task {
         })
     }
 
+    /// The id of task `task_id`'s one artifact, the answer (the same in a stream and a read).
+    pub fn artifact_id(task_id: &str) -> String {
+        format!("art_{}", task_id.strip_prefix("tsk_").unwrap_or(task_id))
+    }
+
     /// The text of the status message: the answer, or why there is none.
     pub fn status_text(&self) -> String {
         self.status_message().map(|m| m.text()).unwrap_or_default()
+    }
+
+    /// The status message as it stands, to keep in `history` (the question of turn `turn`),
+    /// with an id of its own.
+    pub fn said(&self, turn: u32) -> Option<Message> {
+        let mut message = self.status_message()?;
+        message.message_id = format!("msg_{}_{turn}", self.id.hex());
+        Some(message)
     }
 
     pub fn render(&self, generation: Generation, view: View) -> Value {
@@ -138,7 +164,7 @@ impl Task {
         if view.artifacts && self.state == State::Completed {
             let parts: Vec<Value> = self.answer.iter().map(|p| p.render(generation)).collect();
             task["artifacts"] = json!([{
-                "artifactId": format!("art_{}", self.id.hex()),
+                "artifactId": Task::artifact_id(self.id.as_str()),
                 "name": "answer",
                 "parts": parts,
             }]);

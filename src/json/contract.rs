@@ -40,6 +40,10 @@ pub mod env {
     pub const TASK_ID: &str = "MUR_TASK_ID";
     /// The task's context.
     pub const CONTEXT_ID: &str = "MUR_CONTEXT_ID";
+    /// Which turn of the task this run is: 1, then 2, … for each message that continues it.
+    pub const TURN: &str = "MUR_TURN";
+    /// The task's private directory: `message.json`, `history.json`, `out/`.
+    pub const TASK_DIR: &str = "MUR_TASK_DIR";
     /// `name@version` of the capsule.
     pub const CAPSULE: &str = "MUR_CAPSULE";
     /// The `mur` binary, so a handler can run `"$MUR" formation call …` without mur on its PATH.

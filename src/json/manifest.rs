@@ -49,6 +49,8 @@ pub struct Lifecycle {
     pub concurrency: u32,
     pub queue_depth: u32,
     pub task_timeout_secs: u64,
+    /// How long a task waiting for input (its handler exited 10) waits before it fails.
+    pub input_timeout_secs: u64,
 }
 
 impl Default for Lifecycle {
@@ -58,6 +60,7 @@ impl Default for Lifecycle {
             concurrency: 1,
             queue_depth: 16,
             task_timeout_secs: 600,
+            input_timeout_secs: 3600,
         }
     }
 }
@@ -194,6 +197,9 @@ impl Manifest {
         }
         if lifecycle.task_timeout_secs == 0 || lifecycle.task_timeout_secs > 7 * 86_400 {
             return Err("lifecycle.task_timeout_secs: must be 1 to 604800".into());
+        }
+        if lifecycle.input_timeout_secs == 0 || lifecycle.input_timeout_secs > 7 * 86_400 {
+            return Err("lifecycle.input_timeout_secs: must be 1 to 604800".into());
         }
         if let Some(auth) = &self.network.authentication {
             let mut seen = std::collections::BTreeSet::new();

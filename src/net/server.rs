@@ -9,7 +9,7 @@
 //! | body over 1 MiB (by `Content-Length`) | 413, connection closed |
 //! | request not complete 10 s after its first byte | 408, connection closed |
 //! | malformed head, bad or duplicate `Content-Length`, `Transfer-Encoding` | 400 / 501, closed |
-//! | more than 128 connections at once | the new one gets 503 and is closed |
+//! | more than 128 connections at once (open streams count) | the new one gets 503 and is closed |
 //!
 //! An idle keep-alive connection is closed after the same 10 s without a byte.
 
@@ -57,11 +57,32 @@ impl Request {
 }
 
 /// One response; `Content-Length` and `Connection` are added by the server.
-#[derive(Debug)]
 pub struct Response {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: Vec<u8>,
+    /// A body written as it is produced instead of `body` (server-sent events): no
+    /// `Content-Length`, and the connection closes when it ends.
+    pub stream: Option<Box<dyn BodyStream>>,
+}
+
+/// A body produced piece by piece, on the connection's own thread.
+pub trait BodyStream: Send {
+    /// The next piece to write, waiting for it as long as it likes; `None` when the body is
+    /// over. A reader that does not take a piece within [`REQUEST_DEADLINE`] loses the
+    /// connection (the write times out), so a stalled reader holds only its own thread.
+    fn next(&mut self) -> Option<Vec<u8>>;
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .field("body_len", &self.body.len())
+            .field("stream", &self.stream.is_some())
+            .finish()
+    }
 }
 
 impl Response {
@@ -70,6 +91,7 @@ impl Response {
             status,
             headers: vec![("Content-Type", "application/json".into())],
             body: value.to_string().into_bytes(),
+            stream: None,
         }
     }
 
@@ -78,6 +100,20 @@ impl Response {
             status,
             headers: vec![("Content-Type", "text/plain; charset=utf-8".into())],
             body: format!("{text}\n").into_bytes(),
+            stream: None,
+        }
+    }
+
+    /// `text/event-stream`, written as `stream` produces it.
+    pub fn event_stream(stream: Box<dyn BodyStream>) -> Self {
+        Self {
+            status: 200,
+            headers: vec![
+                ("Content-Type", "text/event-stream".into()),
+                ("Cache-Control", "no-cache".into()),
+            ],
+            body: Vec::new(),
+            stream: Some(stream),
         }
     }
 }
@@ -170,7 +206,7 @@ fn refuse_busy(mut stream: TcpStream) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
     let _ = write_response(
         &mut stream,
-        &Response::text(503, "too many connections"),
+        &mut Response::text(503, "too many connections"),
         false,
     );
 }
@@ -190,17 +226,18 @@ fn connection(
         let request = match read_request(&mut stream, &mut buf, peer) {
             Ok(Some(request)) => request,
             Ok(None) => return,
-            Err(refusal) => {
-                let _ = write_response(&mut stream, &refusal, false);
+            Err(mut refusal) => {
+                let _ = write_response(&mut stream, &mut refusal, false);
                 return;
             }
         };
         // Counted from before the handler runs until its answer is written, so a stop the
         // handler itself caused waits for this answer.
         answering.fetch_add(1, Ordering::AcqRel);
-        let keep_alive = request.keep_alive && !stop.is_stopped();
-        let response = handler.handle(request);
-        let written = write_response(&mut stream, &response, keep_alive);
+        let request_keep_alive = request.keep_alive;
+        let mut response = handler.handle(request);
+        let keep_alive = request_keep_alive && !stop.is_stopped() && response.stream.is_none();
+        let written = write_response(&mut stream, &mut response, keep_alive);
         answering.fetch_sub(1, Ordering::AcqRel);
         if written.is_err() || !keep_alive {
             return;
@@ -332,7 +369,7 @@ fn reason(status: u16) -> &'static str {
 
 fn write_response(
     stream: &mut TcpStream,
-    response: &Response,
+    response: &mut Response,
     keep_alive: bool,
 ) -> std::io::Result<()> {
     let mut out = format!(
@@ -343,15 +380,26 @@ fn write_response(
     for (name, value) in &response.headers {
         out.push_str(&format!("{name}: {value}\r\n"));
     }
-    out.push_str(&format!(
-        "Content-Length: {}\r\nConnection: {}\r\n\r\n",
-        response.body.len(),
-        if keep_alive { "keep-alive" } else { "close" }
-    ));
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(&response.body);
-    stream.write_all(&bytes)?;
-    stream.flush()
+    let Some(body) = response.stream.as_mut() else {
+        out.push_str(&format!(
+            "Content-Length: {}\r\nConnection: {}\r\n\r\n",
+            response.body.len(),
+            if keep_alive { "keep-alive" } else { "close" }
+        ));
+        let mut bytes = out.into_bytes();
+        bytes.extend_from_slice(&response.body);
+        stream.write_all(&bytes)?;
+        return stream.flush();
+    };
+    // A streamed body ends when the connection closes.
+    out.push_str("Connection: close\r\n\r\n");
+    stream.write_all(out.as_bytes())?;
+    stream.flush()?;
+    while let Some(piece) = body.next() {
+        stream.write_all(&piece)?;
+        stream.flush()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ use serde_json::{Value, json};
 
 use super::auth::{self, Caller, DoorAuth};
 use super::control::Control;
-use super::tasks::{Engine, FollowUp, Lookup, Refused};
+use super::feed::{Feed, Next};
+use super::tasks::{Engine, FollowUp, Lookup, Refused, Taken};
 use crate::a2a::card::{CardFacts, agent_card};
 use crate::a2a::error::RpcError;
 use crate::a2a::params;
@@ -31,7 +32,55 @@ use crate::a2a::rpc::{self, Method, Op};
 use crate::a2a::task::View;
 use crate::a2a::version::Generation;
 use crate::id::SessionId;
-use crate::net::server::{Handler, Request, Response};
+use crate::net::server::{BodyStream, Handler, Request, Response};
+
+/// How long a stream may be silent before a comment line keeps it alive.
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// What a JSON-RPC request gets: one answer, or a stream of them.
+enum Reply {
+    Value(Value),
+    Stream(Sse),
+}
+
+/// A task's events as server-sent events, each a JSON-RPC answer to the request that asked.
+struct Sse {
+    feed: Arc<Feed>,
+    id: Value,
+    generation: Generation,
+}
+
+impl Sse {
+    fn new(feed: Arc<Feed>, id: Value, generation: Generation) -> Self {
+        Self {
+            feed,
+            id,
+            generation,
+        }
+    }
+}
+
+impl BodyStream for Sse {
+    fn next(&mut self) -> Option<Vec<u8>> {
+        match self.feed.next(HEARTBEAT) {
+            Next::Event(event) => {
+                let result =
+                    event.render(&self.feed.task_id, &self.feed.context_id, self.generation);
+                let answer = json!({"jsonrpc": "2.0", "id": self.id, "result": result});
+                Some(format!("data: {answer}\n\n").into_bytes())
+            }
+            Next::Idle => Some(b": keep-alive\n\n".to_vec()),
+            Next::End => None,
+        }
+    }
+}
+
+impl Drop for Sse {
+    /// The reader has gone (or the stream ended): the engine stops feeding it at once.
+    fn drop(&mut self) {
+        self.feed.close();
+    }
+}
 
 /// One session's door.
 pub struct Door {
@@ -56,12 +105,21 @@ impl Door {
             addr: &self.addr,
             session: (extended || !bearer).then_some(self.session_id.as_str()),
             bearer,
-            input_modes: self.engine.input_modes(),
         })
     }
 
-    /// Answer one JSON-RPC request from `caller`. `Err` is an HTTP-level refusal (403).
-    fn rpc(&self, request: &Request, caller: &Caller) -> Result<Value, Response> {
+    /// Answer one JSON-RPC request from `caller`: a JSON-RPC answer, an event stream, or an
+    /// HTTP-level refusal (403).
+    fn rpc(&self, request: &Request, caller: &Caller) -> Response {
+        match self.answer(request, caller) {
+            Ok(Reply::Value(answer)) => Response::json(200, &answer),
+            Ok(Reply::Stream(stream)) => Response::event_stream(Box::new(stream)),
+            Err(refusal) => refusal,
+        }
+    }
+
+    fn answer(&self, request: &Request, caller: &Caller) -> Result<Reply, Response> {
+        let answer = |value| Ok(Reply::Value(value));
         let mut versions = request.header_values("a2a-version");
         let generation = match (versions.next(), versions.next()) {
             (value, None) => Generation::from_header(value),
@@ -74,27 +132,27 @@ impl Door {
             // JSON, but two equal keys in one object: which one counts would be a guess.
             Err(err) if err.is_data() => {
                 let why = format!("invalid request: {err}; send each key once");
-                return Ok(RpcError::new(rpc::INVALID_REQUEST, why).answer(Value::Null, shape));
+                return answer(RpcError::new(rpc::INVALID_REQUEST, why).answer(Value::Null, shape));
             }
             Err(_) => {
                 let why = "parse error: the body is not JSON";
-                return Ok(RpcError::new(rpc::PARSE_ERROR, why).answer(Value::Null, shape));
+                return answer(RpcError::new(rpc::PARSE_ERROR, why).answer(Value::Null, shape));
             }
         };
         let (id, name) = match envelope(&body) {
             Ok(found) => found,
-            Err((id, err)) => return Ok(err.answer(id, shape)),
+            Err((id, err)) => return answer(err.answer(id, shape)),
         };
         let generation = match generation {
             Ok(generation) => generation,
             Err(why) => {
                 let err = RpcError::new(rpc::VERSION_NOT_SUPPORTED, why);
-                return Ok(err.answer(id, Generation::V1_0));
+                return answer(err.answer(id, Generation::V1_0));
             }
         };
         let method = match resolve(name, generation) {
             Ok(method) => method,
-            Err((err, shape)) => return Ok(err.answer(id, shape)),
+            Err((err, shape)) => return answer(err.answer(id, shape)),
         };
         let shape = if method.own {
             generation
@@ -107,10 +165,20 @@ impl Door {
             return Err(auth::forbidden(method.name));
         }
         let params = body.get("params").unwrap_or(&Value::Null);
-        Ok(match self.dispatch(method, params, caller, shape) {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(err) => err.answer(id, shape),
-        })
+        let feed = match method.op {
+            Op::Stream => self.stream(params, caller, shape),
+            Op::Subscribe => self.subscribe(params, caller, shape),
+            _ => {
+                return answer(match self.dispatch(method, params, caller, shape) {
+                    Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                    Err(err) => err.answer(id, shape),
+                });
+            }
+        };
+        match feed {
+            Ok(feed) => Ok(Reply::Stream(Sse::new(feed, id, shape))),
+            Err(err) => answer(err.answer(id, shape)),
+        }
     }
 
     fn dispatch(
@@ -138,16 +206,14 @@ impl Door {
                 Ok(lookup(task, &asked.id, generation)?.render(generation, View::FULL))
             }
             Op::List => self.list(params, viewer),
+            // Answered as streams, by `answer`.
             Op::Stream | Op::Subscribe => Err(RpcError::new(
-                rpc::UNSUPPORTED_OPERATION,
-                format!(
-                    "{}: this door does not stream (capabilities.streaming is false); send the message and read the task back",
-                    method.name
-                ),
+                rpc::INTERNAL_ERROR,
+                format!("{} is a streaming method", method.name),
             )),
             Op::PushConfig => Err(RpcError::new(
                 rpc::PUSH_NOT_SUPPORTED,
-                "this door sends no push notifications (capabilities.pushNotifications is false)",
+                "push notifications are not supported: this door sends none (capabilities.pushNotifications is false)",
             )),
             Op::ExtendedCard => match (&self.auth, generation) {
                 (Some(_), _) => Ok(self.card(true)),
@@ -177,32 +243,84 @@ impl Door {
         crate::sys::wake::notify();
     }
 
-    fn send(
+    /// Take a message (a new task, or the next turn of one waiting for input), with a feed of
+    /// its events when `stream`.
+    fn take(
         &self,
-        params: &Value,
+        asked: params::Send,
         caller: &Caller,
         generation: Generation,
-    ) -> Result<Value, RpcError> {
+        stream: bool,
+    ) -> Result<Taken, RpcError> {
         if self.stop_requested.load(Ordering::Acquire) {
             return Err(RpcError::new(
                 rpc::INTERNAL_ERROR,
                 "the session is stopping",
             ));
         }
-        let asked = params::send(params, generation)?;
         let named = asked.message.task_id.clone().unwrap_or_default();
-        let id = self
-            .engine
-            .submit(caller.owner(), caller.viewer(), asked.message)
-            .map_err(|refused| refusal(refused, &named, generation))?;
-        let task = if asked.blocking {
+        self.engine
+            .submit(caller.owner(), caller.viewer(), asked.message, stream)
+            .map_err(|refused| refusal(refused, &named, generation))
+    }
+
+    /// `message/stream`, `SendStreamingMessage`: the task's events as they happen.
+    fn stream(
+        &self,
+        params: &Value,
+        caller: &Caller,
+        generation: Generation,
+    ) -> Result<Arc<Feed>, RpcError> {
+        let asked = params::send(params, generation)?;
+        self.take(asked, caller, generation, true)?
+            .feed
+            .ok_or_else(|| RpcError::new(rpc::INTERNAL_ERROR, "the task has no stream"))
+    }
+
+    /// `tasks/resubscribe`, `SubscribeToTask`: a live task's events from now on.
+    fn subscribe(
+        &self,
+        params: &Value,
+        caller: &Caller,
+        generation: Generation,
+    ) -> Result<Arc<Feed>, RpcError> {
+        let asked = params::task_ref(params)?;
+        let read_with = match generation {
+            Generation::V0_3 => "tasks/get",
+            Generation::V1_0 => "GetTask",
+        };
+        self.engine
+            .subscribe(&asked.id, caller.viewer())
+            .map_err(|lookup| match lookup {
+                Lookup::NotFound => not_found(),
+                Lookup::Ended(state) => RpcError::new(
+                    rpc::UNSUPPORTED_OPERATION,
+                    format!(
+                        "task {} has ended ({}): there is nothing more to stream; read it with {read_with}",
+                        shown(&asked.id),
+                        state.wire(generation),
+                    ),
+                ),
+            })
+    }
+
+    fn send(
+        &self,
+        params: &Value,
+        caller: &Caller,
+        generation: Generation,
+    ) -> Result<Value, RpcError> {
+        let asked = params::send(params, generation)?;
+        let (blocking, history_length) = (asked.blocking, asked.history_length);
+        let id = self.take(asked, caller, generation, false)?.id;
+        let task = if blocking {
             self.engine.wait(&id)
         } else {
             self.engine.get(id.as_str(), None).ok()
         };
         let task = task.ok_or_else(|| RpcError::new(rpc::INTERNAL_ERROR, "the task was lost"))?;
         let view = View {
-            history_length: asked.history_length,
+            history_length,
             artifacts: true,
         };
         let rendered = task.render(generation, view);
@@ -300,7 +418,7 @@ fn shown(text: &str) -> String {
 fn lookup<T>(found: Result<T, Lookup>, id: &str, generation: Generation) -> Result<T, RpcError> {
     found.map_err(|l| match l {
         Lookup::NotFound => not_found(),
-        Lookup::NotCancelable(state) => RpcError::new(
+        Lookup::Ended(state) => RpcError::new(
             rpc::TASK_NOT_CANCELABLE,
             format!(
                 "task {} has already ended ({})",
@@ -323,7 +441,6 @@ fn refusal(refused: Refused, named: &str, generation: Generation) -> RpcError {
     match refused {
         Refused::NotAccepted(why) => RpcError::new(rpc::UNSUPPORTED_OPERATION, why),
         Refused::Busy(why) | Refused::Internal(why) => RpcError::new(rpc::INTERNAL_ERROR, why),
-        Refused::Content(why) => RpcError::new(rpc::CONTENT_TYPE_NOT_SUPPORTED, why),
         Refused::FollowUp(FollowUp::NotFound) => not_found(),
         Refused::FollowUp(FollowUp::OtherContext) => RpcError::invalid(
             "params.message.contextId",
@@ -364,10 +481,7 @@ impl Handler for Door {
                     },
                     None => Caller::Public,
                 };
-                match self.rpc(&request, &caller) {
-                    Ok(answer) => Response::json(200, &answer),
-                    Err(refusal) => refusal,
-                }
+                self.rpc(&request, &caller)
             }
             (_, p) if p == "/control" || p.starts_with("/control/") => match &self.control {
                 Some(control) => control.handle(&request),

@@ -4,7 +4,8 @@
 //! The handler contract: argv from `run`, cwd the workdir, the task's text on stdin, the
 //! session's and the task's `MUR_*` variables and the control values currently set in the
 //! environment. Its stdout (up to 4 MiB; one trailing newline dropped) is the answer; exit 0 is
-//! `completed`, anything else `failed` with the tail of its stderr.
+//! `completed`, exit 10 `input-required` (stdout the question), anything else `failed` with the
+//! tail of its stderr.
 //!
 //! Each handler leads its own process group. On timeout or cancel the group gets SIGTERM, then
 //! SIGKILL [`KILL_GRACE`] later. The one ordering rule, kept by [`reap`]: once the leader has
@@ -27,6 +28,8 @@ use crate::sys::child::{ChildWatch, GroupReaper, Pump, signal_group};
 
 /// The most of a handler's stdout kept as its answer.
 pub const MAX_ANSWER: usize = 4 << 20;
+/// The exit status by which a handler asks for input: its stdout is the question.
+pub const INPUT_REQUIRED_EXIT: i32 = 10;
 /// How much of a failed handler's stderr is reported.
 const STDERR_TAIL: usize = 2048;
 /// Between SIGTERM and SIGKILL for a timed-out or canceled handler.
@@ -42,6 +45,8 @@ const WATCH_TICK: Duration = Duration::from_millis(25);
 pub enum Outcome {
     /// Exit 0: its stdout, less one trailing newline.
     Completed(String),
+    /// Exit 10: its stdout (less one trailing newline) is a question for the client.
+    InputRequired(String),
     /// Why it failed: its exit and stderr tail, a timeout, or a resource failure here.
     Failed(String),
     Canceled,
@@ -132,13 +137,15 @@ pub enum Stopped {
 
 /// Feed `stdin` to the handler and collect its output until its leader exits, stopping its
 /// group when `canceled()` says so or `timeout` passes (SIGTERM, then SIGKILL after
-/// [`KILL_GRACE`]). The leader is left unreaped: [`reap`] is next. The `Err` is a handler whose
-/// pipes could not be set up; its group has been SIGKILLed.
+/// [`KILL_GRACE`]). Each piece of stdout goes to `on_output` as it arrives (within the answer's
+/// bound). The leader is left unreaped: [`reap`] is next. The `Err` is a handler whose pipes
+/// could not be set up; its group has been SIGKILLed.
 pub fn supervise(
     child: &mut Child,
     stdin: Vec<u8>,
     timeout: Duration,
     canceled: impl Fn() -> bool,
+    on_output: &mut dyn FnMut(&[u8]),
 ) -> Result<(Pump, Option<Stopped>), String> {
     let pgid = child.id();
     let watch = ChildWatch::new(pgid);
@@ -149,7 +156,16 @@ pub fn supervise(
     let deadline = Instant::now() + timeout;
     let mut term_sent: Option<Instant> = None;
     let mut stopped = None;
-    while !pump.step(&watch, WATCH_TICK) {
+    let mut seen = 0;
+    loop {
+        let exited = pump.step(&watch, WATCH_TICK);
+        if pump.out.len() > seen {
+            on_output(&pump.out[seen..]);
+            seen = pump.out.len();
+        }
+        if exited {
+            break;
+        }
         if term_sent.is_none() {
             let why = if canceled() {
                 Some(Stopped::Canceled)
@@ -201,12 +217,15 @@ pub fn outcome(
         Ok(status) => status,
         Err(err) => return Outcome::Failed(format!("the handler could not be waited on: {err}")),
     };
-    if status.success() {
+    if matches!(status.code(), Some(0 | INPUT_REQUIRED_EXIT)) {
         let mut answer = String::from_utf8_lossy(&pump.out).into_owned();
         if answer.ends_with('\n') {
             answer.pop();
         }
-        return Outcome::Completed(answer);
+        return match status.code() {
+            Some(0) => Outcome::Completed(answer),
+            _ => Outcome::InputRequired(answer),
+        };
     }
     let how = match (status.code(), status.signal()) {
         (Some(code), _) => format!("the handler exited with code {code}"),

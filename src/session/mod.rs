@@ -9,8 +9,12 @@
 pub mod auth;
 pub mod control;
 pub mod door;
+pub mod feed;
 pub mod handler;
 pub mod member;
+pub mod one_shot;
+pub mod store;
+pub mod taskdir;
 pub mod tasks;
 
 use std::collections::BTreeMap;
@@ -24,8 +28,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::a2a::message::{Message, Part, Role};
-use crate::a2a::task::State;
 use crate::id::SessionId;
 use crate::json::contract::env;
 use crate::json::manifest::{Lifecycle, Manifest};
@@ -33,6 +35,7 @@ use crate::json::record::RunningRecord;
 use crate::running::{ControlGuard, RecordGuard};
 use crate::sys::signal;
 use control::Control;
+use taskdir::SessionTasks;
 use tasks::{Capsule, Engine};
 
 /// The longest the main loop sleeps without looking for a reason to stop. Every reason also
@@ -138,7 +141,11 @@ pub fn run(options: &Options) -> Result<i32, String> {
     let member = inherited_membership(&declared)?;
     let session_id = SessionId::mint()?;
     let tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
-    let engine = engine(&declared, &session_id, &tokens, member.as_ref());
+    let dirs = match declared.capsule {
+        Capsule::Handler { .. } => task_dirs(&session_id)?,
+        Capsule::Echo => None,
+    };
+    let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
 
     let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
         .map_err(|err| format!("cannot listen on {}:{}: {err}", options.bind, options.port))?;
@@ -193,7 +200,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
     let one_shot = options
         .task
         .clone()
-        .map(|text| run_one_shot(&engine, text))
+        .map(|text| one_shot::start(&engine, text))
         .transpose()?;
 
     let ending = loop {
@@ -209,11 +216,11 @@ pub fn run(options: &Options) -> Result<i32, String> {
         {
             break Ending::Lifeline;
         }
-        if let Some(Ok((completed, text))) = one_shot.as_ref().map(|rx| rx.try_recv()) {
-            print_answer(completed, &text);
-            break Ending::TaskDone(completed);
+        if let Some(Ok(ended)) = one_shot.as_ref().map(|rx| rx.try_recv()) {
+            break Ending::TaskDone(one_shot::report(&ended));
         }
         crate::sys::wake::wait(None, WATCH_INTERVAL);
+        engine.expire();
     };
 
     door.stop_requested.store(true, Ordering::Release);
@@ -316,6 +323,7 @@ fn engine(
     session_id: &SessionId,
     tokens: &Tokens,
     member: Option<&Arc<member::Member>>,
+    dirs: Option<SessionTasks>,
 ) -> Arc<Engine> {
     let mut base_env: Vec<(String, OsString)> = vec![
         (env::SESSION_ID.into(), session_id.to_string().into()),
@@ -339,6 +347,7 @@ fn engine(
         base_env,
         Arc::new(move || control.as_ref().map(|c| c.env()).unwrap_or_default()),
         calls,
+        dirs,
     )
 }
 
@@ -359,38 +368,6 @@ fn watch_lifeline(mut pipe: std::fs::File) -> Result<Arc<AtomicBool>, String> {
         })
         .map_err(|err| format!("cannot watch the formation lifeline: {err}"))?;
     Ok(closed)
-}
-
-/// Run the `--task` on a thread of its own; its outcome (completed, answer or reason) arrives
-/// on the receiver, and wakes the session.
-fn run_one_shot(
-    engine: &Arc<Engine>,
-    text: String,
-) -> Result<std::sync::mpsc::Receiver<(bool, String)>, String> {
-    let engine = engine.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("one-shot".into())
-        .spawn(move || {
-            let message = Message {
-                message_id: "task".into(),
-                role: Role::User,
-                parts: vec![Part::text(text)],
-                context_id: None,
-                task_id: None,
-                metadata: None,
-            };
-            let outcome = match engine.submit("operator", None, message) {
-                Ok(id) => engine
-                    .wait(&id)
-                    .map(|task| (task.state == State::Completed, task.status_text())),
-                Err(refused) => Some((false, refused.to_string())),
-            };
-            let _ = tx.send(outcome.unwrap_or((false, "the task was lost".into())));
-            crate::sys::wake::notify();
-        })
-        .map_err(|err| format!("cannot run the task: {err}"))?;
-    Ok(rx)
 }
 
 /// Stop taking tasks and cancel live ones, waiting for them to end; a second signal, or
@@ -426,6 +403,20 @@ fn running_dir() -> Result<Option<crate::sys::dir::Dir>, String> {
     }
 }
 
+/// `~/.murmur/tasks/<session>/`, where each task's `MUR_TASK_DIR` goes. Untrusted is the `Err`;
+/// unusable (a read-only or full disk) is `None`, with a warning: handlers then run without a
+/// task directory (text on stdin, stdout back).
+fn task_dirs(session_id: &SessionId) -> Result<Option<SessionTasks>, String> {
+    match SessionTasks::create(session_id.as_str()) {
+        Ok(dirs) => Ok(Some(dirs)),
+        Err(crate::home::HomeError::Untrusted(why)) => Err(why),
+        Err(crate::home::HomeError::Unusable(why)) => {
+            crate::cli::warn("run", &format!("{why}; handlers get no MUR_TASK_DIR"));
+            Ok(None)
+        }
+    }
+}
+
 fn write_files(
     dir: Option<&crate::sys::dir::Dir>,
     record: &RunningRecord,
@@ -443,16 +434,6 @@ fn write_files(
         .map_err(|why| crate::cli::warn("run", &format!("{why}; running without a record")))
         .ok();
     (control, guard)
-}
-
-fn print_answer(completed: bool, text: &str) {
-    use std::io::Write;
-    if completed {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{text}").and_then(|()| out.flush());
-    } else {
-        crate::cli::warn("run", &format!("the task failed: {text}"));
-    }
 }
 
 /// The readiness line: one JSON line on stdout with `--json`, a human line on stderr otherwise;

@@ -1,6 +1,6 @@
 //! The task engine: what `message/send` and `SendMessage` start, run by the capsule's handler
 //! ([`super::handler`]) under the manifest's lifecycle rules — acceptance, concurrency, queue —
-//! and kept (the newest 1,000 finished) for `tasks/get`, `GetTask` and `ListTasks`. What a task
+//! and, once finished, kept in [`super::store`] for `tasks/get`, `GetTask` and `ListTasks`. What a task
 //! looks like on the wire is [`crate::a2a::task`]'s business; this module owns its life.
 //!
 //! The engine owns the registry of running handler groups: a group is registered under the
@@ -12,19 +12,21 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::handler::{self, CallSocket, Outcome};
-use crate::a2a::message::{Content, Message, Part};
+use super::feed::Feed;
+use super::handler::{self, CallSocket, MAX_ANSWER, Outcome};
+use super::store::Store;
+use super::taskdir::{SessionTasks, TaskDir};
+use crate::a2a::message::{Message, Part};
 use crate::a2a::params;
+use crate::a2a::stream::{Chunker, Event};
 use crate::a2a::task::{State, Task};
 use crate::id::{ContextId, TaskId};
 use crate::json::contract::env;
 use crate::json::manifest::{Acceptance, Lifecycle};
 use crate::sys::child::signal_group;
 
-/// Finished tasks kept for `tasks/get`.
-pub const KEPT_TASKS: usize = 1000;
 /// The most generations of a handler's escaped descendants one orphan sweep ends.
 const SWEEP_ROUNDS: usize = 32;
 
@@ -37,21 +39,84 @@ pub enum Capsule {
     Handler { argv: Vec<String>, workdir: PathBuf },
 }
 
-/// A task with what only the engine needs: whose it is, whether it was asked to end, and when
-/// it came (for listing newest first).
+/// A task with what only the engine needs: whose it is, whether it was asked to end, when it
+/// came (for listing newest first), its turn and its directory.
 struct Entry {
     task: Task,
     /// The credential that started it; only it (and the operator) can see it.
     owner: String,
     cancel: bool,
     seq: u64,
+    /// The turn running or next to run: 1 for a new task, one more for each continuation.
+    turn: u32,
+    /// While input is required: when the task fails for want of it.
+    input_until: Option<Instant>,
+    /// `MUR_TASK_DIR`, from the first turn until the task ends.
+    dir: Option<Arc<TaskDir>>,
+    /// The readers streaming it.
+    feeds: Vec<Arc<Feed>>,
+    /// Whether this turn's answer has been streamed in chunks already.
+    chunked: bool,
 }
 
 impl Entry {
+    /// Move to `state` and tell its readers; a final state also removes the task's directory.
     fn finish(&mut self, state: State, note: Option<String>) {
         self.task.state = state;
         self.task.note = note;
         self.task.updated = crate::time::unix_now();
+        if state.is_final()
+            && let Some(dir) = self.dir.take()
+        {
+            dir.remove();
+        }
+        if state == State::Completed {
+            // The chunks streamed were the answer's text: what is left are the files.
+            let skip = usize::from(
+                self.chunked && matches!(self.task.answer.first(), Some(p) if p.kind() == "text"),
+            );
+            let mut rest = self.task.answer[skip.min(self.task.answer.len())..].to_vec();
+            if rest.is_empty() {
+                rest.push(Part::text(""));
+            }
+            let append = self.chunked;
+            self.publish(Event::Artifact {
+                parts: rest,
+                append,
+                last: true,
+            });
+        }
+        self.publish(Event::Status {
+            state,
+            message: self.task.said(self.turn),
+            timestamp: self.task.updated,
+            settled: state.is_settled(),
+        });
+    }
+
+    /// Give `event` to every reader still reading.
+    fn publish(&mut self, event: Event) {
+        self.feeds.retain(|feed| feed.push(event.clone()));
+    }
+
+    /// A new reader: it gets the task as it stands, then what happens next.
+    fn watch(&mut self) -> Arc<Feed> {
+        let feed = Arc::new(Feed::new(
+            self.task.id.to_string(),
+            self.task.context_id.clone(),
+        ));
+        feed.push(Event::Task(self.task.clone()));
+        if self.task.state.is_settled() {
+            feed.push(Event::Status {
+                state: self.task.state,
+                message: self.task.said(self.turn),
+                timestamp: self.task.updated,
+                settled: true,
+            });
+        } else {
+            self.feeds.push(feed.clone());
+        }
+        feed
     }
 }
 
@@ -64,8 +129,6 @@ pub enum Refused {
     Busy(String),
     /// Something on this side failed (no randomness for an id).
     Internal(String),
-    /// The capsule cannot take a part of this kind.
-    Content(String),
     /// The message names a task it cannot continue.
     FollowUp(FollowUp),
 }
@@ -77,7 +140,7 @@ pub enum FollowUp {
     NotFound,
     /// The task has ended; a finished task is never restarted.
     Ended(State),
-    /// The task is still running; it is not waiting for input.
+    /// The task is queued or running; it is not waiting for input.
     Live(State),
     /// The message's `contextId` is not the task's.
     OtherContext,
@@ -86,10 +149,9 @@ pub enum FollowUp {
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refused::NotAccepted(why)
-            | Refused::Busy(why)
-            | Refused::Internal(why)
-            | Refused::Content(why) => f.write_str(why),
+            Refused::NotAccepted(why) | Refused::Busy(why) | Refused::Internal(why) => {
+                f.write_str(why)
+            }
             Refused::FollowUp(why) => write!(f, "{why:?}"),
         }
     }
@@ -99,8 +161,26 @@ impl std::fmt::Display for Refused {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Lookup {
     NotFound,
-    /// It has already ended, in this state.
-    NotCancelable(State),
+    /// It has already ended, in this state: it cannot be canceled or streamed.
+    Ended(State),
+}
+
+/// A task taken: its id, and when a stream was asked for, the reader's feed.
+pub struct Taken {
+    pub id: TaskId,
+    pub feed: Option<Arc<Feed>>,
+}
+
+/// What one turn of a task runs with.
+struct Turn {
+    task_id: TaskId,
+    context_id: String,
+    number: u32,
+    /// The message this turn answers.
+    message: Message,
+    /// Every message before it, both roles.
+    earlier: Vec<Message>,
+    dir: Option<Arc<TaskDir>>,
 }
 
 /// Where the environment extras for the next task come from (the control plane).
@@ -117,6 +197,8 @@ pub struct Engine {
     base_env: Vec<(String, OsString)>,
     extra_env: EnvSource,
     calls: Option<CallService>,
+    /// `~/.murmur/tasks/<session>/`, for a capsule with a handler.
+    dirs: Option<SessionTasks>,
     state: Mutex<Tasks>,
     changed: Condvar,
     /// Started with the first handler: SIGKILLs the running handlers' groups if this session
@@ -126,8 +208,9 @@ pub struct Engine {
 
 #[derive(Default)]
 struct Tasks {
+    /// The tasks queued, running or waiting for input.
     by_id: BTreeMap<String, Entry>,
-    finished: VecDeque<String>,
+    finished: Store,
     queue: VecDeque<String>,
     running: u32,
     stopping: bool,
@@ -155,6 +238,7 @@ impl Engine {
         base_env: Vec<(String, OsString)>,
         extra_env: EnvSource,
         calls: Option<CallService>,
+        dirs: Option<SessionTasks>,
     ) -> Arc<Self> {
         Arc::new(Self {
             capsule,
@@ -162,6 +246,7 @@ impl Engine {
             base_env,
             extra_env,
             calls,
+            dirs,
             state: Mutex::new(Tasks::default()),
             changed: Condvar::new(),
             reaper: std::sync::OnceLock::new(),
@@ -176,49 +261,22 @@ impl Engine {
     /// Start (or queue) a task for `owner` from a client's validated `message`; its id. `viewer`
     /// is whose tasks the caller may see ([`Engine::get`]).
     ///
-    /// A message naming a `taskId` asks to continue that task, which only a task waiting for
-    /// input may be; no task waits for input yet, so every such message is refused with why
-    /// ([`FollowUp`]), and never silently starts a new task.
+    /// A message naming a `taskId` is that task's next turn, which only a task waiting for input
+    /// may take; anything else is refused with why ([`FollowUp`]) and never starts a new task.
     pub fn submit(
         self: &Arc<Self>,
         owner: &str,
         viewer: Option<&str>,
         mut message: Message,
-    ) -> Result<TaskId, Refused> {
+        stream: bool,
+    ) -> Result<Taken, Refused> {
         if self.lifecycle.task_acceptance == Acceptance::None {
             return Err(Refused::NotAccepted(
                 "this capsule takes no tasks (task_acceptance: none)".into(),
             ));
         }
-        if let Some(named) = &message.task_id {
-            let tasks = self.lock();
-            let entry = visible(&tasks, named, viewer)
-                .map_err(|_| Refused::FollowUp(FollowUp::NotFound))?;
-            return Err(Refused::FollowUp(
-                if message
-                    .context_id
-                    .as_ref()
-                    .is_some_and(|c| *c != entry.task.context_id)
-                {
-                    FollowUp::OtherContext
-                } else if entry.task.state.is_final() {
-                    FollowUp::Ended(entry.task.state)
-                } else {
-                    FollowUp::Live(entry.task.state)
-                },
-            ));
-        }
-        if let (Capsule::Handler { .. }, Some(part)) = (
-            &self.capsule,
-            message
-                .parts
-                .iter()
-                .position(|p| !matches!(p.content, Content::Text(_))),
-        ) {
-            return Err(Refused::Content(format!(
-                "params.message.parts[{part}] is a {} part; this capsule's handler takes text parts only",
-                message.parts[part].kind()
-            )));
+        if let Some(named) = message.task_id.clone() {
+            return self.resume(&named, viewer, message, stream);
         }
         let id = TaskId::mint().map_err(Refused::Internal)?;
         let context_id = match message.context_id.clone() {
@@ -228,11 +286,7 @@ impl Engine {
         message.task_id = Some(id.to_string());
         message.context_id = Some(context_id.clone());
         let mut tasks = self.lock();
-        if tasks.stopping {
-            return Err(Refused::Busy("the session is stopping".into()));
-        }
         let seq = tasks.next_seq;
-        tasks.next_seq += 1;
         let mut entry = Entry {
             task: Task {
                 id: id.clone(),
@@ -246,40 +300,109 @@ impl Engine {
             owner: owner.to_string(),
             cancel: false,
             seq,
+            turn: 1,
+            input_until: None,
+            dir: None,
+            feeds: Vec::new(),
+            chunked: false,
         };
         if let Capsule::Echo = self.capsule {
+            if tasks.stopping {
+                return Err(Refused::Busy("the session is stopping".into()));
+            }
+            tasks.next_seq += 1;
+            let feed = stream.then(|| entry.watch());
             entry.task.answer = entry.task.history[0].parts.clone();
             entry.finish(State::Completed, None);
             insert_finished(&mut tasks, entry);
-            return Ok(id);
+            return Ok(Taken { id, feed });
+        }
+        let start_now = self.admit(&tasks)?;
+        tasks.next_seq += 1;
+        let feed = stream.then(|| entry.watch());
+        tasks.by_id.insert(id.to_string(), entry);
+        self.schedule(&mut tasks, id.to_string(), start_now);
+        Ok(Taken { id, feed })
+    }
+
+    /// Take `message` as the next turn of task `named`, if it waits for input and `viewer` may
+    /// see it.
+    fn resume(
+        self: &Arc<Self>,
+        named: &str,
+        viewer: Option<&str>,
+        mut message: Message,
+        stream: bool,
+    ) -> Result<Taken, Refused> {
+        let mut tasks = self.lock();
+        self.expire_inputs(&mut tasks);
+        let seen =
+            visible(&tasks, named, viewer).map_err(|_| Refused::FollowUp(FollowUp::NotFound))?;
+        if message
+            .context_id
+            .as_ref()
+            .is_some_and(|c| c != seen.context_id)
+        {
+            return Err(Refused::FollowUp(FollowUp::OtherContext));
+        }
+        match seen.state {
+            State::InputRequired => {}
+            state if state.is_final() => return Err(Refused::FollowUp(FollowUp::Ended(state))),
+            state => return Err(Refused::FollowUp(FollowUp::Live(state))),
+        }
+        let start_now = self.admit(&tasks)?;
+        let Some(entry) = tasks.by_id.get_mut(named) else {
+            return Err(Refused::FollowUp(FollowUp::NotFound));
+        };
+        message.context_id = Some(entry.task.context_id.clone());
+        entry.task.history.push(message);
+        entry.turn += 1;
+        entry.input_until = None;
+        entry.chunked = false;
+        entry.finish(State::Submitted, None);
+        let feed = stream.then(|| entry.watch());
+        let id = entry.task.id.clone();
+        self.schedule(&mut tasks, named.to_string(), start_now);
+        Ok(Taken { id, feed })
+    }
+
+    /// Whether a task may start now (`Ok(true)`), wait in the queue (`Ok(false)`), or neither:
+    /// every slot and queue place is taken, or the session is stopping.
+    fn admit(&self, tasks: &Tasks) -> Result<bool, Refused> {
+        if tasks.stopping {
+            return Err(Refused::Busy("the session is stopping".into()));
         }
         let slots = match self.lifecycle.task_acceptance {
             Acceptance::Single => 1,
             _ => self.lifecycle.concurrency,
         };
-        let start_now = tasks.running < slots;
-        if !start_now {
-            let depth = match self.lifecycle.task_acceptance {
-                Acceptance::Queue => self.lifecycle.queue_depth as usize,
-                _ => 0,
-            };
-            if tasks.queue.len() >= depth {
-                return Err(Refused::Busy(if depth == 0 {
-                    format!(
-                        "busy: {} task(s) running and no queue; try again later",
-                        tasks.running
-                    )
-                } else {
-                    format!("busy: the queue of {depth} is full; try again later")
-                }));
-            }
-            tasks.queue.push_back(id.to_string());
+        if tasks.running < slots {
+            return Ok(true);
         }
-        tasks.by_id.insert(id.to_string(), entry);
+        let depth = match self.lifecycle.task_acceptance {
+            Acceptance::Queue => self.lifecycle.queue_depth as usize,
+            _ => 0,
+        };
+        if tasks.queue.len() < depth {
+            return Ok(false);
+        }
+        Err(Refused::Busy(if depth == 0 {
+            format!(
+                "busy: {} task(s) running and no queue; try again later",
+                tasks.running
+            )
+        } else {
+            format!("busy: the queue of {depth} is full; try again later")
+        }))
+    }
+
+    /// Start task `id` now or queue it, as [`Engine::admit`] decided.
+    fn schedule(self: &Arc<Self>, tasks: &mut Tasks, id: String, start_now: bool) {
         if start_now {
-            self.start(&mut tasks, id.to_string());
+            self.start(tasks, id);
+        } else {
+            tasks.queue.push_back(id);
         }
-        Ok(id)
     }
 
     /// Mark `id` working and run it on a thread of its own. A thread that cannot be spawned
@@ -309,39 +432,25 @@ impl Engine {
         }
     }
 
-    /// Run one task's handler to its end and record the outcome; then start the next queued one.
+    /// Run one turn of task `id` to its end and record the outcome; then start the next queued
+    /// task.
     fn execute(self: Arc<Self>, id: String) {
-        let (text, task_id, context_id) = {
-            let tasks = self.lock();
-            let Some(entry) = tasks.by_id.get(&id) else {
-                return;
-            };
-            let text = entry.task.history.last().map(Message::text);
-            (text, entry.task.id.clone(), entry.task.context_id.clone())
+        let Some(turn) = self.turn_of(&id) else {
+            return;
         };
-        let text = text.unwrap_or_default();
-        let outcome = match &self.capsule {
-            Capsule::Echo => Outcome::Completed(text),
-            Capsule::Handler { argv, workdir } => {
-                let mut vars = self.base_env.clone();
-                vars.push((env::TASK_ID.into(), task_id.to_string().into()));
-                vars.push((env::CONTEXT_ID.into(), context_id.into()));
-                vars.extend((self.extra_env)());
-                self.run_handler(&id, argv, workdir, &vars, text)
-            }
+        let (outcome, files) = match &self.capsule {
+            Capsule::Echo => (Outcome::Completed(turn.message.text()), Vec::new()),
+            Capsule::Handler { argv, workdir } => self.run_turn(&id, argv, workdir, &turn),
         };
         let mut tasks = self.lock();
         tasks.running -= 1;
         if let Some(mut entry) = tasks.by_id.remove(&id) {
-            match outcome {
-                Outcome::Completed(answer) => {
-                    entry.task.answer = vec![Part::text(answer)];
-                    entry.finish(State::Completed, None);
-                }
-                Outcome::Failed(why) => entry.finish(State::Failed, Some(why)),
-                Outcome::Canceled => entry.finish(State::Canceled, Some("canceled".into())),
+            self.record(&mut entry, outcome, files);
+            if entry.task.state.is_final() {
+                insert_finished(&mut tasks, entry);
+            } else {
+                tasks.by_id.insert(id, entry);
             }
-            insert_finished(&mut tasks, entry);
         }
         if !tasks.stopping
             && let Some(next) = tasks.queue.pop_front()
@@ -349,6 +458,177 @@ impl Engine {
             self.start(&mut tasks, next);
         }
         self.changed.notify_all();
+    }
+
+    /// What one turn of task `id` needs, read under the lock.
+    fn turn_of(&self, id: &str) -> Option<Turn> {
+        let tasks = self.lock();
+        let entry = tasks.by_id.get(id)?;
+        let (message, earlier) = entry.task.history.split_last()?;
+        Some(Turn {
+            task_id: entry.task.id.clone(),
+            context_id: entry.task.context_id.clone(),
+            number: entry.turn,
+            message: message.clone(),
+            earlier: earlier.to_vec(),
+            dir: entry.dir.clone(),
+        })
+    }
+
+    /// Run the handler for one turn: its directory written, its environment set, its answer
+    /// and the files it left in `out/` (for a completed turn).
+    fn run_turn(
+        &self,
+        id: &str,
+        argv: &[String],
+        workdir: &std::path::Path,
+        turn: &Turn,
+    ) -> (Outcome, Vec<Part>) {
+        let dir = match self.task_dir(id, turn) {
+            Ok(dir) => dir,
+            Err(why) => return (Outcome::Failed(why), Vec::new()),
+        };
+        let mut vars = self.base_env.clone();
+        vars.push((env::TASK_ID.into(), turn.task_id.to_string().into()));
+        vars.push((env::CONTEXT_ID.into(), turn.context_id.clone().into()));
+        vars.push((env::TURN.into(), turn.number.to_string().into()));
+        if let Some(dir) = &dir {
+            if let Err(why) = dir.write_turn(&turn.message, &turn.earlier) {
+                return (Outcome::Failed(why), Vec::new());
+            }
+            vars.push((env::TASK_DIR.into(), dir.path().into()));
+        }
+        vars.extend((self.extra_env)());
+        // The answer streams to readers as it arrives; what came after the last read (drained
+        // once the handler was gone) follows when it ends.
+        let mut chunker = Chunker::default();
+        let mut sent = 0;
+        let mut on_output = |bytes: &[u8]| {
+            if let Some(text) = chunker.push(bytes) {
+                sent += text.len();
+                self.publish_chunk(id, text);
+            }
+        };
+        let outcome = self.run_handler(
+            id,
+            argv,
+            workdir,
+            &vars,
+            turn.message.text(),
+            &mut on_output,
+        );
+        if let Outcome::Completed(answer) | Outcome::InputRequired(answer) = &outcome
+            && let Some(rest) = answer.get(sent..).filter(|rest| !rest.is_empty())
+        {
+            self.publish_chunk(id, rest.to_string());
+        }
+        let files = match (&outcome, &dir) {
+            (Outcome::Completed(answer), Some(dir)) => {
+                let (parts, notes) = dir.collect_out(MAX_ANSWER.saturating_sub(answer.len()));
+                for note in notes {
+                    crate::cli::warn("run", &format!("task {id}: {note}"));
+                }
+                parts
+            }
+            _ => Vec::new(),
+        };
+        (outcome, files)
+    }
+
+    /// Task `id`'s directory: the one its first turn made, or a new one; `None` for a session
+    /// that has none (its home could not hold them).
+    fn task_dir(&self, id: &str, turn: &Turn) -> Result<Option<Arc<TaskDir>>, String> {
+        if let Some(dir) = &turn.dir {
+            return Ok(Some(dir.clone()));
+        }
+        let Some(dirs) = &self.dirs else {
+            return Ok(None);
+        };
+        let dir = Arc::new(dirs.task(id)?);
+        if let Some(entry) = self.lock().by_id.get_mut(id) {
+            entry.dir = Some(dir.clone());
+        }
+        Ok(Some(dir))
+    }
+
+    /// Record how a turn ended. A question keeps the task (its directory too) for the next
+    /// turn, holding no slot, until the input timeout.
+    fn record(&self, entry: &mut Entry, outcome: Outcome, files: Vec<Part>) {
+        match outcome {
+            Outcome::Completed(answer) => {
+                let mut parts = Vec::new();
+                if !answer.is_empty() || files.is_empty() {
+                    parts.push(Part::text(answer));
+                }
+                parts.extend(files);
+                entry.task.answer = parts;
+                entry.finish(State::Completed, None);
+            }
+            Outcome::InputRequired(question) => {
+                entry.task.answer = vec![Part::text(question)];
+                entry.finish(State::InputRequired, None);
+                entry.task.history.extend(entry.task.said(entry.turn));
+                let wait = Duration::from_secs(self.lifecycle.input_timeout_secs);
+                entry.input_until = Some(Instant::now() + wait);
+            }
+            Outcome::Failed(why) => entry.finish(State::Failed, Some(why)),
+            Outcome::Canceled => entry.finish(State::Canceled, Some("canceled".into())),
+        }
+    }
+
+    /// Stream a piece of task `id`'s answer to its readers.
+    fn publish_chunk(&self, id: &str, text: String) {
+        let mut tasks = self.lock();
+        if let Some(entry) = tasks.by_id.get_mut(id) {
+            let append = entry.chunked;
+            entry.chunked = true;
+            entry.publish(Event::Artifact {
+                parts: vec![Part::text(text)],
+                append,
+                last: false,
+            });
+        }
+    }
+
+    /// A new reader of live task `id`, if `viewer` may see it: the task as it stands, then what
+    /// happens to it. A task that has ended cannot be streamed.
+    pub fn subscribe(&self, id: &str, viewer: Option<&str>) -> Result<Arc<Feed>, Lookup> {
+        let mut tasks = self.lock();
+        self.expire_inputs(&mut tasks);
+        let state = visible(&tasks, id, viewer)?.state;
+        match tasks.by_id.get_mut(id) {
+            Some(entry) if !state.is_final() => Ok(entry.watch()),
+            _ => Err(Lookup::Ended(state)),
+        }
+    }
+
+    /// Fail every task whose input timeout has passed.
+    fn expire_inputs(&self, tasks: &mut Tasks) {
+        let now = Instant::now();
+        let expired: Vec<String> = tasks
+            .by_id
+            .iter()
+            .filter(|(_, e)| e.input_until.is_some_and(|until| until <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            if let Some(mut entry) = tasks.by_id.remove(&id) {
+                entry.input_until = None;
+                let why = format!(
+                    "no input within {}s (lifecycle.input_timeout_secs)",
+                    self.lifecycle.input_timeout_secs
+                );
+                entry.finish(State::Failed, Some(why));
+                insert_finished(tasks, entry);
+                self.changed.notify_all();
+            }
+        }
+    }
+
+    /// Fail the tasks whose input timeout has passed (the session's watch loop calls this).
+    pub fn expire(&self) {
+        let mut tasks = self.lock();
+        self.expire_inputs(&mut tasks);
     }
 
     /// Run the handler for task `id` to its end: spawned and registered in one step, supervised,
@@ -360,6 +640,7 @@ impl Engine {
         workdir: &std::path::Path,
         vars: &[(String, OsString)],
         text: String,
+        on_output: &mut dyn FnMut(&[u8]),
     ) -> Outcome {
         let mut command = handler::command(argv, workdir, vars);
         let call_socket = match self
@@ -393,10 +674,14 @@ impl Engine {
         let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
         let supervised = match &serving {
             // No thread to serve its calls: the handler is stopped at once, as on cancel.
-            Some(Err(_)) => handler::supervise(&mut child, Vec::new(), timeout, || true),
-            _ => handler::supervise(&mut child, text.into_bytes(), timeout, || {
-                self.lock().by_id.get(id).is_some_and(|e| e.cancel)
-            }),
+            Some(Err(_)) => handler::supervise(&mut child, Vec::new(), timeout, || true, on_output),
+            _ => handler::supervise(
+                &mut child,
+                text.into_bytes(),
+                timeout,
+                || self.lock().by_id.get(id).is_some_and(|e| e.cancel),
+                on_output,
+            ),
         };
         let status = handler::reap(&mut child, reaper);
         self.lock().groups.remove(id);
@@ -416,13 +701,14 @@ impl Engine {
         outcome
     }
 
-    /// Wait until task `id` has ended (or the session stops waiting for tasks); the task.
+    /// Wait until task `id` has ended or asks for input; the task.
     pub fn wait(&self, id: &TaskId) -> Option<Task> {
         let mut tasks = self.lock();
         loop {
-            let entry = tasks.by_id.get(id.as_str())?;
-            if entry.task.state.is_final() {
-                return Some(entry.task.clone());
+            match tasks.by_id.get(id.as_str()) {
+                Some(entry) if entry.task.state.is_settled() => return Some(entry.task.clone()),
+                Some(_) => {}
+                None => return tasks.finished.get(id.as_str()),
             }
             tasks = self.changed.wait(tasks).unwrap_or_else(|p| p.into_inner());
         }
@@ -431,47 +717,56 @@ impl Engine {
     /// The task as `viewer` may see it: `None` sees every task (the operator), `Some(owner)` only
     /// its own.
     pub fn get(&self, id: &str, viewer: Option<&str>) -> Result<Task, Lookup> {
-        let tasks = self.lock();
-        visible(&tasks, id, viewer).map(|entry| entry.task.clone())
+        let mut tasks = self.lock();
+        self.expire_inputs(&mut tasks);
+        visible(&tasks, id, viewer)?;
+        read(&tasks, id).ok_or(Lookup::NotFound)
     }
 
     /// The tasks `viewer` may see that `query` matches, newest first, one page.
     pub fn list(&self, viewer: Option<&str>, query: &params::List) -> Listing {
-        let tasks = self.lock();
-        let mut matching: Vec<&Entry> = tasks
-            .by_id
-            .values()
-            .filter(|e| viewer.is_none_or(|v| v == e.owner))
-            .filter(|e| {
+        let mut tasks = self.lock();
+        self.expire_inputs(&mut tasks);
+        let live = tasks.by_id.iter().map(|(id, e)| Row {
+            id,
+            owner: &e.owner,
+            context_id: &e.task.context_id,
+            state: e.task.state,
+            updated: e.task.updated,
+            seq: e.seq,
+        });
+        let finished = tasks.finished.summaries().map(|(id, s)| Row {
+            id,
+            owner: &s.owner,
+            context_id: &s.context_id,
+            state: s.state,
+            updated: s.updated,
+            seq: s.seq,
+        });
+        let mut matching: Vec<Row> = live
+            .chain(finished)
+            .filter(|r| viewer.is_none_or(|v| v == r.owner))
+            .filter(|r| {
                 query
                     .context_id
-                    .as_ref()
-                    .is_none_or(|c| *c == e.task.context_id)
+                    .as_deref()
+                    .is_none_or(|c| c == r.context_id)
             })
-            .filter(|e| query.state.is_none_or(|s| s == e.task.state))
-            .filter(|e| query.updated_since.is_none_or(|t| e.task.updated >= t))
+            .filter(|r| query.state.is_none_or(|s| s == r.state))
+            .filter(|r| query.updated_since.is_none_or(|t| r.updated >= t))
             .collect();
         let total = matching.len();
-        matching.retain(|e| query.before.is_none_or(|b| e.seq < b));
-        matching.sort_unstable_by_key(|e| std::cmp::Reverse(e.seq));
+        matching.retain(|r| query.before.is_none_or(|b| r.seq < b));
+        matching.sort_unstable_by_key(|r| std::cmp::Reverse(r.seq));
         let next = (matching.len() > query.page_size).then(|| matching[query.page_size - 1].seq);
         Listing {
             tasks: matching
-                .into_iter()
+                .iter()
                 .take(query.page_size)
-                .map(|e| e.task.clone())
+                .filter_map(|r| read(&tasks, r.id))
                 .collect(),
             total,
             next,
-        }
-    }
-
-    /// The media types the capsule takes, for its card: the echo capsule any part, a handler
-    /// text (its stdin).
-    pub fn input_modes(&self) -> &'static [&'static str] {
-        match self.capsule {
-            Capsule::Echo => &["text/plain", "application/json", "*/*"],
-            Capsule::Handler { .. } => &["text/plain"],
         }
     }
 
@@ -486,36 +781,47 @@ impl Engine {
             .collect()
     }
 
-    /// Ask a live task to end: a queued one ends at once, a running one through its handler's
-    /// process group (SIGTERM, SIGKILL 2 s later).
+    /// Ask a live task to end: a queued one or one waiting for input ends at once, a running
+    /// one through its handler's process group (SIGTERM, SIGKILL 2 s later).
     pub fn cancel(&self, id: &str, viewer: Option<&str>) -> Result<Task, Lookup> {
         let mut tasks = self.lock();
-        let state = visible(&tasks, id, viewer)?.task.state;
+        self.expire_inputs(&mut tasks);
+        let state = visible(&tasks, id, viewer)?.state;
         if state.is_final() {
-            return Err(Lookup::NotCancelable(state));
+            return Err(Lookup::Ended(state));
         }
-        if let Some(pos) = tasks.queue.iter().position(|q| q == id) {
+        let queued = tasks.queue.iter().position(|q| q == id);
+        if let Some(pos) = queued {
             tasks.queue.remove(pos);
-            if let Some(mut entry) = tasks.by_id.remove(id) {
-                entry.finish(State::Canceled, Some("canceled".into()));
-                let task = entry.task.clone();
-                insert_finished(&mut tasks, entry);
-                self.changed.notify_all();
-                return Ok(task);
-            }
+        }
+        if (queued.is_some() || state == State::InputRequired)
+            && let Some(mut entry) = tasks.by_id.remove(id)
+        {
+            entry.finish(State::Canceled, Some("canceled".into()));
+            let task = entry.task.clone();
+            insert_finished(&mut tasks, entry);
+            self.changed.notify_all();
+            return Ok(task);
         }
         let entry = tasks.by_id.get_mut(id).ok_or(Lookup::NotFound)?;
         entry.cancel = true;
         Ok(entry.task.clone())
     }
 
-    /// Stop taking tasks, end every queued one and ask every running one to end (its handler's
-    /// group gets SIGTERM, then SIGKILL 2 s later).
+    /// Stop taking tasks, end every queued one and every one waiting for input, and ask every
+    /// running one to end (its handler's group gets SIGTERM, then SIGKILL 2 s later).
     pub fn begin_shutdown(&self) {
         let mut tasks = self.lock();
         tasks.stopping = true;
-        let queued: Vec<String> = tasks.queue.drain(..).collect();
-        for id in queued {
+        let mut idle: Vec<String> = tasks.queue.drain(..).collect();
+        idle.extend(
+            tasks
+                .by_id
+                .iter()
+                .filter(|(_, e)| e.task.state == State::InputRequired)
+                .map(|(id, _)| id.clone()),
+        );
+        for id in idle {
             if let Some(mut entry) = tasks.by_id.remove(&id) {
                 entry.finish(
                     State::Canceled,
@@ -567,10 +873,14 @@ impl Engine {
     }
 
     /// The session ends in order and no handler runs: the group reaper, if one was started, is
-    /// told so and reaped, so nothing this session started outlives it.
+    /// told so and reaped, so nothing this session started outlives it; and the session's task
+    /// directories go.
     pub fn finish_reaper(&self) {
         if let Some(reaper) = self.reaper.get().and_then(Option::as_ref) {
             reaper.finish();
+        }
+        if let Some(dirs) = &self.dirs {
+            dirs.remove();
         }
     }
 
@@ -584,20 +894,47 @@ impl Engine {
 }
 
 fn insert_finished(tasks: &mut Tasks, entry: Entry) {
-    let id = entry.task.id.to_string();
-    tasks.by_id.insert(id.clone(), entry);
-    tasks.finished.push_back(id);
-    while tasks.finished.len() > KEPT_TASKS {
-        if let Some(old) = tasks.finished.pop_front() {
-            tasks.by_id.remove(&old);
-        }
+    tasks.finished.insert(&entry.task, entry.owner, entry.seq);
+}
+
+/// What listing reads of a task, live or finished.
+struct Row<'a> {
+    id: &'a str,
+    owner: &'a str,
+    context_id: &'a str,
+    state: State,
+    updated: i64,
+    seq: u64,
+}
+
+/// What deciding about a task the caller may see needs: its state and context.
+struct Seen<'a> {
+    state: State,
+    context_id: &'a str,
+}
+
+/// Task `id`, live or finished, if `viewer` may see it (`None` sees every task).
+fn visible<'a>(tasks: &'a Tasks, id: &str, viewer: Option<&str>) -> Result<Seen<'a>, Lookup> {
+    let may = |owner: &str| viewer.is_none_or(|v| v == owner);
+    if let Some(e) = tasks.by_id.get(id).filter(|e| may(&e.owner)) {
+        return Ok(Seen {
+            state: e.task.state,
+            context_id: &e.task.context_id,
+        });
+    }
+    match tasks.finished.summary(id).filter(|s| may(&s.owner)) {
+        Some(s) => Ok(Seen {
+            state: s.state,
+            context_id: &s.context_id,
+        }),
+        None => Err(Lookup::NotFound),
     }
 }
 
-fn visible<'a>(tasks: &'a Tasks, id: &str, viewer: Option<&str>) -> Result<&'a Entry, Lookup> {
-    tasks
-        .by_id
-        .get(id)
-        .filter(|entry| viewer.is_none_or(|v| v == entry.owner))
-        .ok_or(Lookup::NotFound)
+/// The whole of task `id`, live or finished.
+fn read(tasks: &Tasks, id: &str) -> Option<Task> {
+    match tasks.by_id.get(id) {
+        Some(entry) => Some(entry.task.clone()),
+        None => tasks.finished.get(id),
+    }
 }

@@ -15,6 +15,7 @@
 //! - [`tokens`]: finding tokens in bytes and in a process's memory.
 //! - [`wait`]: polling until something holds.
 //! - [`stress`]: the work scale and a small tmpfs.
+//! - [`sse`]: reading a server-sent-events stream event by event.
 //! - [`skip`]: how a test that cannot run here says so ([`skip::skipped`]).
 //!
 //! Everything here is scaffolding; the behaviour under test is always the `mur` binary's.
@@ -32,6 +33,7 @@ pub mod records;
 pub mod run;
 pub mod session;
 pub mod skip;
+pub mod sse;
 pub mod stress;
 pub mod tokens;
 pub mod wait;

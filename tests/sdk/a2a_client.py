@@ -25,12 +25,7 @@ Every JSON-RPC exchange is also watched on the wire (httpx event hooks): the res
 Prints one JSON summary line on stdout; exit 0 only if every check held, 1 otherwise.
 """
 
-import argparse
-import asyncio
-import json
-import os
 import sys
-import traceback
 from importlib.metadata import version as dist_version
 
 import httpx
@@ -56,63 +51,15 @@ from a2a.types import (
     TransportProtocol,
 )
 
-CAPSULE_EXTENSION_URI = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1"
-CREDENTIAL_SESSION = "mur-sdk-interop"
-
-
-class Mismatch(Exception):
-    """A check that did not hold."""
-
-
-class Checks:
-    def __init__(self):
-        self.passed = []
-
-    def expect(self, condition, what, got=None):
-        if not condition:
-            raise Mismatch(f"{what} (got {got!r})" if got is not None else what)
-        self.passed.append(what)
-
-
-class Wire:
-    """httpx event hooks: every JSON-RPC response must be JSON and carry its request's id."""
-
-    def __init__(self):
-        self.exchanges = []
-        self.problems = []
-
-    async def on_response(self, response):
-        request = response.request
-        if request.method != "POST":
-            return
-        await response.aread()
-        try:
-            sent = json.loads(request.content)
-        except ValueError:
-            sent = {}
-        entry = {
-            "method": sent.get("method"),
-            "status": response.status_code,
-            "authorization": "authorization" in request.headers,
-        }
-        self.exchanges.append(entry)
-        if response.status_code != 200:
-            entry["www_authenticate"] = response.headers.get("www-authenticate")
-            return
-        ctype = response.headers.get("content-type", "")
-        if not ctype.startswith("application/json"):
-            self.problems.append(f"{sent.get('method')}: content-type {ctype!r}")
-        try:
-            answer = json.loads(response.content)
-        except ValueError:
-            self.problems.append(f"{sent.get('method')}: the body is not JSON")
-            return
-        if answer.get("jsonrpc") != "2.0":
-            self.problems.append(f"{sent.get('method')}: jsonrpc is {answer.get('jsonrpc')!r}")
-        if answer.get("id") != sent.get("id"):
-            self.problems.append(
-                f"{sent.get('method')}: id {answer.get('id')!r} for request id {sent.get('id')!r}"
-            )
+from a2a_common import (
+    CAPSULE_EXTENSION_URI,
+    CREDENTIAL_SESSION,
+    UNKNOWN_TASK,
+    Checks,
+    Mismatch,
+    Wire,
+    main,
+)
 
 
 def texts(parts):
@@ -144,10 +91,9 @@ def check_task(c, task, text, label):
 async def run(url, text, token, want_session):
     c = Checks()
     wire = Wire()
-    summary = {"sdk": f"a2a-sdk {dist_version('a2a-sdk')}", "url": url,
+    summary = {"sdk": f"a2a-sdk {dist_version('a2a-sdk')}", "url": url, "protocol": "0.3",
                "authenticated": token is not None}
-    hooks = {"response": [wire.on_response]}
-    async with httpx.AsyncClient(timeout=30.0, event_hooks=hooks) as http:
+    async with httpx.AsyncClient(timeout=30.0, event_hooks=wire.hooks()) as http:
         # 1. The public card, through the SDK's resolver (pydantic-validated as an AgentCard).
         card = await A2ACardResolver(http, url).get_agent_card()
         summary["card"] = {"name": card.name, "version": card.version, "url": card.url,
@@ -158,7 +104,7 @@ async def run(url, text, token, want_session):
         c.expect(card.preferred_transport == TransportProtocol.jsonrpc.value,
                  "card: preferredTransport JSONRPC", card.preferred_transport)
         c.expect(card.url.rstrip("/") == url.rstrip("/"), "card: url is the door", card.url)
-        c.expect(card.capabilities.streaming is False, "card: streaming false",
+        c.expect(card.capabilities.streaming is True, "card: streaming true",
                  card.capabilities.streaming)
         c.expect(len(card.skills) >= 1, "card: at least one skill")
 
@@ -232,8 +178,7 @@ async def run(url, text, token, want_session):
 
         # The A2A error codes reach the SDK as JSON-RPC errors.
         try:
-            await client.get_task(TaskQueryParams(id="tsk_00000000000000000000000000000000"),
-                                  context=context)
+            await client.get_task(TaskQueryParams(id=UNKNOWN_TASK), context=context)
             raise Mismatch("tasks/get of an unknown task succeeded")
         except A2AClientJSONRPCError as e:
             c.expect(e.error.code == -32001, "tasks/get unknown: -32001", e.error.code)
@@ -254,55 +199,12 @@ async def run(url, text, token, want_session):
             c.expect(extended.url == card.url, "extended card: the same door", extended.url)
             summary["session_id"] = sid
             summary["extended_card"] = True
-            posts = [x for x in wire.exchanges if x["status"] == 200]
-            c.expect(posts and all(x["authorization"] for x in posts),
-                     "every accepted request carried the SDK's Authorization header", posts)
-            refused = [x for x in wire.exchanges if x["status"] == 401]
-            c.expect(refused and all((x.get("www_authenticate") or "").startswith("Bearer")
-                                     for x in refused),
-                     "the 401 names the Bearer scheme", refused)
+            wire.check_credentials(c)
 
         await client.close()
 
-    c.expect(not wire.problems, "wire: JSON answers echoing each request id", wire.problems)
-    summary["rpc_calls"] = [f"{x['method']}:{x['status']}" for x in wire.exchanges]
-    summary["checks"] = len(c.passed)
-    return summary
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("url", help="the door: host:port or http://host:port/")
-    parser.add_argument("--text", default="hello from the a2a-sdk")
-    parser.add_argument("--session-id", help="the session the card must name")
-    parser.add_argument("--token-stdin", action="store_true",
-                        help="read the bearer token from the first line of stdin")
-    args = parser.parse_args()
-
-    url = args.url if "://" in args.url else f"http://{args.url}"
-    url = url.rstrip("/") + "/"
-    token = None
-    if args.token_stdin:
-        token = sys.stdin.readline().strip()
-    elif os.environ.get("MUR_A2A_TOKEN"):
-        token = os.environ["MUR_A2A_TOKEN"].strip()
-    if token == "":
-        print(json.dumps({"ok": False, "error": "an empty token"}))
-        return 1
-
-    try:
-        summary = asyncio.run(run(url, args.text, token, args.session_id))
-    except Mismatch as e:
-        print(json.dumps({"ok": False, "mismatch": str(e)}))
-        return 1
-    except Exception as e:  # an SDK error is a failed interop, reported, never a crash
-        traceback.print_exc(file=sys.stderr)
-        print(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}))
-        return 1
-    summary["ok"] = True
-    print(json.dumps(summary))
-    return 0
+    return wire.finish(c, summary)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__, run))

@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# Run the A2A conformance kit (a2a-tck) against mur's door, both A2A generations, and compare
+# the failures with tests/tck/known-failures.txt.
+#
+#   git clone https://github.com/a2aproject/a2a-tck /path/to/a2a-tck   # once; branches 0.3.x, main
+#   scripts/tck.sh /path/to/a2a-tck          # or: TCK_DIR=/path/to/a2a-tck scripts/tck.sh
+#
+# Options:
+#   --gen 0.3|1.0|both     which generation(s) to run (default both)
+#   --sut mur|reference    mur (default), or the a2a-sdk reference echo server
+#                          (scripts/tck-reference.py; a2a-sdk 0.3.x for 0.3, 1.x for 1.0), which
+#                          is checked against tests/tck/reference-failures.txt instead
+#   --skip-known           do not run the listed tests at all (--deselect): much faster for A2A
+#                          1.0, whose listed ListTasks tests each wait 5 s for a state an echo
+#                          task never shows, but a listed test that now passes goes unnoticed
+#
+# Generations: A2A 0.3 = the TCK's branch 0.3.x, A2A 1.0 = its branch main, run with
+# A2A_AUTH_HEADERS='{"A2A-Version":"1.0"}' (TCK main sends no A2A-Version header itself, and a
+# missing header means 0.3). Each is checked out at the commit pinned below (override with
+# TCK_REF_03 / TCK_REF_10: any commit-ish of the clone) into target/tck/src-<gen>; TCK_DIR_03 /
+# TCK_DIR_10 instead name ready checkouts to use as they are. Categories: TCK_CATEGORIES
+# (default "mandatory capabilities"), selected as run_tck.py --category C --transports jsonrpc
+# does, but run through pytest directly to get a JSON report per category.
+#
+# mur: `cargo build --release` (a no-op when up to date), then `mur run --json` (the embedded
+# echo capsule) with HOME a fresh directory under target/tck; MUR=/path/to/mur skips the build.
+# One session per generation, stopped with SIGTERM at the end (also on error or Ctrl-C).
+# Python: venv target/tck/venv from tests/tck/requirements.txt (pinned; PyPI on first run).
+#
+# Exit 0 when every failure is listed in the known-failures file; 1 when a test failed that is not
+# listed (each printed with its reason), 2 on a usage or setup error. Known failures that now pass
+# are printed too, to be taken off the list (TCK_KNOWN=FILE names another list). Reports: target/tck/results/<sut>-<gen>-<category>.*
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=$ROOT/target/tck
+
+PIN_03=eb1f804c27ea25db8805264d9ed2d7ca077a7776 # a2a-tck 0.3.x, 2026-04-27
+PIN_10=410ba92e1b264df895e1fe6eccfe22db7aeaab06 # a2a-tck main, 2026-03-13
+BRANCH_03=0.3.x
+BRANCH_10=main
+: "$PIN_03 $PIN_10 $BRANCH_03 $BRANCH_10" # read indirectly, as ${!pin} and ${!branch}
+
+GENS="0.3 1.0"
+SUT=mur
+SKIP_KNOWN=0
+TCK_DIR=${TCK_DIR:-}
+CATEGORIES=${TCK_CATEGORIES:-mandatory capabilities}
+PYTHON=${PYTHON:-python3}
+
+die() { echo "tck.sh: $*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --gen) [ $# -ge 2 ] || die "--gen needs 0.3, 1.0 or both"
+        case $2 in 0.3 | 1.0) GENS=$2 ;; both) GENS="0.3 1.0" ;; *) die "--gen: 0.3, 1.0 or both" ;; esac
+        shift 2 ;;
+    --sut) [ $# -ge 2 ] || die "--sut needs mur or reference"
+        case $2 in mur | reference) SUT=$2 ;; *) die "--sut: mur or reference" ;; esac
+        shift 2 ;;
+    --skip-known) SKIP_KNOWN=1; shift ;;
+    -h | --help) usage 0 ;;
+    -*) die "unknown option $1 (try --help)" ;;
+    *) TCK_DIR=$1; shift ;;
+    esac
+done
+
+mkdir -p "$OUT/results"
+
+# ---- the TCK sources, one tree per generation ---------------------------------------------------
+tck_tree() { # gen -> prints the directory holding that generation's TCK
+    local gen=$1 tag=${1/./} dir_var ref_var pin branch ref commit dest
+    dir_var=TCK_DIR_$tag ref_var=TCK_REF_$tag pin=PIN_$tag branch=BRANCH_$tag
+    if [ -n "${!dir_var:-}" ]; then
+        [ -f "${!dir_var}/run_tck.py" ] || die "$dir_var=${!dir_var} is not an a2a-tck checkout"
+        echo "${!dir_var}"
+        return
+    fi
+    [ -n "$TCK_DIR" ] || die "no TCK: give a clone of https://github.com/a2aproject/a2a-tck as the argument or TCK_DIR (see --help)"
+    git -C "$TCK_DIR" rev-parse --git-dir >/dev/null 2>&1 || die "$TCK_DIR is not a git clone of a2a-tck"
+    ref=${!ref_var:-${!pin}}
+    if ! commit=$(git -C "$TCK_DIR" rev-parse --verify -q "$ref^{commit}"); then
+        [ -z "${!ref_var:-}" ] || die "$ref_var=$ref: no such commit in $TCK_DIR"
+        for ref in "${!branch}" "origin/${!branch}"; do
+            commit=$(git -C "$TCK_DIR" rev-parse --verify -q "$ref^{commit}") && break
+        done
+        [ -n "$commit" ] || die "$TCK_DIR has neither commit ${!pin} nor branch ${!branch} (git fetch?)"
+        echo "tck.sh: warning: pinned TCK commit ${!pin:0:10} not in $TCK_DIR; using $ref ($commit)" >&2
+    fi
+    dest=$OUT/src-$gen
+    if [ "$(cat "$dest/.commit" 2>/dev/null)" != "$commit" ]; then
+        rm -rf "$dest"
+        mkdir -p "$dest"
+        git -C "$TCK_DIR" archive "$commit" | tar -x -C "$dest"
+        echo "$commit" >"$dest/.commit"
+    fi
+    echo "$dest"
+}
+
+# ---- Python venvs (made once, remade when their requirements file changes) ----------------------
+venv() { # dir requirements-file
+    local dir=$1 req=$2 stamp
+    stamp=$(sha256sum "$req" | cut -c1-64)
+    if [ "$(cat "$dir/.stamp" 2>/dev/null)" != "$stamp" ]; then
+        echo "tck.sh: making $dir from ${req#"$ROOT"/}" >&2
+        rm -rf "$dir"
+        "$PYTHON" -m venv "$dir" || die "'$PYTHON -m venv $dir' failed"
+        "$dir/bin/pip" install --quiet --disable-pip-version-check --no-input --timeout 30 \
+            --retries 2 -r "$req" >&2 || { rm -rf "$dir"; die "pip install -r $req failed"; }
+        echo "$stamp" >"$dir/.stamp"
+    fi
+}
+
+# ---- the system under test ----------------------------------------------------------------------
+SUT_PID='' SUT_HOME='' SUT_URL=''
+stop_sut() {
+    [ -n "$SUT_PID" ] || return 0
+    if kill -0 "$SUT_PID" 2>/dev/null; then
+        kill -TERM "$SUT_PID" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$SUT_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$SUT_PID" 2>/dev/null || true
+    fi
+    wait "$SUT_PID" 2>/dev/null || true
+    if [ "$SUT" = mur ] && [ -n "$SUT_HOME" ]; then
+        # mur removes its record when it ends; one left behind means the session did not end.
+        if [ -n "$(ls -A "$SUT_HOME/.murmur/running" 2>/dev/null)" ]; then
+            echo "tck.sh: warning: mur left a record in $SUT_HOME/.murmur/running" >&2
+        fi
+    fi
+    [ -z "$SUT_HOME" ] || rm -rf "$SUT_HOME"
+    SUT_PID='' SUT_HOME='' SUT_URL=''
+}
+trap 'stop_sut' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_mur() { # gen
+    local ready
+    SUT_HOME=$(mktemp -d "$OUT/home.XXXXXX")
+    mkdir -p "$SUT_HOME/work"
+    ready=$SUT_HOME/ready
+    HOME=$SUT_HOME "$MUR" run --json --workdir "$SUT_HOME/work" >"$ready" \
+        2>"$OUT/results/mur-$1.stderr" </dev/null &
+    SUT_PID=$!
+    for _ in $(seq 100); do
+        [ -s "$ready" ] && break
+        kill -0 "$SUT_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -s "$ready" ] || die "mur run gave no readiness line (stderr: results/mur-$1.stderr)"
+    SUT_URL=http://$("$VPY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["url"])' "$ready")/
+}
+
+start_reference() { # gen
+    local tag=${1/./} py port
+    venv "$OUT/ref$tag" "$ROOT/tests/tck/requirements-ref$tag.txt"
+    py=$OUT/ref$tag/bin/python
+    port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    "$py" "$ROOT/scripts/tck-reference.py" "$port" >"$OUT/results/reference-$1.stderr" 2>&1 </dev/null &
+    SUT_PID=$!
+    SUT_URL=http://127.0.0.1:$port/
+    "$py" - "$SUT_URL" <<'EOF' || die "reference server did not come up (results/reference-$1.stderr)"
+import sys, time, urllib.request
+for _ in range(200):
+    try:
+        urllib.request.urlopen(sys.argv[1] + ".well-known/agent-card.json", timeout=1).read()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)
+EOF
+}
+
+# ---- run ---------------------------------------------------------------------------------------
+venv "$OUT/venv" "$ROOT/tests/tck/requirements.txt"
+VPY=$OUT/venv/bin/python
+if [ "$SUT" = mur ]; then
+    if [ -z "${MUR:-}" ]; then
+        echo "tck.sh: cargo build --release" >&2
+        cargo build --release --locked --quiet >&2 || die "cargo build --release failed"
+        MUR=$ROOT/target/release/mur
+    fi
+    [ -x "$MUR" ] || die "MUR=$MUR is not an executable"
+    LIST=${TCK_KNOWN:-$ROOT/tests/tck/known-failures.txt}
+else
+    LIST=$ROOT/tests/tck/reference-failures.txt
+fi
+
+runs=()
+for gen in $GENS; do
+    src=$(tck_tree "$gen")
+    echo "== A2A $gen: a2a-tck $(cat "$src/.commit" 2>/dev/null || echo "$src") against $SUT" >&2
+    if [ "$SUT" = mur ]; then start_mur "$gen"; else start_reference "$gen"; fi
+    for cat in $CATEGORIES; do
+        case $cat in
+        mandatory) sel=(tests/mandatory/ -m "mandatory or mandatory_protocol or mandatory_jsonrpc") ;;
+        capabilities) sel=(tests/optional/capabilities/) ;;
+        quality) sel=(tests/optional/quality/) ;;
+        features) sel=(tests/optional/features/) ;;
+        *) die "TCK_CATEGORIES: unknown category $cat" ;;
+        esac
+        base=$OUT/results/$SUT-$gen-$cat
+        skip=()
+        if [ "$SKIP_KNOWN" = 1 ] && [ -f "$LIST" ]; then
+            while read -r g id _; do
+                if [ "$g" = "$gen" ]; then skip+=(--deselect "$id"); fi
+            done < <(sed 's/#.*//' "$LIST")
+        fi
+        hdr=()
+        [ "$gen" = 1.0 ] && hdr=(A2A_AUTH_HEADERS='{"A2A-Version":"1.0"}')
+        rm -f "$base.json" "$base.log"
+        t0=$(date +%s%N)
+        (cd "$src" && env -u A2A_AUTH_TYPE -u A2A_AUTH_TOKEN -u A2A_AUTH_HEADER \
+            -u A2A_AUTH_HEADERS -u A2A_AUTH_USERNAME -u A2A_AUTH_PASSWORD "${hdr[@]}" \
+            PYTHONDONTWRITEBYTECODE=1 "$VPY" -m pytest "${sel[@]}" "${skip[@]}" --sut-url="$SUT_URL" \
+            --test-scope=all --transports jsonrpc --tb=short -q -p no:cacheprovider -o log_level=INFO \
+            --json-report --json-report-file="$base.json" --json-report-omit=collectors \
+            >"$base.log" 2>&1) || true
+        t1=$(date +%s%N)
+        [ -s "$base.json" ] || die "pytest wrote no report for $gen $cat (see ${base#"$ROOT"/}.log)"
+        runs+=("$gen $cat $(((t1 - t0) / 1000000)) $base.json")
+        echo "   $cat: $(tail -n 1 "$base.log") [$(((t1 - t0) / 1000000)) ms]" >&2
+    done
+    stop_sut
+done
+
+# ---- compare with the list ----------------------------------------------------------------------
+"$VPY" - "$SUT" "$LIST" "$ROOT/tests/tck/reference-failures.txt" "$SKIP_KNOWN" "${runs[@]}" <<'EOF'
+import json, re, sys
+
+sut, list_path, ref_path, skip_known, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5:]
+
+def read_list(path):
+    """'<gen> <test id>  # reason' per line -> {(gen, id): reason}."""
+    entries = {}
+    try:
+        lines = open(path).read().splitlines()
+    except FileNotFoundError:
+        return entries
+    for n, line in enumerate(lines, 1):
+        body, _, reason = line.partition("#")
+        if not body.strip():
+            continue
+        parts = body.split()
+        if len(parts) != 2 or parts[0] not in ("0.3", "1.0"):
+            sys.exit(f"tck.sh: {path}:{n}: expected '<0.3|1.0> <test id>  # reason', got {line!r}")
+        if not reason.strip():
+            sys.exit(f"tck.sh: {path}:{n}: {parts[1]} has no '# reason'")
+        entries[(parts[0], parts[1])] = reason.strip()
+    return entries
+
+known = read_list(list_path)
+reference = read_list(ref_path)
+print()
+print(f"A2A TCK against {sut} (known failures: tests/tck/{list_path.rsplit('/', 1)[-1]})")
+print(f"{'gen':4} {'category':13} {'passed':>6} {'failed':>6} {'known':>6} {'skipped':>7} {'xfail':>5} {'secs':>6}")
+tot = dict(passed=0, new=0, skipped=0, known=0)
+new, fixed, seen = [], [], set()
+for run in runs:
+    gen, cat, ms, path = run.split(" ", 3)
+    report = json.load(open(path))
+    counts = dict(passed=0, failed=0, skipped=0, xfailed=0, xpassed=0)
+    failed = {}
+    for t in report.get("tests", []):
+        o = t["outcome"]
+        seen.add((gen, t["nodeid"]))
+        if o in ("failed", "error"):
+            why = ""
+            for phase in ("setup", "call", "teardown"):
+                c = t.get(phase) or {}
+                if c.get("outcome") in ("failed", "error"):
+                    crash = c.get("crash") or {}
+                    why = (crash.get("message") or str(c.get("longrepr", ""))).strip()
+                    break
+            failed[t["nodeid"]] = why.splitlines()[0][:200] if why else o
+            counts["failed"] += 1
+        else:
+            counts[o] = counts.get(o, 0) + 1
+            if o == "passed" and (gen, t["nodeid"]) in known:
+                fixed.append((gen, t["nodeid"], known[(gen, t["nodeid"])]))
+    # a collection error (import failure) fails the whole run
+    for c in report.get("collectors", []):
+        if c.get("outcome") == "failed":
+            failed[c["nodeid"] or "<collection>"] = "collection failed"
+    n_known = sum(1 for k in failed if (gen, k) in known)
+    print(f"{gen:4} {cat:13} {counts['passed']:6} {len(failed) - n_known:6} {n_known:6} "
+          f"{counts['skipped']:7} {counts['xfailed']:5} {int(ms) / 1000:6.1f}")
+    tot["passed"] += counts["passed"]
+    tot["skipped"] += counts["skipped"] + counts["xfailed"]
+    tot["known"] += n_known
+    for k, why in sorted(failed.items()):
+        if (gen, k) not in known:
+            new.append((gen, k, why))
+    tot["new"] += len(failed) - n_known
+
+if sut == "mur":
+    # every 'ref:' entry must be one the reference server really fails (reference-failures.txt)
+    for (gen, k), reason in sorted(known.items()):
+        if reason.startswith("ref:") and (gen, k) not in reference:
+            print(f"\nlist error: {gen} {k} says 'ref:' but is not in tests/tck/reference-failures.txt")
+            tot["new"] += 1
+
+if new:
+    print(f"\nFAILED, not in the list ({len(new)}):")
+    for gen, k, why in new:
+        print(f"  {gen} {k}\n      {why}")
+if fixed:
+    print(f"\nlisted as known failures but now PASS ({len(fixed)}) -- take them off the list:")
+    for gen, k, reason in fixed:
+        print(f"  {gen} {k}  # {reason}")
+ran_gens = {r.split(" ", 1)[0] for r in runs}
+unseen = [] if skip_known else [k for k in known if k[0] in ran_gens and k not in seen]
+if unseen:
+    print(f"\nlisted but not run ({len(unseen)}; renamed or deselected?):")
+    for gen, k in sorted(unseen):
+        print(f"  {gen} {k}")
+if skip_known:
+    print(f"\nknown failures not run (--skip-known): {sum(1 for k in known if k[0] in ran_gens)}")
+print(f"\n{tot['known']} known failures (listed with their reasons)")
+print(f"tck: {tot['passed']} passed, {tot['new']} failed, {tot['skipped']} skipped")
+sys.exit(1 if tot["new"] else 0)
+EOF

@@ -1,0 +1,199 @@
+//! What a stream (`message/stream`, `SendStreamingMessage`, and resubscribing) carries, and how
+//! each generation spells it.
+//!
+//! A stream is: the task as it stands, its status as it changes, one artifact update per chunk
+//! of the answer as the handler writes it (appended; the last marked `lastChunk`), then the
+//! settled status — after which the stream ends. 0.3 names each event by `kind` and marks the
+//! last status `final: true`; 1.0 wraps each in a `StreamResponse` member (`task`,
+//! `statusUpdate`, `artifactUpdate`) and simply ends.
+
+use serde_json::{Value, json};
+
+use super::message::{Message, Part};
+use super::task::{State, Task, View};
+use super::version::Generation;
+
+/// One event of a task's stream.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The task as it stands when the stream starts.
+    Task(Task),
+    /// The status changed; `settled` is the last event of the stream.
+    Status {
+        state: State,
+        message: Option<Message>,
+        timestamp: i64,
+        settled: bool,
+    },
+    /// A piece of the answer artifact.
+    Artifact {
+        parts: Vec<Part>,
+        /// Appends to what came before (every chunk but the first).
+        append: bool,
+        last: bool,
+    },
+}
+
+impl Event {
+    /// What the event costs a reader's buffer, roughly: its text, plus a constant for the rest.
+    pub fn weight(&self) -> usize {
+        let parts = match self {
+            Event::Artifact { parts, .. } => parts.as_slice(),
+            Event::Status {
+                message: Some(m), ..
+            } => m.parts.as_slice(),
+            _ => &[],
+        };
+        256 + parts
+            .iter()
+            .map(|p| match &p.content {
+                super::message::Content::Text(t) => t.len(),
+                super::message::Content::Raw(r) => r.len(),
+                super::message::Content::Url(u) => u.len(),
+                super::message::Content::Data(d) => d.to_string().len(),
+            })
+            .sum::<usize>()
+    }
+
+    /// The JSON-RPC `result` this event is, for task `task_id` in context `context_id`.
+    pub fn render(&self, task_id: &str, context_id: &str, generation: Generation) -> Value {
+        let v1 = generation == Generation::V1_0;
+        match self {
+            Event::Task(task) => {
+                let task = task.render(generation, View::FULL);
+                if v1 { json!({"task": task}) } else { task }
+            }
+            Event::Status {
+                state,
+                message,
+                timestamp,
+                settled,
+            } => {
+                let mut status = json!({
+                    "state": state.wire(generation),
+                    "timestamp": crate::time::format_rfc3339(*timestamp),
+                });
+                if let Some(message) = message {
+                    status["message"] = message.render(generation);
+                }
+                let update = json!({"taskId": task_id, "contextId": context_id, "status": status});
+                if v1 {
+                    json!({"statusUpdate": update})
+                } else {
+                    let mut update = update;
+                    update["kind"] = json!("status-update");
+                    update["final"] = json!(settled);
+                    update
+                }
+            }
+            Event::Artifact {
+                parts,
+                append,
+                last,
+            } => {
+                let parts: Vec<Value> = parts.iter().map(|p| p.render(generation)).collect();
+                let artifact = json!({
+                    "artifactId": Task::artifact_id(task_id),
+                    "name": "answer",
+                    "parts": parts,
+                });
+                let update = json!({
+                    "taskId": task_id,
+                    "contextId": context_id,
+                    "artifact": artifact,
+                    "append": append,
+                    "lastChunk": last,
+                });
+                if v1 {
+                    json!({"artifactUpdate": update})
+                } else {
+                    let mut update = update;
+                    update["kind"] = json!("artifact-update");
+                    update
+                }
+            }
+        }
+    }
+
+    /// Whether the stream ends after this event.
+    pub fn ends(&self) -> bool {
+        matches!(self, Event::Status { settled: true, .. })
+    }
+}
+
+/// Cuts a handler's stdout into text chunks as it arrives: stdout exactly as written (newlines
+/// included, so a line-by-line reader sees each line at once), except that a character split
+/// between two reads waits for its other half.
+#[derive(Debug, Default)]
+pub struct Chunker {
+    held: Vec<u8>,
+}
+
+impl Chunker {
+    /// The text `bytes` adds, if any is ready.
+    pub fn push(&mut self, bytes: &[u8]) -> Option<String> {
+        self.held.extend_from_slice(bytes);
+        let ready = match std::str::from_utf8(&self.held) {
+            Ok(_) => self.held.len(),
+            // Up to a character cut short at the end; a byte that can never be UTF-8 is let
+            // through (lossily), as the kept answer does.
+            Err(err) if err.error_len().is_none() => err.valid_up_to(),
+            Err(_) => self.held.len(),
+        };
+        if ready == 0 {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&self.held[..ready]).into_owned();
+        self.held.drain(..ready);
+        Some(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_stdout_as_written_never_splitting_a_character() {
+        let mut chunker = Chunker::default();
+        let pieces = [&b"hel"[..], b"lo\n", b"\xc3", b"\xa9t\n"];
+        let got: Vec<Option<String>> = pieces.iter().map(|p| chunker.push(p)).collect();
+        let want = [Some("hel"), Some("lo\n"), None, Some("\u{e9}t\n")];
+        assert_eq!(got, want.map(|w| w.map(String::from)));
+    }
+
+    #[test]
+    fn each_generation_spells_the_events_its_way() {
+        let chunk = Event::Artifact {
+            parts: vec![Part::text("hi")],
+            append: true,
+            last: false,
+        };
+        let old = chunk.render("tsk_1", "ctx", Generation::V0_3);
+        assert_eq!(old["kind"], "artifact-update");
+        assert_eq!(
+            old["artifact"]["parts"][0],
+            json!({"kind": "text", "text": "hi"})
+        );
+        let new = chunk.render("tsk_1", "ctx", Generation::V1_0);
+        assert_eq!(new["artifactUpdate"]["append"], true);
+        assert_eq!(
+            new["artifactUpdate"]["artifact"]["parts"][0],
+            json!({"text": "hi"})
+        );
+        let done = Event::Status {
+            state: State::Completed,
+            message: None,
+            timestamp: 0,
+            settled: true,
+        };
+        assert!(done.ends());
+        assert_eq!(done.render("t", "c", Generation::V0_3)["final"], true);
+        let new = done.render("t", "c", Generation::V1_0);
+        assert_eq!(
+            new["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+        assert!(new["statusUpdate"].get("final").is_none());
+    }
+}

@@ -1,0 +1,159 @@
+//! One reader's feed of a task's stream events: a bounded queue the engine pushes to and the
+//! reader's connection drains.
+//!
+//! The engine never waits on a reader. A reader that falls [`BUFFER`] bytes behind loses its
+//! feed — its queue is dropped and its stream ends — so a slow or stalled reader costs only its
+//! own stream, never the task, the door or the other readers.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use crate::a2a::stream::Event;
+
+/// How far behind a reader may fall, in [`Event::weight`] bytes.
+pub const BUFFER: usize = 1 << 20;
+
+/// What a reader gets next.
+#[derive(Debug)]
+pub enum Next {
+    Event(Event),
+    /// Nothing within the wait: time for a keep-alive comment.
+    Idle,
+    /// The stream is over: its last event was read, or the reader fell too far behind.
+    End,
+}
+
+#[derive(Default)]
+struct Queue {
+    events: VecDeque<Event>,
+    weight: usize,
+    /// The last event has been pushed.
+    closed: bool,
+    /// The reader fell [`BUFFER`] behind.
+    lost: bool,
+}
+
+/// One reader's feed of one task.
+pub struct Feed {
+    pub task_id: String,
+    pub context_id: String,
+    queue: Mutex<Queue>,
+    ready: Condvar,
+}
+
+impl Feed {
+    pub fn new(task_id: String, context_id: String) -> Self {
+        Self {
+            task_id,
+            context_id,
+            queue: Mutex::new(Queue::default()),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queue `event` for the reader; `false` once the feed is over (closed or lost), when the
+    /// engine may forget it.
+    pub fn push(&self, event: Event) -> bool {
+        let mut queue = self.lock();
+        if queue.closed || queue.lost {
+            return false;
+        }
+        queue.weight += event.weight();
+        if queue.weight > BUFFER {
+            queue.lost = true;
+            queue.events.clear();
+        } else {
+            queue.closed = event.ends();
+            queue.events.push_back(event);
+        }
+        self.ready.notify_all();
+        !queue.lost && !queue.closed
+    }
+
+    /// The reader has gone: take nothing more.
+    pub fn close(&self) {
+        let mut queue = self.lock();
+        queue.lost = true;
+        queue.events.clear();
+        queue.weight = 0;
+    }
+
+    /// The next event, waiting at most `wait` for one.
+    pub fn next(&self, wait: Duration) -> Next {
+        let queue = self.lock();
+        let (mut queue, _) = self
+            .ready
+            .wait_timeout_while(queue, wait, |q| q.events.is_empty() && !q.closed && !q.lost)
+            .unwrap_or_else(|p| p.into_inner());
+        if queue.lost {
+            return Next::End;
+        }
+        match queue.events.pop_front() {
+            Some(event) => {
+                queue.weight -= event.weight();
+                Next::Event(event)
+            }
+            None if queue.closed => Next::End,
+            None => Next::Idle,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::message::Part;
+    use crate::a2a::task::State;
+
+    fn chunk(text: &str) -> Event {
+        Event::Artifact {
+            parts: vec![Part::text(text)],
+            append: true,
+            last: false,
+        }
+    }
+
+    #[test]
+    fn events_arrive_in_order_and_the_settled_status_ends_the_feed() {
+        let feed = Feed::new("t".into(), "c".into());
+        assert!(matches!(feed.next(Duration::from_millis(1)), Next::Idle));
+        assert!(feed.push(chunk("a")));
+        let done = Event::Status {
+            state: State::Completed,
+            message: None,
+            timestamp: 0,
+            settled: true,
+        };
+        assert!(
+            !feed.push(done),
+            "nothing more is taken after the last event"
+        );
+        assert!(!feed.push(chunk("late")));
+        assert!(matches!(
+            feed.next(Duration::ZERO),
+            Next::Event(Event::Artifact { .. })
+        ));
+        assert!(matches!(
+            feed.next(Duration::ZERO),
+            Next::Event(Event::Status { .. })
+        ));
+        assert!(matches!(feed.next(Duration::ZERO), Next::End));
+    }
+
+    #[test]
+    fn a_reader_too_far_behind_loses_its_feed() {
+        let feed = Feed::new("t".into(), "c".into());
+        let big = "x".repeat(64 << 10);
+        let mut pushed = 0;
+        while feed.push(chunk(&big)) {
+            pushed += 1;
+            assert!(pushed < 100, "the buffer is bounded");
+        }
+        assert!(matches!(feed.next(Duration::ZERO), Next::End));
+    }
+}

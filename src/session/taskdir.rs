@@ -1,0 +1,178 @@
+//! A task's private directory, `MUR_TASK_DIR`: `~/.murmur/tasks/<session>/<task>/` (0700), where
+//! a handler finds every part of the message it is answering and leaves files to send back.
+//!
+//! - `message.json`: the incoming message, all its parts, in the A2A 1.0 shape;
+//! - `history.json` (from turn 2): every earlier message of the task, both roles;
+//! - `out/`: each regular file the handler leaves there becomes a part of the answer — `*.json`
+//!   holding valid JSON a `data` part, anything else a `raw` part with its name and a media type
+//!   from its extension — within the answer's bound. A link, a directory, a FIFO or a file past
+//!   the bound is skipped with a note, never followed or read.
+//!
+//! Everything goes through directory descriptors opened without following links
+//! ([`crate::sys::dir::Dir`]): the handler owns what is inside and may have put a link anywhere.
+//! The directory goes when the task ends; the session's whole `tasks/<session>/` when it ends.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::a2a::message::{Content, Message, Part};
+use crate::a2a::version::Generation;
+use crate::sys::dir::Dir;
+use crate::sys::fs::ReadRefusal;
+
+/// One session's `tasks/<session>/`.
+pub struct SessionTasks {
+    dir: Dir,
+    /// `tasks/`, to remove the session's directory from.
+    parent: Dir,
+    name: String,
+}
+
+impl SessionTasks {
+    /// Create `~/.murmur/tasks/<session>/`.
+    pub fn create(session_id: &str) -> Result<Self, crate::home::HomeError> {
+        let parent = crate::home::private_dir("tasks")?;
+        let dir = crate::home::create_held(&parent, session_id)?;
+        Ok(Self {
+            dir,
+            parent,
+            name: session_id.to_string(),
+        })
+    }
+
+    /// A fresh directory for task `id`, with an empty `out/`.
+    pub fn task(&self, id: &str) -> Result<TaskDir, String> {
+        let dir = crate::home::create_held(&self.dir, id)?;
+        crate::home::create_held(&dir, "out")?;
+        Ok(TaskDir {
+            dir,
+            parent: self.dir.clone(),
+            name: id.to_string(),
+        })
+    }
+
+    /// The session has ended: remove its directory and everything in it.
+    pub fn remove(&self) {
+        let _ = self.parent.remove_tree(&self.name);
+    }
+}
+
+/// One task's directory.
+pub struct TaskDir {
+    dir: Dir,
+    parent: Dir,
+    name: String,
+}
+
+impl TaskDir {
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// Write this turn's `message.json` and, when there are earlier messages, `history.json`.
+    pub fn write_turn(&self, message: &Message, earlier: &[Message]) -> Result<(), String> {
+        let render = |m: &Message| m.render(Generation::V1_0);
+        self.dir
+            .write_private("message.json", render(message).to_string().as_bytes())?;
+        if !earlier.is_empty() {
+            let history: Vec<Value> = earlier.iter().map(render).collect();
+            self.dir
+                .write_private("history.json", Value::Array(history).to_string().as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// The files in `out/` as answer parts, in name order, at most `budget` bytes of them; and a
+    /// note for each entry skipped.
+    pub fn collect_out(&self, budget: usize) -> (Vec<Part>, Vec<String>) {
+        let (mut parts, mut notes) = (Vec::new(), Vec::new());
+        let out = match self.dir.open_child("out") {
+            Ok(out) => out,
+            Err(err) => {
+                notes.push(format!("out/ could not be opened: {err}"));
+                return (parts, notes);
+            }
+        };
+        let mut names = out.names().unwrap_or_default();
+        names.sort();
+        let mut left = budget;
+        for name in names {
+            let shown = name.to_string_lossy().into_owned();
+            match out.read_small(&name, left as u64) {
+                Ok(file) => {
+                    left -= file.bytes.len();
+                    parts.push(part_of(&shown, file.bytes));
+                }
+                Err(ReadRefusal::Invalid(why) | ReadRefusal::Io(why)) => {
+                    notes.push(format!("skipped out/{}: {why}", shown.escape_debug()));
+                }
+                Err(ReadRefusal::Vanished) => {}
+            }
+        }
+        (parts, notes)
+    }
+
+    /// The task has ended: remove its directory.
+    pub fn remove(&self) {
+        let _ = self.parent.remove_tree(&self.name);
+    }
+}
+
+/// A file's bytes as a part: valid JSON in a `*.json` file is data, anything else raw.
+fn part_of(name: &str, bytes: Vec<u8>) -> Part {
+    let media_type = media_type(name);
+    let content = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(value) if media_type == "application/json" => Content::Data(value),
+        _ => Content::Raw(crate::b64::encode_standard(&bytes)),
+    };
+    Part {
+        content,
+        filename: Some(name.to_string()),
+        media_type: Some(media_type.to_string()),
+        metadata: None,
+    }
+}
+
+/// The media type a file name's extension suggests.
+fn media_type(name: &str) -> &'static str {
+    let extension = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match extension.as_deref() {
+        Some("json") => "application/json",
+        Some("txt" | "log") => "text/plain",
+        Some("md") => "text/markdown",
+        Some("csv") => "text/csv",
+        Some("html" | "htm") => "text/html",
+        Some("xml") => "application/xml",
+        Some("yaml" | "yml") => "application/yaml",
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("svg") => "image/svg+xml",
+        Some("pdf") => "application/pdf",
+        Some("gz") => "application/gzip",
+        Some("zip") => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_become_parts_by_kind() {
+        let json = part_of("r.json", br#"{"k":1}"#.to_vec());
+        assert_eq!(json.content, Content::Data(serde_json::json!({"k": 1})));
+        let broken = part_of("r.json", b"{not json".to_vec());
+        assert_eq!(broken.content, Content::Raw("e25vdCBqc29u".into()));
+        assert_eq!(broken.media_type.as_deref(), Some("application/json"));
+        let text = part_of("notes.TXT", b"hi".to_vec());
+        assert_eq!(text.content, Content::Raw("aGk=".into()));
+        assert_eq!(text.media_type.as_deref(), Some("text/plain"));
+        assert_eq!(
+            part_of("blob", vec![0]).media_type.as_deref(),
+            Some("application/octet-stream")
+        );
+    }
+}

@@ -1,0 +1,398 @@
+#!/usr/bin/env node
+// Talk to a mur door with the official A2A JavaScript SDK (@a2a-js/sdk 0.3.x or 1.x) and check
+// every answer.
+//
+//     node a2a_client.mjs URL --sdk-dir DIR [--text TEXT] [--session-id SES] [--token-stdin]
+//
+// URL is the door (`127.0.0.1:PORT` as `mur run --json` prints it, or `http://127.0.0.1:PORT/`).
+// DIR holds node_modules/@a2a-js/sdk (target/a2a-js03 or target/a2a-js1, made by
+// tests/sdk/setup.sh js03|js1); the SDK's major version picks the A2A generation checked: 0.x
+// speaks A2A 0.3, 1.x A2A 1.0. A bearer token, when the door needs one, is read from the first
+// line of stdin (`--token-stdin`) or from the environment variable MUR_A2A_TOKEN -- never argv.
+//
+// What it does, all through the SDK's own client code:
+//   1. The SDK's default factory, `new ClientFactory().createFromUrl(url)`, fetches
+//      `/.well-known/agent-card.json` and picks the transport. With 1.x that must be its native
+//      1.0 `JsonRpcTransport` (the card's 1.0 interface, `client.protocolVersion` "1.0"); with
+//      0.3.x its JSON-RPC transport at the card's 0.3 `url`.
+//   2. `sendMessage` of one text message (blocking); the answer must be a completed task whose
+//      artifact and status message carry the text sent (echo answers with the task's text).
+//   3. `getTask` fetches it back (1.x: `listTasks` lists it too); `getTask` of an unknown id
+//      must fail with -32001 (TaskNotFound) and `cancelTask` of the finished task with -32002
+//      (TaskNotCancelable), as the SDK's own error types.
+//   4. With a token: the public card must declare an http bearer scheme as its security
+//      requirement and the extended card, and no capsule extension; the client without
+//      credentials must be refused with 401; with credentials (the SDK's per-call
+//      `serviceParameters`, i.e. an `Authorization: Bearer` header) every call is accepted and
+//      `client.getAgentCard()` fetches the extended card, whose capsule extension names the
+//      session.
+//   5. The wire, watched by wrapping `fetch`: every JSON-RPC answer is JSON-RPC 2.0 echoing its
+//      request's id; every call uses the generation's method names; 1.x sends
+//      `A2A-Version: 1.0` on every request and gets ProtoJSON back (no `kind`, `TASK_STATE_*`,
+//      `SendMessage` answering `{"task": ...}`, error `data` an array holding a
+//      `google.rpc.ErrorInfo`).
+//
+// It prints one JSON line: {"ok": true, ...summary} or {"ok": false, "error"|"mismatch": ...}
+// (exit 1). The token never appears in its output.
+
+import { randomUUID } from "node:crypto";
+import fs from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const CAPSULE_EXTENSION_URI = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
+const ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo";
+const UNKNOWN_TASK = "tsk_00000000000000000000000000000000";
+
+class Mismatch extends Error {}
+
+class Checks {
+  passed = [];
+
+  expect(condition, what, got) {
+    if (!condition) {
+      throw new Mismatch(got === undefined ? what : `${what} (got ${JSON.stringify(got)})`);
+    }
+    this.passed.push(what);
+  }
+}
+
+// Where a 0.3 `kind` member hides in `value` (1.0 has none).
+function kinds(value, at = "result") {
+  if (Array.isArray(value)) return value.flatMap((v, i) => kinds(v, `${at}[${i}]`));
+  if (value && typeof value === "object") {
+    const here = "kind" in value ? [`${at}.kind`] : [];
+    return here.concat(Object.entries(value).flatMap(([k, v]) => kinds(v, `${at}.${k}`)));
+  }
+  return [];
+}
+
+// Every `status.state` in `value`.
+function states(value) {
+  if (Array.isArray(value)) return value.flatMap(states);
+  if (value && typeof value === "object") {
+    const here = value.status && typeof value.status === "object" && "state" in value.status
+      ? [value.status.state] : [];
+    return here.concat(Object.values(value).flatMap(states));
+  }
+  return [];
+}
+
+// `fetch`, watched: the A2A-Version of every request; every JSON-RPC answer checked.
+class Wire {
+  exchanges = [];
+  versions = new Set();
+  problems = [];
+
+  constructor(generation) {
+    this.generation = generation;
+  }
+
+  install() {
+    const real = globalThis.fetch;
+    globalThis.fetch = async (input, init = {}) => {
+      const headers = new Headers(init.headers ?? (input instanceof Request ? input.headers : {}));
+      this.versions.add(headers.get("a2a-version"));
+      const response = await real(input, init);
+      if ((init.method ?? "GET").toUpperCase() === "POST") {
+        await this.record(headers, init.body, response.clone());
+      }
+      return response;
+    };
+  }
+
+  async record(headers, body, response) {
+    let sent = {};
+    try {
+      sent = JSON.parse(body);
+    } catch {
+      // not JSON-RPC
+    }
+    const method = sent.method;
+    const entry = {
+      method, status: response.status, authorization: headers.has("authorization"),
+      version: headers.get("a2a-version"),
+    };
+    this.exchanges.push(entry);
+    if (response.status !== 200) {
+      entry.wwwAuthenticate = response.headers.get("www-authenticate");
+      return;
+    }
+    const ctype = response.headers.get("content-type") ?? "";
+    if (!ctype.startsWith("application/json")) this.problems.push(`${method}: content-type ${ctype}`);
+    let answer;
+    try {
+      answer = JSON.parse(await response.text());
+    } catch {
+      this.problems.push(`${method}: the body is not JSON`);
+      return;
+    }
+    if (answer.jsonrpc !== "2.0") this.problems.push(`${method}: jsonrpc is ${answer.jsonrpc}`);
+    if (answer.id !== sent.id) this.problems.push(`${method}: id ${answer.id} for request id ${sent.id}`);
+    if (this.generation.protocol === "1.0") this.checkShapes(method, answer, entry);
+  }
+
+  checkShapes(method, answer, entry) {
+    if ("error" in answer) {
+      entry.error = answer.error?.code;
+      const data = answer.error?.data;
+      if (!(Array.isArray(data) && data.some((d) => d?.["@type"] === ERROR_INFO))) {
+        this.problems.push(`${method}: error ${entry.error} data is not an array holding a `
+          + `google.rpc.ErrorInfo: ${JSON.stringify(data)}`);
+      }
+      return;
+    }
+    const result = answer.result;
+    this.problems.push(...kinds(result).map((k) => `${method}: 0.3 member ${k}`));
+    this.problems.push(...states(result).filter((s) => !String(s).startsWith("TASK_STATE_"))
+      .map((s) => `${method}: state ${s} is not TASK_STATE_*`));
+    if (method === "SendMessage" && !(result && ("task" in result || "message" in result))) {
+      this.problems.push(`SendMessage: the result is not {task} or {message}: ${JSON.stringify(result)}`);
+    }
+  }
+}
+
+function sessionOf(card) {
+  const ext = (card.capabilities?.extensions ?? []).find((e) => e.uri === CAPSULE_EXTENSION_URI);
+  return ext?.params?.sessionId ?? null;
+}
+
+// What differs between the SDK's 0.3 and 1.x clients, and between the two A2A generations.
+function generationOf(sdkVersion, sdk) {
+  if (sdkVersion.startsWith("0.")) {
+    return {
+      protocol: "0.3",
+      methods: ["message/send", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"],
+      extendedCardMethod: "agent/getAuthenticatedExtendedCard",
+      completed: "completed",
+      message: (text) => ({
+        message: { kind: "message", messageId: randomUUID(), role: "user", parts: [{ kind: "text", text }] },
+      }),
+      request: (_type, params) => params,
+      isTask: (result) => result?.kind === "task",
+      state: (task) => task.status?.state,
+      texts: (parts) => (parts ?? []).filter((p) => p.kind === "text").map((p) => p.text),
+      errorCode: (e) => e?.errorResponse?.error?.code,
+      checkCard(c, card, url) {
+        c.expect(String(card.protocolVersion).startsWith("0.3"), "card: protocolVersion 0.3", card.protocolVersion);
+        c.expect(card.preferredTransport === "JSONRPC", "card: preferredTransport JSONRPC", card.preferredTransport);
+        c.expect(card.url?.replace(/\/$/, "") === url.replace(/\/$/, ""), "card: url is the door", card.url);
+      },
+      extendedCardDeclared: (card) => Boolean(card.supportsAuthenticatedExtendedCard),
+      requiredSchemes: (card) => (card.security ?? []).flatMap((r) => Object.keys(r)),
+      isBearer: (scheme) => scheme?.type === "http" && scheme?.scheme?.toLowerCase() === "bearer",
+    };
+  }
+  return {
+    protocol: "1.0",
+    methods: ["SendMessage", "GetTask", "ListTasks", "CancelTask", "GetExtendedAgentCard"],
+    extendedCardMethod: "GetExtendedAgentCard",
+    completed: "TASK_STATE_COMPLETED",
+    message: (text) => sdk.SendMessageRequest.fromJSON({
+      message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text }] },
+    }),
+    // The SDK's request messages, every field at its default (its toJSON sends a missing enum as
+    // "UNRECOGNIZED").
+    request: (type, params) => sdk[type].fromJSON(params),
+    isTask: (result) => result !== undefined && "status" in result && !("messageId" in result),
+    state: (task) => sdk.taskStateToJSON(task.status?.state),
+    texts: (parts) => (parts ?? []).filter((p) => p.content?.$case === "text").map((p) => p.content.value),
+    errorCode: (e) => e?.envelopeCode,
+    checkCard(c, card, url, client) {
+      const jsonrpc = (card.supportedInterfaces ?? []).filter((i) => i.protocolBinding === "JSONRPC");
+      c.expect(jsonrpc[0]?.protocolVersion === "1.0", "card: the first JSONRPC interface is 1.0",
+        card.supportedInterfaces);
+      c.expect(jsonrpc[0].url.replace(/\/$/, "") === url.replace(/\/$/, ""), "card: the 1.0 interface is the door",
+        jsonrpc[0].url);
+      const transport = client.transport.constructor.name;
+      c.expect(transport === "JsonRpcTransport" && client.protocolVersion === "1.0",
+        "the native 1.0 JsonRpcTransport, not the legacy one", [transport, client.protocolVersion]);
+    },
+    extendedCardDeclared: (card) => Boolean(card.capabilities?.extendedAgentCard),
+    requiredSchemes: (card) => (card.securityRequirements ?? []).flatMap((r) => Object.keys(r.schemes ?? {})),
+    // The card as sent (ProtoJSON `httpAuthSecurityScheme`), or as the SDK's resolver keeps a
+    // card it reads as protobuf-shaped (a `$case` oneof).
+    isBearer: (scheme) => {
+      const http = scheme?.httpAuthSecurityScheme
+        ?? (scheme?.scheme?.$case === "httpAuthSecurityScheme" ? scheme.scheme.value : undefined);
+      return http?.scheme?.toLowerCase() === "bearer";
+    },
+  };
+}
+
+function checkTask(c, g, task, text, label) {
+  c.expect(g.isTask(task), `${label}: the result is a task`, task);
+  c.expect(g.state(task) === g.completed, `${label}: the task completed`, g.state(task));
+  c.expect(task.id && task.contextId, `${label}: the task has an id and a contextId`);
+  const artifactText = (task.artifacts ?? []).flatMap((a) => g.texts(a.parts));
+  c.expect(JSON.stringify(artifactText) === JSON.stringify([text]), `${label}: the artifact carries the answer`,
+    artifactText);
+  const statusText = g.texts(task.status?.message?.parts);
+  c.expect(JSON.stringify(statusText) === JSON.stringify([text]), `${label}: the status message carries the answer`,
+    statusText);
+  const history = (task.history ?? []).flatMap((m) => g.texts(m.parts));
+  c.expect(history.includes(text), `${label}: the history holds the message sent`, history);
+}
+
+async function expectCode(c, g, call, code, what) {
+  let failed;
+  try {
+    await call();
+  } catch (e) {
+    failed = e;
+  }
+  c.expect(failed !== undefined, `${what}: refused`);
+  c.expect(g.errorCode(failed) === code, `${what}: ${code} (${failed?.constructor?.name})`,
+    `${failed?.constructor?.name}: ${failed?.message}`);
+}
+
+// The public card of an authenticated door, and the client refused without credentials.
+async function checkAuthenticatedDoor(c, g, card, client, text, summary) {
+  c.expect(g.extendedCardDeclared(card), "public card: the extended card is declared");
+  c.expect(sessionOf(card) === null, "public card: no capsule extension", sessionOf(card));
+  const required = g.requiredSchemes(card);
+  c.expect(required.length > 0, "public card: a security requirement", card);
+  summary.security_scheme = required[0];
+  c.expect(g.isBearer(card.securitySchemes?.[required[0]]), "public card: the required scheme is http bearer",
+    card.securitySchemes);
+  let refused;
+  try {
+    await client.sendMessage(g.message(text));
+  } catch (e) {
+    refused = e;
+  }
+  c.expect(refused !== undefined, "no credentials: the message is refused");
+  c.expect(/Status: 401\b/.test(refused.message), "no credentials: HTTP 401", refused.message);
+}
+
+function checkWire(c, g, wire, token) {
+  const versions = [...wire.versions].map(String).sort();
+  if (g.protocol === "1.0") {
+    c.expect(versions.length === 1 && versions[0] === "1.0", "wire: every request carried A2A-Version: 1.0",
+      versions);
+  }
+  const methods = [...new Set(wire.exchanges.map((x) => x.method))];
+  c.expect(methods.every((m) => g.methods.includes(m)), `wire: only ${g.protocol} method names`, methods);
+  c.expect(wire.problems.length === 0, "wire: JSON-RPC answers echoing each request id", wire.problems);
+  if (token !== null) {
+    const accepted = wire.exchanges.filter((x) => x.status === 200);
+    c.expect(accepted.length > 0 && accepted.every((x) => x.authorization),
+      "every accepted request carried the Authorization header", accepted);
+    const refused = wire.exchanges.filter((x) => x.status === 401);
+    c.expect(refused.length > 0 && refused.every((x) => (x.wwwAuthenticate ?? "").startsWith("Bearer")),
+      "the 401 names the Bearer scheme", refused);
+  }
+}
+
+async function run({ url, sdkDir, text, token, wantSession }) {
+  const req = createRequire(path.resolve(sdkDir, "package.json"));
+  const clientModule = req.resolve("@a2a-js/sdk/client");
+  const root = clientModule.slice(0, clientModule.lastIndexOf(`${path.sep}dist${path.sep}`));
+  const sdkVersion = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).version;
+  const { ClientFactory } = req("@a2a-js/sdk/client");
+  const g = generationOf(sdkVersion, sdkVersion.startsWith("0.") ? null : req("@a2a-js/sdk"));
+  const c = new Checks();
+  const wire = new Wire(g);
+  wire.install();
+  const summary = { sdk: `@a2a-js/sdk ${sdkVersion}`, url, protocol: g.protocol, authenticated: token !== null };
+
+  // 1. The SDK's default factory: the card, and the transport it picks.
+  const client = await new ClientFactory().createFromUrl(url);
+  const card = client.agentCard;
+  summary.card = { name: card.name, version: card.version, url: card.url, protocolVersion: card.protocolVersion,
+    supportedInterfaces: card.supportedInterfaces };
+  summary.transport = client.transport.constructor.name;
+  g.checkCard(c, card, url, client);
+  c.expect((card.skills ?? []).length >= 1, "card: at least one skill");
+  let options;
+  if (token !== null) {
+    await checkAuthenticatedDoor(c, g, card, client, text, summary);
+    options = { serviceParameters: { Authorization: `Bearer ${token}` } };
+  } else {
+    c.expect(!g.extendedCardDeclared(card), "public door: no extended card declared");
+    c.expect(wantSession ? sessionOf(card) === wantSession : sessionOf(card) !== null,
+      "public card: the capsule extension names the session", sessionOf(card));
+    summary.session_id = sessionOf(card);
+  }
+
+  // 2. The task, blocking; 3. read back, listed, and the A2A error codes.
+  const task = await client.sendMessage(g.message(text), options);
+  checkTask(c, g, task, text, "sendMessage");
+  summary.task = { id: task.id, contextId: task.contextId, state: g.state(task),
+    answer: g.texts(task.artifacts[0].parts)[0] };
+  const again = await client.getTask(g.request("GetTaskRequest", { id: task.id }), options);
+  checkTask(c, g, again, text, "getTask");
+  c.expect(again.id === task.id && again.contextId === task.contextId, "getTask: the same task",
+    [again.id, again.contextId]);
+  if (g.protocol === "1.0") {
+    const listed = await client.listTasks(g.request("ListTasksRequest", {}), options);
+    c.expect((listed.tasks ?? []).some((t) => t.id === task.id), "listTasks: the task is listed",
+      (listed.tasks ?? []).map((t) => t.id));
+  }
+  const unknown = g.request("GetTaskRequest", { id: UNKNOWN_TASK });
+  await expectCode(c, g, () => client.getTask(unknown, options), -32001, "getTask unknown");
+  const cancel = g.request("CancelTaskRequest", { id: task.id });
+  await expectCode(c, g, () => client.cancelTask(cancel, options), -32002, "cancelTask finished");
+
+  // 4. The extended card.
+  if (token !== null) {
+    const extended = await client.getAgentCard(options);
+    const sid = sessionOf(extended);
+    c.expect(wantSession ? sid === wantSession : sid !== null, "extended card: the capsule extension names the session",
+      sid);
+    c.expect(wire.exchanges.some((x) => x.method === g.extendedCardMethod && x.status === 200),
+      `extended card: fetched by ${g.extendedCardMethod}`, wire.exchanges);
+    summary.session_id = sid;
+    summary.extended_card = true;
+  }
+
+  checkWire(c, g, wire, token);
+  summary.a2a_versions = [...wire.versions].map(String).sort();
+  summary.rpc_calls = wire.exchanges.map((x) => `${x.method}:${x.status}`);
+  summary.checks = c.passed.length;
+  return summary;
+}
+
+function parseArgs(argv) {
+  const args = { text: "hello from @a2a-js/sdk", wantSession: null, tokenStdin: false };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === "--sdk-dir") args.sdkDir = argv[++i];
+    else if (arg === "--text") args.text = argv[++i];
+    else if (arg === "--session-id") args.wantSession = argv[++i];
+    else if (arg === "--token-stdin") args.tokenStdin = true;
+    else if (!arg.startsWith("--") && args.url === undefined) args.url = arg;
+    else throw new Error(`unknown argument ${arg}`);
+  }
+  if (!args.url || !args.sdkDir) throw new Error("usage: a2a_client.mjs URL --sdk-dir DIR [--text TEXT] "
+    + "[--session-id SES] [--token-stdin]");
+  args.url = `${args.url.includes("://") ? args.url : `http://${args.url}`}`.replace(/\/*$/, "/");
+  return args;
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  let token = null;
+  if (args.tokenStdin) token = fs.readFileSync(0, "utf8").split("\n")[0].trim();
+  else if (process.env.MUR_A2A_TOKEN) token = process.env.MUR_A2A_TOKEN.trim();
+  if (token === "") {
+    console.log(JSON.stringify({ ok: false, error: "an empty token" }));
+    return 1;
+  }
+  try {
+    const summary = await run({ ...args, token });
+    console.log(JSON.stringify({ ...summary, ok: true }));
+    return 0;
+  } catch (e) {
+    if (e instanceof Mismatch) {
+      console.log(JSON.stringify({ ok: false, mismatch: e.message }));
+    } else {
+      // an SDK error is a failed interop, reported, never a crash
+      console.error(e?.stack ?? e);
+      console.log(JSON.stringify({ ok: false, error: `${e?.constructor?.name}: ${e?.message}` }));
+    }
+    return 1;
+  }
+}
+
+process.exitCode = await main();

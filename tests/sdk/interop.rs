@@ -1,0 +1,445 @@
+//! Interop with the official A2A SDK clients, shared by `tests/a2a_sdk*.rs` (each takes it with
+//! `#[path = "sdk/interop.rs"] mod interop;`): the real `mur run` door, unmodified, is driven by a
+//! script in `tests/sdk/` that uses only the SDK's own client code, and prints one JSON summary
+//! line that [`round_trip`] checks.
+//!
+//! | SDK | its client lives in | made by | driven by |
+//! | --- | --- | --- | --- |
+//! | a2a-sdk (PyPI) 0.3.x | `target/a2a-venv` | `setup.sh py03` | `a2a_client.py` |
+//! | a2a-sdk (PyPI) 1.x, A2A 1.0 | `target/a2a1-venv` | `setup.sh py1` | `a2a_client_v1.py` |
+//! | @a2a-js/sdk (npm) 0.3.x | `target/a2a-js03` | `setup.sh js03` | `a2a_client.mjs` |
+//! | @a2a-js/sdk (npm) 1.x, A2A 1.0 | `target/a2a-js1` | `setup.sh js1` | `a2a_client.mjs` |
+//!
+//! Each client is made on first use by `tests/sdk/setup.sh` (once per run of a test binary; one
+//! already holding the pinned SDK is kept), or taken from where its environment variable
+//! ([`Sdk::env`]) points. When it cannot be made (no Python, venv, node or npm; the registry
+//! unreachable) each test using it records itself as skipped (`common::skip`: a loud
+//! `*** SKIPPED … ***` line on stderr and a line in `target/tmp/skipped.tsv`) and passes, so
+//! `cargo test` works on a machine that cannot reach PyPI or npm.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::home::Home;
+use crate::common::run::run_to_end;
+use crate::common::session::Session;
+use crate::common::skip::skipped;
+
+/// How long the SDK script may take.
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// How the SDK's client is run.
+pub enum Runtime {
+    /// A Python (its `bin/python`) running this script of `tests/sdk/`.
+    Python(&'static str),
+    /// node running `tests/sdk/a2a_client.mjs` with this SDK directory.
+    Node,
+}
+
+/// One official SDK client, pinned by `tests/sdk/setup.sh`.
+pub struct Sdk {
+    /// `tests/sdk/setup.sh`'s name for it.
+    pub setup: &'static str,
+    /// Where setup.sh makes it, under the repository.
+    pub dir: &'static str,
+    /// An environment variable that, when set, names a ready-made one instead (a Python for the
+    /// Python SDKs, a directory holding `node_modules/@a2a-js/sdk` for the JS ones); one that
+    /// does not work is a failure, not a skip.
+    pub env: &'static str,
+    pub runtime: Runtime,
+    /// The start of the script's `sdk` summary (name and version line).
+    pub sdk: &'static str,
+    /// The A2A generation it speaks, and so the method names it must send.
+    pub protocol: Protocol,
+    ready: OnceLock<Result<PathBuf, String>>,
+}
+
+/// An A2A generation's method names and completed state, as the SDK scripts report them.
+pub struct Protocol {
+    pub version: &'static str,
+    pub send: &'static str,
+    pub get: &'static str,
+    pub cancel: &'static str,
+    pub extended_card: &'static str,
+    /// Every method its script may send.
+    pub methods: &'static [&'static str],
+    pub completed: &'static str,
+}
+
+const A2A_0_3: Protocol = Protocol {
+    version: "0.3",
+    send: "message/send",
+    get: "tasks/get",
+    cancel: "tasks/cancel",
+    extended_card: "agent/getAuthenticatedExtendedCard",
+    methods: &[
+        "message/send",
+        "tasks/get",
+        "tasks/cancel",
+        "agent/getAuthenticatedExtendedCard",
+    ],
+    completed: "completed",
+};
+
+const A2A_1_0: Protocol = Protocol {
+    version: "1.0",
+    send: "SendMessage",
+    get: "GetTask",
+    cancel: "CancelTask",
+    extended_card: "GetExtendedAgentCard",
+    methods: &[
+        "SendMessage",
+        "GetTask",
+        "ListTasks",
+        "CancelTask",
+        "GetExtendedAgentCard",
+    ],
+    completed: "TASK_STATE_COMPLETED",
+};
+
+pub static PY03: Sdk = Sdk::new(
+    "py03",
+    "target/a2a-venv",
+    "MUR_A2A_PYTHON",
+    Runtime::Python("a2a_client.py"),
+    "a2a-sdk 0.3.",
+    A2A_0_3,
+);
+pub static PY1: Sdk = Sdk::new(
+    "py1",
+    "target/a2a1-venv",
+    "MUR_A2A1_PYTHON",
+    Runtime::Python("a2a_client_v1.py"),
+    "a2a-sdk 1.",
+    A2A_1_0,
+);
+pub static JS03: Sdk = Sdk::new(
+    "js03",
+    "target/a2a-js03",
+    "MUR_A2A_JS03_DIR",
+    Runtime::Node,
+    "@a2a-js/sdk 0.3.",
+    A2A_0_3,
+);
+pub static JS1: Sdk = Sdk::new(
+    "js1",
+    "target/a2a-js1",
+    "MUR_A2A_JS1_DIR",
+    Runtime::Node,
+    "@a2a-js/sdk 1.",
+    A2A_1_0,
+);
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+impl Sdk {
+    const fn new(
+        setup: &'static str,
+        dir: &'static str,
+        env: &'static str,
+        runtime: Runtime,
+        sdk: &'static str,
+        protocol: Protocol,
+    ) -> Sdk {
+        Sdk {
+            setup,
+            dir,
+            env,
+            runtime,
+            sdk,
+            protocol,
+            ready: OnceLock::new(),
+        }
+    }
+
+    /// The Python (for a Python SDK) or SDK directory (for a JS one) to run, or why there is
+    /// none. The tests of one binary run in parallel: the first to ask makes it, the others
+    /// wait for that and share the outcome.
+    fn install(&self) -> Result<PathBuf, String> {
+        if let Some(named) = std::env::var_os(self.env).map(PathBuf::from) {
+            if let Err(why) = self.probe(&named) {
+                panic!("{} is set, but {why}", self.env);
+            }
+            return Ok(named);
+        }
+        self.ready
+            .get_or_init(|| {
+                let made = match self.runtime {
+                    Runtime::Python(_) => repo().join(self.dir).join("bin/python"),
+                    Runtime::Node => repo().join(self.dir),
+                };
+                if self.probe(&made).is_ok() {
+                    return Ok(made);
+                }
+                let said = run_setup_sh(self.setup)?;
+                self.probe(&made).map(|()| made).map_err(|why| {
+                    // setup.sh exits 0 when it cannot make the client; its warning says why.
+                    let warning = said
+                        .lines()
+                        .find_map(|l| l.strip_prefix("*** WARNING: tests/sdk/setup.sh: "))
+                        .map(|w| w.trim_end_matches(" ***").to_string());
+                    match warning {
+                        Some(warning) => format!("tests/sdk/setup.sh {}: {warning}", self.setup),
+                        None => {
+                            format!("after tests/sdk/setup.sh, {why}; it said: {}", said.trim())
+                        }
+                    }
+                })
+            })
+            .clone()
+    }
+
+    /// `Ok` when `path` holds this SDK at its pinned line; otherwise why not.
+    fn probe(&self, path: &Path) -> Result<(), String> {
+        if !path.exists() {
+            return Err(format!("{} does not exist", path.display()));
+        }
+        let version = match self.runtime {
+            Runtime::Python(_) => python_sdk_version(path)?,
+            Runtime::Node => {
+                let manifest = path.join("node_modules/@a2a-js/sdk/package.json");
+                let text = std::fs::read_to_string(&manifest)
+                    .map_err(|e| format!("{}: {e}", manifest.display()))?;
+                let node = Command::new("node").arg("--version").output();
+                if !node.is_ok_and(|o| o.status.success()) {
+                    return Err("no node on PATH".to_string());
+                }
+                let parsed: Value = serde_json::from_str(&text).unwrap_or_default();
+                format!("@a2a-js/sdk {}", parsed["version"].as_str().unwrap_or("?"))
+            }
+        };
+        if !version.starts_with(self.sdk) {
+            return Err(format!(
+                "{} has {version}, not {}x",
+                path.display(),
+                self.sdk
+            ));
+        }
+        Ok(())
+    }
+
+    /// The script's command for the door at `url` (stdin still to be set).
+    fn command(&self, installed: &Path, url: &str) -> Command {
+        let mut cmd = match self.runtime {
+            Runtime::Python(script) => {
+                let mut cmd = Command::new(installed);
+                cmd.arg(repo().join("tests/sdk").join(script)).arg(url);
+                cmd
+            }
+            Runtime::Node => {
+                let mut cmd = Command::new("node");
+                cmd.arg(repo().join("tests/sdk/a2a_client.mjs"))
+                    .arg(url)
+                    .arg("--sdk-dir")
+                    .arg(installed);
+                cmd
+            }
+        };
+        cmd.env_remove("MUR_A2A_TOKEN");
+        cmd
+    }
+}
+
+/// `bash tests/sdk/setup.sh WHICH`, its stdout and stderr; `Err` when it cannot be run at all.
+fn run_setup_sh(which: &str) -> Result<String, String> {
+    let out = Command::new("bash")
+        .arg(repo().join("tests/sdk/setup.sh"))
+        .arg(which)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run bash tests/sdk/setup.sh: {e}"))?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(format!(
+            "tests/sdk/setup.sh {which} failed ({}): {}",
+            out.status,
+            said.trim()
+        ));
+    }
+    Ok(said)
+}
+
+/// `a2a-sdk X.Y.Z` as `python` imports it, or why it cannot.
+fn python_sdk_version(python: &Path) -> Result<String, String> {
+    let probe = Command::new(python)
+        .args([
+            "-c",
+            "import a2a.client, importlib.metadata as m; print(m.version('a2a-sdk'))",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{} cannot run: {e}", python.display()))?;
+    if !probe.status.success() {
+        return Err(format!(
+            "{} cannot import a2a-sdk: {}",
+            python.display(),
+            String::from_utf8_lossy(&probe.stderr).trim()
+        ));
+    }
+    Ok(format!(
+        "a2a-sdk {}",
+        String::from_utf8_lossy(&probe.stdout).trim()
+    ))
+}
+
+/// Which door a test opens.
+#[derive(Clone, Copy)]
+pub enum Door {
+    /// `mur run` with no manifest: the embedded echo capsule, public.
+    Echo,
+    /// A capsule whose manifest declares `network.authentication` and runs `/bin/sh -c cat`.
+    Authenticated,
+}
+
+/// Run `sdk` against a fresh `door` and check everything its script reports (see
+/// [`round_trip`]); the test records itself as skipped instead when the SDK cannot be had.
+/// `test` is the calling test function's name.
+#[track_caller]
+pub fn interop(sdk: &Sdk, door: Door, test: &str) {
+    let installed = match sdk.install() {
+        Ok(installed) => installed,
+        Err(why) => {
+            skipped(test, &format!("the A2A SDK interop test: {why}"));
+            return;
+        }
+    };
+    let home = Home::new();
+    let (mut session, token, text, name) = match door {
+        Door::Echo => (
+            home.start(&[]),
+            None,
+            "hello from the A2A SDK: ünïcode ✓",
+            "echo",
+        ),
+        Door::Authenticated => {
+            let manifest = home.write_capsule(
+                "capsule",
+                json!({
+                    "name": "sdk-auth",
+                    "version": "1.2.3",
+                    "run": ["/bin/sh", "-c", "cat"],
+                    "network": {"authentication": {"credentials": [
+                        {"name": "reader", "scopes": ["tasks/get"]},
+                    ]}},
+                }),
+                None,
+            );
+            let session = home.start(&[manifest.parent().unwrap().to_str().unwrap()]);
+            let token = home.token(&[&session.id]);
+            assert!(token.starts_with("mdt1."), "mur token printed {token:?}");
+            (
+                session,
+                Some(token),
+                "two lines\nthrough /bin/sh cat",
+                "sdk-auth",
+            )
+        }
+    };
+    assert_eq!(session.ready["name"], name, "{}", session.ready_line);
+
+    let summary = round_trip(sdk, &installed, &session, text, token.as_deref());
+    assert_eq!(summary["card"]["name"], name, "{summary}");
+
+    session.signal(libc::SIGTERM);
+    let status = session.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(143), "mur run after SIGTERM: {status}");
+}
+
+/// Run the SDK script against `session` (bearer `token` on its stdin, never in argv) and check
+/// its summary: every check of the script passed; the SDK is the pinned one, speaking its
+/// generation's method names (1.0: and `A2A-Version: 1.0` on every request); the task completed
+/// with `text` as its answer, was read back, and its cancel and an unknown task's get were
+/// answered with A2A errors; the card (the extended card, with a token) named the session.
+fn round_trip(
+    sdk: &Sdk,
+    installed: &Path,
+    session: &Session,
+    text: &str,
+    token: Option<&str>,
+) -> Value {
+    let mut cmd = sdk.command(installed, &session.url);
+    cmd.args(["--text", text, "--session-id", &session.id]);
+    if token.is_some() {
+        cmd.arg("--token-stdin");
+    }
+    let stdin = token.map(|t| format!("{t}\n")).unwrap_or_default();
+    let output = run_to_end(cmd, Some(stdin.as_bytes()), DEADLINE);
+    let (stdout, stderr) = (&output.stdout, &output.stderr);
+    println!("{} client: {}", sdk.setup, stdout.trim());
+    assert!(
+        output.status.success(),
+        "the SDK client failed ({}):\nstdout: {stdout}\nstderr: {stderr}\nmur run stderr: {}",
+        output.status,
+        session.stderr()
+    );
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("the SDK client's summary is not JSON ({e}): {stdout}"));
+    assert_eq!(summary["ok"], true, "{summary}");
+    assert!(
+        summary["sdk"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(sdk.sdk)),
+        "{summary}"
+    );
+    let p = &sdk.protocol;
+    assert_eq!(summary["protocol"], p.version, "{summary}");
+    assert_eq!(summary["task"]["state"], p.completed, "{summary}");
+    assert_eq!(summary["task"]["answer"], text, "{summary}");
+    assert_eq!(summary["session_id"], session.id.as_str(), "{summary}");
+    assert_eq!(summary["authenticated"], token.is_some(), "{summary}");
+    check_wire(&sdk.protocol, &summary, token.is_some());
+    if let Some(token) = token {
+        assert!(!stdout.contains(token) && !stderr.contains(token));
+        assert_eq!(summary["extended_card"], true, "{summary}");
+        assert_eq!(summary["security_scheme"], "bearer", "{summary}");
+    }
+    summary
+}
+
+/// The calls the script saw on the wire (`METHOD:HTTP status`, in its summary): the
+/// generation's own method names only; the send, the two gets (the task, and the unknown one)
+/// and the cancel answered with HTTP 200 (A2A errors travel with 200), with a token also the
+/// extended card, after the send refused with 401; for 1.0, `A2A-Version: 1.0` on every request.
+fn check_wire(p: &Protocol, summary: &Value, authenticated: bool) {
+    let calls: Vec<&str> = summary["rpc_calls"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let count = |call: String| calls.iter().filter(|c| **c == call).count();
+    let mut wanted = vec![(p.send, 1), (p.get, 2), (p.cancel, 1)];
+    if authenticated {
+        wanted.push((p.extended_card, 1));
+        assert_eq!(count(format!("{}:401", p.send)), 1, "{summary}");
+    }
+    for (method, times) in wanted {
+        assert!(
+            count(format!("{method}:200")) >= times,
+            "{times} {method} answered with HTTP 200 on the wire: {summary}"
+        );
+    }
+    let foreign: Vec<&&str> = calls
+        .iter()
+        .filter(|c| {
+            !p.methods
+                .contains(&c.rsplit_once(':').map_or(**c, |(m, _)| m))
+        })
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "methods not of A2A {}: {foreign:?}: {summary}",
+        p.version
+    );
+    if p.version == "1.0" {
+        assert_eq!(summary["a2a_versions"], json!(["1.0"]), "{summary}");
+    }
+}

@@ -1,0 +1,222 @@
+//! Streaming (DESIGN.md §5): `message/stream` / `SendStreamingMessage` send the task, its status,
+//! the handler's stdout in chunks as it is written, and the settled status, then end; a task can
+//! be resubscribed to mid-way; a reader that never reads costs only its own stream; and
+//! `mur run --task` prints the answer as it comes.
+
+// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
+// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
+#![allow(unsafe_code)]
+
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::mpsc;
+
+use common::{home::Home, session::send_params, sse::Sse, wait::WAIT};
+use serde_json::{Value, json};
+
+/// Writes `first`, waits for `<gate>/release`, writes `second`.
+fn two_step_capsule(home: &Home, gate: &Path) -> String {
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\necho first\nwhile [ ! -e '{}/release' ]; do sleep 0.02; done\necho second\n",
+        gate.display()
+    );
+    let manifest = json!({"name": "steps", "version": "1.0.0"});
+    let path = home.write_capsule("steps", manifest, Some(&script));
+    path.to_str().unwrap().to_string()
+}
+
+fn release(gate: &Path) {
+    std::fs::write(gate.join("release"), "").unwrap();
+}
+
+/// The text of an artifact update's parts, in either generation.
+fn chunk_text(update: &Value) -> String {
+    update["artifact"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect()
+}
+
+#[test]
+fn the_first_chunk_arrives_before_the_handler_ends_in_0_3() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let session = home.start(&[&two_step_capsule(&home, &gate)]);
+    let mut sse = Sse::open(
+        &session.url,
+        None,
+        "message/stream",
+        send_params(&["go"], true),
+    );
+    assert!(sse.head.starts_with("HTTP/1.1 200"), "{}", sse.head);
+    assert!(sse.head.contains("text/event-stream"), "{}", sse.head);
+    let task = sse.next().unwrap();
+    assert_eq!(task["id"], 7, "each event answers the request's id");
+    assert_eq!(task["result"]["kind"], "task", "{task}");
+    let working = sse.next().unwrap()["result"].clone();
+    assert_eq!(
+        (&working["kind"], &working["status"]["state"]),
+        (&json!("status-update"), &json!("working"))
+    );
+    let first = sse.next().unwrap()["result"].clone();
+    assert_eq!(first["kind"], "artifact-update", "{first}");
+    assert_eq!(
+        chunk_text(&first),
+        "first\n",
+        "the chunk came while the handler still runs"
+    );
+    assert_eq!(first["append"], false);
+    release(&gate);
+    let rest = sse.rest();
+    let text: String = rest
+        .iter()
+        .filter(|e| e["kind"] == "artifact-update")
+        .map(chunk_text)
+        .collect();
+    assert_eq!(text, "second\n", "the chunks are stdout as written");
+    let last_chunk = rest
+        .iter()
+        .rfind(|e| e["kind"] == "artifact-update")
+        .unwrap();
+    assert_eq!(
+        (&last_chunk["lastChunk"], &last_chunk["append"]),
+        (&json!(true), &json!(true))
+    );
+    let settled = rest.last().unwrap();
+    assert_eq!(settled["status"]["state"], "completed", "{rest:?}");
+    assert_eq!(settled["final"], true);
+    // The stream ended with the settled status; the task reads back whole.
+    let read = session.get_task(None, task["result"]["id"].as_str().unwrap());
+    assert_eq!(read["artifacts"][0]["parts"][0]["text"], "first\nsecond");
+}
+
+#[test]
+fn the_first_chunk_arrives_before_the_handler_ends_in_1_0() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let session = home.start(&[&two_step_capsule(&home, &gate)]);
+    let params =
+        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "go"}]}});
+    let mut sse = Sse::open(&session.url, Some("1.0"), "SendStreamingMessage", params);
+    let task = sse.next().unwrap()["result"].clone();
+    assert_eq!(
+        task["task"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{task}"
+    );
+    let working = sse.next().unwrap()["result"].clone();
+    assert_eq!(
+        working["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    let first = sse.next().unwrap()["result"].clone();
+    assert_eq!(chunk_text(&first["artifactUpdate"]), "first\n", "{first}");
+    release(&gate);
+    let rest = sse.rest();
+    let settled = &rest.last().unwrap()["statusUpdate"];
+    assert_eq!(
+        settled["status"]["state"], "TASK_STATE_COMPLETED",
+        "{rest:?}"
+    );
+    assert!(
+        settled.get("final").is_none(),
+        "1.0 has no final flag: the stream just ends"
+    );
+    assert!(rest.iter().all(|e| e.get("kind").is_none()));
+}
+
+#[test]
+fn a_live_task_can_be_resubscribed_and_an_ended_one_cannot() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let session = home.start(&[&two_step_capsule(&home, &gate)]);
+    let task = session.send(None, "go", false);
+    let id = task["id"].clone();
+    let mut sse = Sse::open(&session.url, None, "tasks/resubscribe", json!({"id": id}));
+    let now = sse.next().unwrap()["result"].clone();
+    assert_eq!(now["id"], id, "first the task as it stands: {now}");
+    release(&gate);
+    let rest = sse.rest();
+    assert_eq!(
+        rest.last().unwrap()["status"]["state"],
+        "completed",
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter().any(|e| chunk_text(e).contains("second")),
+        "{rest:?}"
+    );
+    // Ended: nothing to stream, in either generation.
+    let old = session.rpc(None, "tasks/resubscribe", json!({"id": id}));
+    assert_eq!(old["error"]["code"], -32004, "{old}");
+    let new = session.rpc(None, "SubscribeToTask", json!({"id": id}));
+    assert_eq!(new["error"]["code"], -32004, "{new}");
+    let unknown = session.rpc(
+        None,
+        "SubscribeToTask",
+        json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"}),
+    );
+    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+}
+
+#[test]
+fn a_reader_that_never_reads_costs_only_its_own_stream() {
+    let home = Home::new();
+    // About 3.8 MB of stdout in lines: far more than the reader's buffer and the socket's.
+    let script = "#!/bin/sh\ncat >/dev/null\ni=0\nwhile [ $i -lt 30000 ]; do echo 'a line of chatter from a busy handler that goes on and on and on and on and on and'; i=$((i+1)); done\n";
+    let manifest = json!({"name": "chatty", "version": "1.0.0", "lifecycle": {"concurrency": 2}});
+    let path = home.write_capsule("chatty", manifest, Some(script));
+    let mut session = home.start(&[path.to_str().unwrap()]);
+    let stalled = Sse::send(
+        &session.url,
+        None,
+        "message/stream",
+        send_params(&["go"], true),
+    );
+    // Meanwhile the door serves others, and the stalled task itself completes.
+    let other = session.send(None, "me too", true);
+    assert_eq!(other["status"]["state"], "completed", "{other}");
+    session.assert_still_serving();
+    let listed = session.call(None, "ListTasks", json!({"status": "TASK_STATE_COMPLETED"}));
+    assert_eq!(
+        listed["totalSize"], 2,
+        "the stalled reader's task completed too: {listed}"
+    );
+    drop(stalled);
+}
+
+#[test]
+fn mur_run_task_prints_the_answer_as_it_comes() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let capsule = two_step_capsule(&home, &gate);
+    let mut child = home
+        .command(&["run", &capsule, "--task", "go"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap());
+        }
+    });
+    let first = lines.recv_timeout(WAIT);
+    // Let the handler end whatever happened, so nothing is left waiting on the gate.
+    release(&gate);
+    assert_eq!(
+        first.as_deref(),
+        Ok("first"),
+        "printed while the handler still waits"
+    );
+    let rest: Vec<String> = lines.iter().collect();
+    assert_eq!(rest, ["second"]);
+    assert!(child.wait().unwrap().success());
+}
