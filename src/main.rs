@@ -15,7 +15,9 @@ use mur::cli::Failure;
 const VERSION: &str = concat!(
     "mur ",
     env!("CARGO_PKG_VERSION"),
-    " (commit ",
+    " (",
+    env!("MUR_TARGET"),
+    ", commit ",
     env!("MUR_GIT_COMMIT"),
     ")"
 );

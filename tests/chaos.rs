@@ -101,10 +101,8 @@ fn formations_and_sessions_leave_nothing_behind_whatever_is_struck_and_when() {
         }
     };
     println!("chaos: seed {seed}, {iterations} iterations (replay: MUR_CHAOS_SEED={seed})");
-    assert_eq!(
-        // SAFETY: prctl(2) with integer arguments only.
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
-        0,
+    assert!(
+        mur::sys::child::become_subreaper(),
         "cannot become a child subreaper"
     );
 

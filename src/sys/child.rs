@@ -120,7 +120,7 @@ impl Pump {
         .into_iter()
         .flatten()
         {
-            set_nonblocking(fd)?;
+            super::pipe::set_nonblocking(fd)?;
         }
         let mut pump = Self {
             stdin,
@@ -243,22 +243,6 @@ fn read_available(pipe: Option<&mut impl std::io::Read>, mut keep: impl FnMut(&[
     }
 }
 
-fn set_nonblocking(fd: std::os::fd::RawFd) -> std::io::Result<()> {
-    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; integers only.
-    let rc = unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 {
-            flags
-        } else {
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK)
-        }
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Make this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`), so a
 /// handler's child that escaped its process group (`setsid`) is reparented here when the handler
 /// exits, where [`children`] finds it and the session can end it. `false` where unsupported.
@@ -275,6 +259,8 @@ pub fn become_subreaper() -> bool {
 }
 
 /// The pids of this process's children (every thread's), from `/proc/self/task/*/children`.
+/// Empty without procfs (macOS), where no orphan is reparented to us anyway: there is no
+/// subreaper there, and what escapes a handler's group goes to launchd.
 pub fn children() -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
@@ -366,7 +352,6 @@ const REAPER_SLOTS: usize = 1024;
 
 impl GroupReaper {
     /// Fork the reaper; `None` if it could not be started.
-    #[cfg(target_os = "linux")]
     pub fn start() -> Option<Self> {
         use std::os::fd::AsRawFd;
         let (read, write) = super::pipe::pipe().ok()?;
@@ -383,11 +368,6 @@ impl GroupReaper {
                 pid: pid as u32,
             }),
         }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    pub fn start() -> Option<Self> {
-        None
     }
 
     pub fn pid(&self) -> u32 {
@@ -445,7 +425,6 @@ impl GroupReaper {
 /// Call only in a child just forked from a (possibly multithreaded) process, with `keep` the
 /// read end of the reaper's pipe: it closes every other descriptor, calls only async-signal-safe
 /// functions and never returns.
-#[cfg(target_os = "linux")]
 unsafe fn reaper_main(keep: libc::c_int) -> ! {
     // SAFETY: plain system calls on integers and a stack buffer, each async-signal-safe, as the
     // caller's contract (a freshly forked child) requires.
@@ -454,22 +433,15 @@ unsafe fn reaper_main(keep: libc::c_int) -> ! {
         // launcher's SIGKILL to a peer's group) ends it before the session.
         libc::setpgid(0, 0);
         // Every descriptor but the pipe goes: the door, the handlers' pipes, stdio.
-        if keep > 0 && libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32) != 0 {
-            for fd in 0..keep {
-                libc::close(fd);
-            }
-        }
-        if libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32) != 0 {
-            for fd in (keep + 1)..65536 {
-                libc::close(fd);
-            }
-        }
+        close_all_but(keep);
         let mut groups = [0 as libc::pid_t; REAPER_SLOTS];
         let mut buf = [0u8; 4];
         let mut have = 0usize;
         loop {
             let n = libc::read(keep, buf.as_mut_ptr().add(have).cast(), 4 - have);
-            if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
+            // Reading errno builds no heap value: async-signal-safe.
+            let interrupted = std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
+            if n == 0 || (n < 0 && !interrupted) {
                 break;
             }
             if n < 0 {
@@ -495,6 +467,29 @@ unsafe fn reaper_main(keep: libc::c_int) -> ! {
             }
         }
         libc::_exit(0)
+    }
+}
+
+/// Close every descriptor but `keep`, in a freshly forked child: `close_range(2)` where the
+/// kernel has it (Linux ≥ 5.9), else one `close` per number below 65536 (a reaper forked under a
+/// higher descriptor limit may keep one of those open: harmless, it only holds it).
+///
+/// # Safety
+///
+/// Only in a child about to live on `keep` alone: every other descriptor is gone afterwards.
+unsafe fn close_all_but(keep: libc::c_int) {
+    let keep = keep.max(0) as u32;
+    let below = keep.checked_sub(1).map(|high| (0, high));
+    for (low, high) in below.into_iter().chain([(keep + 1, u32::MAX)]) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: three integers; the caller's contract: nothing in the range is needed any more.
+        if unsafe { libc::syscall(libc::SYS_close_range, low, high, 0u32) } == 0 {
+            continue;
+        }
+        for fd in low..=high.min(65535) {
+            // SAFETY: as above; closing a number that is not open fails harmlessly.
+            unsafe { libc::close(fd as libc::c_int) };
+        }
     }
 }
 

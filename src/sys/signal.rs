@@ -2,7 +2,7 @@
 //! termination signals as flags. Whether a process *may* be signalled is decided elsewhere
 //! ([`crate::process`]); these are the calls.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 /// The first termination signal caught by [`catch_termination`], or 0.
 static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
@@ -61,6 +61,7 @@ pub fn termination_count() -> u32 {
 /// number). `ENOSYS` where the kernel has none (Linux < 5.3, other systems).
 #[cfg(target_os = "linux")]
 pub fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
     // SAFETY: `pidfd_open(pid, flags)` takes two integers and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -78,6 +79,7 @@ pub fn pidfd_open(_pid: libc::pid_t) -> std::io::Result<OwnedFd> {
 /// Send `signal` to the process `fd` names: that process and no other.
 #[cfg(target_os = "linux")]
 pub fn pidfd_send_signal(fd: &OwnedFd, signal: libc::c_int) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
     // SAFETY: a live descriptor, a signal number, a null siginfo (the kernel fills in the
     // `kill(2)` defaults) and no flags.
     let rc = unsafe {

@@ -5,7 +5,7 @@
 //! closing or its `--task` finishing the moment it happens, and a launcher its entry member's
 //! exit, instead of at the next tick.
 
-use std::os::fd::RawFd;
+use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::Once;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
@@ -19,12 +19,11 @@ static INIT: Once = Once::new();
 /// the caller decides whether that is acceptable.
 pub fn init() -> std::io::Result<()> {
     INIT.call_once(|| {
-        let mut fds = [-1 as libc::c_int; 2];
-        // SAFETY: `fds` is a live two-element array; the flags make both ends non-blocking and
-        // close-on-exec, so no child inherits them and a full pipe never blocks a writer.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0 {
-            READ.store(fds[0], Ordering::SeqCst);
-            WRITE.store(fds[1], Ordering::SeqCst);
+        // Both ends stay open for the rest of the process: every wait polls the read end, and a
+        // signal handler may write to the other at any moment.
+        if let Ok((read, write)) = super::pipe::nonblocking_pipe() {
+            READ.store(read.into_raw_fd(), Ordering::SeqCst);
+            WRITE.store(write.into_raw_fd(), Ordering::SeqCst);
         }
     });
     if READ.load(Ordering::SeqCst) < 0 {

@@ -2,8 +2,7 @@
 //! scripts that record their process group, and the formation lifeline pipe.
 
 use std::fs;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::thread;
@@ -339,24 +338,10 @@ pub struct Lifeline {
 
 impl Lifeline {
     pub fn attach(command: &mut Command) -> Lifeline {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe2 fills the two-int array it is given.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-        assert_eq!(rc, 0, "pipe2");
-        // SAFETY: both descriptors were just created and are owned here alone.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read, write) = mur::sys::pipe::pipe().expect("lifeline pipe");
         let read_fd = read.as_raw_fd();
         command.env("MURMUR_FORMATION_LIFELINE", read_fd.to_string());
-        // SAFETY: fcntl is async-signal-safe; only the read end's flags change, in the child.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::fcntl(read_fd, libc::F_SETFD, 0) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
+        mur::sys::pipe::keep_open_in_child(command, vec![read_fd]);
         Lifeline {
             read: Some(read),
             write: Some(write),

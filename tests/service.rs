@@ -1,0 +1,139 @@
+//! The systemd recipe, `examples/systemd/mur.service`, as far as a machine without systemd as
+//! pid 1 can take it: `systemd-analyze verify` finds nothing to say about it, and its own
+//! `ExecStart` line, run the way systemd runs a `Type=notify` service, says `READY=1` once the
+//! door answers the readiness probe's request, and on systemd's stop (SIGTERM to the main
+//! process, there being no `ExecStop`) exits with a status the unit counts as success.
+
+// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
+// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
+#![allow(unsafe_code)]
+
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+
+use common::home::Home;
+use common::http::http;
+use common::run::{mur_bin, mur_command, wait_child};
+use common::skip::skipped;
+use common::wait::WAIT;
+
+/// Where the unit expects mur, as installed by `./install.sh /usr/local`.
+const INSTALLED: &str = "/usr/local/bin/mur";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn unit() -> String {
+    std::fs::read_to_string(repo().join("examples/systemd/mur.service")).unwrap()
+}
+
+/// The values of `key=` in `[Service]` (every line that sets it, in order).
+fn service_values(unit: &str, key: &str) -> Vec<String> {
+    unit.lines()
+        .skip_while(|line| line.trim() != "[Service]")
+        .take_while(|line| !line.starts_with('[') || line.trim() == "[Service]")
+        .filter_map(|line| line.strip_prefix(key)?.strip_prefix('='))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn systemd_analyze_verify_finds_nothing_to_say_about_the_unit() {
+    let Ok(version) = std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+    else {
+        return skipped(
+            "systemd_analyze_verify_finds_nothing_to_say_about_the_unit",
+            "no systemd-analyze on this machine (Debian: systemd)",
+        );
+    };
+    assert!(version.status.success());
+    // verify insists that ExecStart's program exists: point it at the mur under test.
+    let home = Home::new();
+    let copy: PathBuf = home.path().join("mur.service");
+    std::fs::write(&copy, unit().replace(INSTALLED, mur_bin())).unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    // verify exits 0 on a line it ignores ("Failed to parse …, ignoring"): any word is a finding.
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "systemd-analyze verify mur.service: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_units_exec_start_is_ready_when_its_door_answers_and_stops_as_a_success() {
+    let unit = unit();
+    assert_eq!(service_values(&unit, "Type"), ["notify"]);
+    assert!(
+        service_values(&unit, "ExecStop").is_empty(),
+        "stop is SIGTERM"
+    );
+    assert_eq!(service_values(&unit, "KillMode"), ["mixed"]);
+    let exec_start = service_values(&unit, "ExecStart");
+    let [line] = exec_start.as_slice() else {
+        panic!("one ExecStart, not {exec_start:?}");
+    };
+    let argv: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(argv[0], INSTALLED);
+    // The unit's arguments, but the capsule is examples/shout and the port any free one.
+    let shout = repo().join("examples/shout");
+    let args: Vec<&str> = argv[1..]
+        .iter()
+        .map(|&arg| match arg {
+            "/srv/capsule" => shout.to_str().unwrap(),
+            "8080" => "0",
+            other => other,
+        })
+        .collect();
+
+    let home = Home::new();
+    let socket_path = home.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(WAIT)).unwrap();
+    let mut command = mur_command(home.path(), home.path(), &args);
+    command
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().expect("spawning the unit's ExecStart");
+
+    let mut buf = [0u8; 64];
+    let n = socket.recv(&mut buf).expect("READY=1 on NOTIFY_SOCKET");
+    assert_eq!(&buf[..n], b"READY=1");
+    // Ready means the probe's request is answered.
+    let ps = home.mur(&["ps", "--json"]);
+    let url = ps.json()["capsules"][0]["url"]
+        .as_str()
+        .expect("the session's url")
+        .to_string();
+    let card = http(&url, "GET", "/.well-known/agent-card.json", None, b"").unwrap();
+    assert_eq!(card.status, 200, "{}", card.text());
+
+    // systemd's stop: SIGTERM to the main process.
+    // SAFETY: kill(2) with integers only; the pid is our unreaped child's, so it names it alone.
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0);
+    let status = wait_child(&mut child, WAIT).expect("mur exits after SIGTERM");
+    let code = status.code().expect("an exit, not a signal").to_string();
+    let success: Vec<String> = service_values(&unit, "SuccessExitStatus")
+        .iter()
+        .flat_map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    assert!(
+        code == "0" || success.contains(&code),
+        "exit {code} after SIGTERM is not in SuccessExitStatus={success:?}"
+    );
+    assert!(home.running_entries().is_empty(), "the record is removed");
+}
