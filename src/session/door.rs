@@ -287,7 +287,7 @@ impl Door {
         caller: &Caller,
         generation: Generation,
     ) -> Result<Arc<Feed>, RpcError> {
-        let asked = params::task_ref(&params)?;
+        let asked = params::task_ref(params)?;
         let read_with = match generation {
             Generation::V0_3 => "tasks/get",
             Generation::V1_0 => "GetTask",
