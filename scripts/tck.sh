@@ -10,9 +10,11 @@
 #   --sut mur|reference    mur (default), or the a2a-sdk reference echo server
 #                          (scripts/tck-reference.py; a2a-sdk 0.3.x for 0.3, 1.x for 1.0), which
 #                          is checked against tests/tck/reference-failures.txt instead
-#   --skip-known           do not run the listed tests at all (--deselect): much faster for A2A
-#                          1.0, whose listed ListTasks tests each wait 5 s for a state an echo
-#                          task never shows, but a listed test that now passes goes unnoticed
+#   --skip-known           do not run the listed tests at all (deselected by exact node id, not
+#                          pytest's --deselect, which drops every id starting with the one given):
+#                          much faster for A2A 1.0, whose listed ListTasks tests each wait 5 s for
+#                          a state an echo task never shows, but a listed test that now passes
+#                          goes unnoticed
 #
 # Generations: A2A 0.3 = the TCK's branch 0.3.x, A2A 1.0 = its branch main, run with
 # A2A_AUTH_HEADERS='{"A2A-Version":"1.0"}' (TCK main sends no A2A-Version header itself, and a
@@ -187,10 +189,26 @@ else
     LIST=$ROOT/tests/tck/reference-failures.txt
 fi
 
+# --skip-known: a pytest plugin that deselects exactly the node ids in $TCK_SKIP_FILE
+mkdir -p "$OUT/plugin"
+cat >"$OUT/plugin/tck_skip_known.py" <<'PY'
+import os
+
+
+def pytest_collection_modifyitems(config, items):
+    with open(os.environ["TCK_SKIP_FILE"]) as f:
+        skip = set(f.read().split())
+    drop = [item for item in items if item.nodeid in skip]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [item for item in items if item.nodeid not in skip]
+PY
+
 runs=()
 for gen in $GENS; do
     src=$(tck_tree "$gen")
     echo "== A2A $gen: a2a-tck $(cat "$src/.commit" 2>/dev/null || echo "$src") against $SUT" >&2
+    g0=$(date +%s%N)
     if [ "$SUT" = mur ]; then start_mur "$gen"; else start_reference "$gen"; fi
     for cat in $CATEGORIES; do
         case $cat in
@@ -203,9 +221,8 @@ for gen in $GENS; do
         base=$OUT/results/$SUT-$gen-$cat
         skip=()
         if [ "$SKIP_KNOWN" = 1 ] && [ -f "$LIST" ]; then
-            while read -r g id _; do
-                if [ "$g" = "$gen" ]; then skip+=(--deselect "$id"); fi
-            done < <(sed 's/#.*//' "$LIST")
+            sed 's/#.*//' "$LIST" | awk -v g="$gen" '$1 == g { print $2 }' >"$OUT/skip-$gen.txt"
+            skip=(-p tck_skip_known)
         fi
         hdr=()
         [ "$gen" = 1.0 ] && hdr=(A2A_AUTH_HEADERS='{"A2A-Version":"1.0"}')
@@ -213,6 +230,7 @@ for gen in $GENS; do
         t0=$(date +%s%N)
         (cd "$src" && env -u A2A_AUTH_TYPE -u A2A_AUTH_TOKEN -u A2A_AUTH_HEADER \
             -u A2A_AUTH_HEADERS -u A2A_AUTH_USERNAME -u A2A_AUTH_PASSWORD "${hdr[@]}" \
+            PYTHONPATH="$OUT/plugin" TCK_SKIP_FILE="$OUT/skip-$gen.txt" \
             PYTHONDONTWRITEBYTECODE=1 "$VPY" -m pytest "${sel[@]}" "${skip[@]}" --sut-url="$SUT_URL" \
             --test-scope=all --transports jsonrpc --tb=short -q -p no:cacheprovider -o log_level=INFO \
             --json-report --json-report-file="$base.json" --json-report-omit=collectors \
@@ -223,6 +241,7 @@ for gen in $GENS; do
         echo "   $cat: $(tail -n 1 "$base.log") [$(((t1 - t0) / 1000000)) ms]" >&2
     done
     stop_sut
+    echo "   A2A $gen took $((($(date +%s%N) - g0) / 1000000)) ms (server start, categories, stop)" >&2
 done
 
 # ---- compare with the list ----------------------------------------------------------------------
