@@ -197,13 +197,11 @@ fn unsupported_methods_answer_the_codes_the_spec_names() {
     let session = home.start(&[]);
     let id = json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"});
     let cases = [
-        ("tasks/resubscribe", id.clone(), -32001),
         ("tasks/pushNotificationConfig/set", id.clone(), -32003),
         ("tasks/pushNotificationConfig/get", id.clone(), -32003),
         ("tasks/pushNotificationConfig/list", id.clone(), -32003),
         ("tasks/pushNotificationConfig/delete", id.clone(), -32003),
         ("agent/getAuthenticatedExtendedCard", json!({}), -32007),
-        ("SubscribeToTask", id.clone(), -32001),
         ("CreateTaskPushNotificationConfig", id.clone(), -32003),
         ("GetTaskPushNotificationConfig", id.clone(), -32003),
         ("ListTaskPushNotificationConfigs", id.clone(), -32003),
@@ -334,6 +332,7 @@ const REFUSED: &str = r#"
 1.0 SendMessage params.message.parts[0].url {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"url":"not a url"}]}}
 1.0 SendMessage params.message.parts[0].filename {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"aGk=","filename":"a/b"}]}}
 1.0 SendMessage params.configuration.returnImmediately {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"returnImmediately":"yes"}}
+1.0 SendMessage params.message.parts[0].data {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"data":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}]}}
 1.0 GetTask params.historyLength {"id":"tsk_0190f0f0f0f07000800000000000abcd","historyLength":-1}
 1.0 ListTasks params.pageSize {"pageSize":0}
 1.0 ListTasks params.pageSize {"pageSize":101}

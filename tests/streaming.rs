@@ -15,7 +15,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::mpsc;
 
-use common::{home::Home, session::send_params, sse::Sse, wait::WAIT};
+use common::{
+    home::Home,
+    session::send_params,
+    sse::Sse,
+    wait::{WAIT, wait_for},
+};
 use serde_json::{Value, json};
 
 /// Writes `first`, waits for `<gate>/release`, writes `second`.
@@ -136,11 +141,10 @@ fn a_live_task_can_be_resubscribed_and_an_ended_one_cannot() {
     let gate = home.dir("gate");
     let session = home.start(&[&two_step_capsule(&home, &gate)]);
     let task = session.send(None, "go", false);
-    let id = task["id"].clone();
-    // Once the first chunk has streamed, a new reader starts from it.
-    let read = |session: &common::session::Session| session.get_task(None, id.as_str().unwrap());
-    let so_far = common::wait::wait_for(WAIT, "the first chunk", || {
-        let task = read(&session);
+    let id = task["id"].as_str().unwrap().to_string();
+    // Once the first chunk has streamed, the task shows it, and a new reader starts from it.
+    let so_far = wait_for(WAIT, "the first chunk", || {
+        let task = session.get_task(None, &id);
         task.get("artifacts").is_some().then_some(task)
     });
     assert_eq!(
@@ -149,7 +153,7 @@ fn a_live_task_can_be_resubscribed_and_an_ended_one_cannot() {
     );
     let mut sse = Sse::open(&session.url, None, "tasks/resubscribe", json!({"id": id}));
     let now = sse.next().unwrap()["result"].clone();
-    assert_eq!(now["id"], id, "first the task as it stands: {now}");
+    assert_eq!(now["id"], id.as_str(), "first the task as it stands: {now}");
     assert_eq!(
         now["artifacts"][0]["parts"][0]["text"], "first\n",
         "with its answer so far"
@@ -161,21 +165,22 @@ fn a_live_task_can_be_resubscribed_and_an_ended_one_cannot() {
         "completed",
         "{rest:?}"
     );
-    assert!(
-        rest.iter().any(|e| chunk_text(e).contains("second")),
-        "{rest:?}"
-    );
-    // Ended: nothing to stream, in either generation.
-    let old = session.rpc(None, "tasks/resubscribe", json!({"id": id}));
-    assert_eq!(old["error"]["code"], -32004, "{old}");
-    let new = session.rpc(None, "SubscribeToTask", json!({"id": id}));
-    assert_eq!(new["error"]["code"], -32004, "{new}");
-    let unknown = session.rpc(
-        None,
-        "SubscribeToTask",
-        json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"}),
-    );
-    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+    let second = rest.iter().find(|e| chunk_text(e).contains("second"));
+    let second = second.unwrap_or_else(|| panic!("the next chunk: {rest:?}"));
+    assert_eq!(second["append"], true, "it appends to what the reader has");
+    // Ended, or unknown: nothing to stream. 0.3 says so as the stream's one event (its
+    // streaming response is a success or an error response); 1.0 before any stream opens.
+    let unknown = json!({"id": "tsk_0190f0f0f0f07000800000000000abcd"});
+    for (params, code) in [(json!({"id": id}), -32004), (unknown, -32001)] {
+        let mut old = Sse::open(&session.url, None, "tasks/resubscribe", params.clone());
+        let only = old.next().expect("one event");
+        assert_eq!(only["error"]["code"], code, "{only}");
+        assert!(old.next().is_none(), "then the stream ends");
+        let new = session.rpc(None, "SubscribeToTask", params);
+        assert_eq!(new["error"]["code"], code, "{new}");
+        let info = &new["error"]["data"][0]["@type"];
+        assert_eq!(info, "type.googleapis.com/google.rpc.ErrorInfo");
+    }
 }
 
 #[test]

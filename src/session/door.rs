@@ -43,31 +43,30 @@ enum Reply {
     Stream(Sse),
 }
 
-/// A task's events as server-sent events, each a JSON-RPC answer to the request that asked.
-struct Sse {
-    feed: Arc<Feed>,
-    id: Value,
-    generation: Generation,
+/// Server-sent events, each a JSON-RPC answer to the request that asked.
+enum Sse {
+    /// A task's events, in the request's generation.
+    Feed(Arc<Feed>, Value, Generation),
+    /// One answer, then the end.
+    Once(Option<Value>),
 }
 
-impl Sse {
-    fn new(feed: Arc<Feed>, id: Value, generation: Generation) -> Self {
-        Self {
-            feed,
-            id,
-            generation,
-        }
-    }
+fn event(answer: &Value) -> Vec<u8> {
+    format!("data: {answer}\n\n").into_bytes()
 }
 
 impl BodyStream for Sse {
     fn next(&mut self) -> Option<Vec<u8>> {
-        match self.feed.next(HEARTBEAT) {
-            Next::Event(event) => {
-                let result =
-                    event.render(&self.feed.task_id, &self.feed.context_id, self.generation);
-                let answer = json!({"jsonrpc": "2.0", "id": self.id, "result": result});
-                Some(format!("data: {answer}\n\n").into_bytes())
+        let (feed, id, generation) = match self {
+            Sse::Once(answer) => return answer.take().map(|answer| event(&answer)),
+            Sse::Feed(feed, id, generation) => (feed, id, *generation),
+        };
+        match feed.next(HEARTBEAT) {
+            Next::Event(happened) => {
+                let result = happened.render(&feed.task_id, &feed.context_id, generation);
+                Some(event(
+                    &json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                ))
             }
             Next::Idle => Some(b": keep-alive\n\n".to_vec()),
             Next::End => None,
@@ -78,7 +77,9 @@ impl BodyStream for Sse {
 impl Drop for Sse {
     /// The reader has gone (or the stream ended): the engine stops feeding it at once.
     fn drop(&mut self) {
-        self.feed.close();
+        if let Sse::Feed(feed, ..) = self {
+            feed.close();
+        }
     }
 }
 
@@ -179,7 +180,14 @@ impl Door {
             }
         };
         match feed {
-            Ok(feed) => Ok(Reply::Stream(Sse::new(feed, id, shape))),
+            Ok(feed) => Ok(Reply::Stream(Sse::Feed(feed, id, shape))),
+            // A 0.3 stream carries the errors of a well-formed request as its one event (0.3's
+            // `SendStreamingMessageResponse` is a success or an error response; the 0.3 SDKs and
+            // conformance kit read it so). A malformed request, and any 1.0 error, is answered
+            // before a stream opens.
+            Err(err) if shape == Generation::V0_3 && err.code != rpc::INVALID_PARAMS => {
+                Ok(Reply::Stream(Sse::Once(Some(err.answer(id, shape)))))
+            }
             Err(err) => answer(err.answer(id, shape)),
         }
     }
