@@ -113,8 +113,61 @@ pub fn call(
     params: Value,
     deadlines: Deadlines,
 ) -> Result<Value, CallError> {
+    let (addr, body) = rpc_body(url, method, params)?;
+    let response = with_request(token, method, &body, |request| {
+        client::send(addr, request, deadlines)
+    })?;
+    result_of(addr, method, &response)
+}
+
+/// A streaming JSON-RPC call (`message/stream`): each event's `result` goes to `on_result` as it
+/// arrives, until the stream ends. An error answered before the stream opened, or as one of its
+/// events, is the `Err`.
+pub fn call_streaming(
+    url: &str,
+    token: Option<&Secret>,
+    method: &str,
+    params: Value,
+    deadlines: Deadlines,
+    on_result: &mut dyn FnMut(Value),
+) -> Result<(), CallError> {
+    let (addr, body) = rpc_body(url, method, params)?;
+    let answer = with_request(token, method, &body, |request| {
+        client::send_streaming(addr, request, deadlines)
+    })?;
+    let mut events = match answer {
+        client::Answer::Whole(response) => return result_of(addr, method, &response).map(drop),
+        client::Answer::Events(events) => events,
+    };
+    while let Some(data) = events.next_event().map_err(CallError::Transport)? {
+        let event = client::Response {
+            status: events.status,
+            body: data.into_bytes(),
+        };
+        on_result(result_of(addr, method, &event)?);
+    }
+    Ok(())
+}
+
+/// The door's address and a JSON-RPC request body for `method`.
+fn rpc_body(
+    url: &str,
+    method: &str,
+    params: Value,
+) -> Result<(std::net::SocketAddr, String), CallError> {
     let addr = client::parse_door_addr(url).map_err(CallError::Transport)?;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    Ok((addr, body))
+}
+
+/// Run `send` with the POST of `body`, its headers set: JSON, the method's `A2A-Version`, and the
+/// bearer `token` when given.
+fn with_request<T>(
+    token: Option<&Secret>,
+    method: &str,
+    body: &str,
+    send: impl FnOnce(&Request) -> Result<T, String>,
+) -> Result<T, CallError> {
     let authorization;
     let version = rpc::method(method).map_or(Generation::V0_3, |m| m.generation);
     let mut headers = vec![
@@ -138,7 +191,15 @@ pub fn call(
         headers: &headers,
         body: Some(body.as_bytes()),
     };
-    let response = client::send(addr, &request, deadlines).map_err(CallError::Transport)?;
+    send(&request).map_err(CallError::Transport)
+}
+
+/// The `result` of one JSON-RPC answer, or its error.
+fn result_of(
+    addr: std::net::SocketAddr,
+    method: &str,
+    response: &client::Response,
+) -> Result<Value, CallError> {
     if response.status != 200 {
         return Err(CallError::Transport(format!(
             "{addr}: {method} answered HTTP {}",

@@ -1136,3 +1136,36 @@ fn a_refused_roster_exits_1_naming_the_refusal_and_starts_nothing() {
     env.roster(&json!({"members": members}));
     env.mur(&["formation", "--task", "fine"]).expect_code(0);
 }
+
+/// A peer's answer streams all the way: the peer's handler writes a line, the calling handler's
+/// `mur formation call` prints it at once, the entry's `--task` answer carries it, and the
+/// launcher's stdout shows it — all while the peer's handler still waits to write the rest.
+#[test]
+fn a_peer_answer_streams_through_call_and_the_formation_task() {
+    let env = FormationFixture::new();
+    let gate = env.project.join("release");
+    let lead = "#!/bin/sh\nset -eu\n\"$MUR\" formation call steps \"$(cat)\"\n";
+    let steps = format!(
+        "#!/bin/sh\ncat >/dev/null\necho first\nwhile [ ! -e '{}' ]; do sleep 0.02; done\necho second\n",
+        gate.display()
+    );
+    env.write_member_capsule("lead", &manifest("lead", false, true), Some(lead));
+    env.write_member_capsule("steps", &manifest("steps", true, true), Some(&steps));
+    let roster = env.roster(&json!({
+        "members": [
+            {"name": "lead", "capsule": "lead", "entry": true},
+            {"name": "steps", "capsule": "steps"},
+        ],
+        "reachability": [{"from": "lead", "to": ["steps"]}],
+    }));
+    let mut launcher = env.launch(&[roster.to_str().unwrap(), "--task", "go", "--json"]);
+    launcher.readiness();
+    let first = launcher.line(FORMATION_DEADLINE);
+    fs::write(&gate, "").unwrap();
+    assert_eq!(
+        first, "first",
+        "printed while the peer's handler still waits"
+    );
+    assert_eq!(launcher.line(FORMATION_DEADLINE), "second");
+    assert!(launcher.finish(FORMATION_DEADLINE).success());
+}

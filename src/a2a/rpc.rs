@@ -39,6 +39,8 @@ pub struct Method {
 
 /// A2A 0.3: send a message, starting a task.
 pub const MESSAGE_SEND: &str = "message/send";
+/// A2A 0.3: send a message, and stream the task's events.
+pub const MESSAGE_STREAM: &str = "message/stream";
 /// A2A 0.3: read a task.
 pub const TASKS_GET: &str = "tasks/get";
 /// A2A 0.3: ask a task to end.
@@ -75,7 +77,7 @@ const V10: Generation = Generation::V1_0;
 /// Every method the door answers.
 pub const METHODS: &[Method] = &[
     m(MESSAGE_SEND, Op::Send, V03),
-    m("message/stream", Op::Stream, V03),
+    m(MESSAGE_STREAM, Op::Stream, V03),
     m(TASKS_GET, Op::Get, V03),
     m(TASKS_CANCEL, Op::Cancel, V03),
     m("tasks/resubscribe", Op::Subscribe, V03),
@@ -147,7 +149,7 @@ pub fn scope_names() -> Vec<&'static str> {
 /// The operator token's scopes: one name for every grant, so it holds every method.
 pub const OPERATOR_SCOPES: &[&str] = &[
     MESSAGE_SEND,
-    "message/stream",
+    MESSAGE_STREAM,
     TASKS_GET,
     TASKS_CANCEL,
     "tasks/resubscribe",

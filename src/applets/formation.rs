@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 
 use super::Applet;
-use crate::cli::{self, Failure, Out, Outcome};
+use crate::cli::{self, Failure, Outcome};
 use crate::formation::launch::{self, Options};
 
 pub const APPLET: Applet = Applet {
@@ -141,21 +141,51 @@ fn call(args: Vec<std::ffi::OsString>) -> Outcome {
     writer
         .write_all(&request)
         .map_err(|err| Failure::Failed(format!("the session did not take the call: {err}")))?;
-    let mut line = String::new();
-    BufReader::new(socket)
-        .read_line(&mut line)
-        .map_err(|err| Failure::Failed(format!("no answer from the session: {err}")))?;
-    let answer = crate::json::strict::from_slice(line.as_bytes())
-        .map_err(|_| Failure::Failed("the session's answer is not JSON".into()))?;
-    if answer["ok"] == true {
-        Out::default().line(answer["answer"].as_str().unwrap_or(""));
-        Ok(0)
-    } else {
-        Err(Failure::Failed(
-            answer["error"]
-                .as_str()
-                .unwrap_or("the call failed")
-                .to_string(),
-        ))
+    relay_answer(BufReader::new(socket))
+}
+
+/// Print a call's answer as the session relays it: each `{"chunk"}` line's text at once (the
+/// peer's answer as its handler writes it), then the closing `{"ok","answer"}` — whose answer is
+/// printed only when nothing streamed before it — or `{"ok":false,"error"}`.
+fn relay_answer(mut lines: impl BufRead) -> Outcome {
+    let mut out = std::io::stdout().lock();
+    // Whether the last text printed left a line open.
+    let mut streamed: Option<bool> = None;
+    loop {
+        let mut line = String::new();
+        match lines.read_line(&mut line) {
+            Ok(0) => {
+                return Err(Failure::Failed(
+                    "the session closed the call unanswered".into(),
+                ));
+            }
+            Ok(_) => {}
+            Err(err) => {
+                return Err(Failure::Failed(format!(
+                    "no answer from the session: {err}"
+                )));
+            }
+        }
+        let said = crate::json::strict::from_slice(line.as_bytes())
+            .map_err(|_| Failure::Failed("the session's answer is not JSON".into()))?;
+        if let Some(chunk) = said.get("chunk").and_then(serde_json::Value::as_str) {
+            if !chunk.is_empty() {
+                streamed = Some(!chunk.ends_with('\n'));
+                let _ = out.write_all(chunk.as_bytes()).and_then(|()| out.flush());
+            }
+            continue;
+        }
+        return if said["ok"] == true {
+            match streamed {
+                Some(true) => drop(writeln!(out)),
+                Some(false) => {}
+                None => drop(writeln!(out, "{}", said["answer"].as_str().unwrap_or(""))),
+            }
+            let _ = out.flush();
+            Ok(0)
+        } else {
+            let error = said["error"].as_str().unwrap_or("the call failed");
+            Err(Failure::Failed(error.to_string()))
+        };
     }
 }

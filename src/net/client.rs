@@ -54,31 +54,8 @@ pub fn parse_door_addr(url: &str) -> Result<SocketAddr, String> {
 /// bearer token in `request.headers` cannot leak through it.
 pub fn send(addr: SocketAddr, request: &Request, deadlines: Deadlines) -> Result<Response, String> {
     let fail = |what: &str, err: &dyn std::fmt::Display| format!("{addr}: {what}: {err}");
-    let mut stream = TcpStream::connect_timeout(&addr, deadlines.connect)
-        .map_err(|err| fail("cannot connect", &err))?;
+    let mut stream = connect_and_send(addr, request, deadlines)?;
     let deadline = Instant::now() + deadlines.response;
-    let _ = stream.set_nodelay(true);
-    stream
-        .set_write_timeout(Some(deadlines.response))
-        .map_err(|err| fail("cannot set a timeout", &err))?;
-
-    let mut head = format!(
-        "{} {} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n",
-        request.method, request.path
-    );
-    for (name, value) in request.headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    if let Some(body) = request.body {
-        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(request.body.unwrap_or_default());
-    stream
-        .write_all(&out)
-        .map_err(|err| fail("cannot send the request", &err))?;
-
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 8192];
     loop {
@@ -102,6 +79,155 @@ pub fn send(addr: SocketAddr, request: &Request, deadlines: Deadlines) -> Result
                 ));
             }
             super::Received::Failed(err) => return Err(fail("read failed", &err)),
+        }
+    }
+}
+
+/// Connect to `addr` within the connect deadline and write `request`.
+fn connect_and_send(
+    addr: SocketAddr,
+    request: &Request,
+    deadlines: Deadlines,
+) -> Result<TcpStream, String> {
+    let fail = |what: &str, err: &dyn std::fmt::Display| format!("{addr}: {what}: {err}");
+    let mut stream = TcpStream::connect_timeout(&addr, deadlines.connect)
+        .map_err(|err| fail("cannot connect", &err))?;
+    let _ = stream.set_nodelay(true);
+    stream
+        .set_write_timeout(Some(deadlines.response))
+        .map_err(|err| fail("cannot set a timeout", &err))?;
+    let mut head = format!(
+        "{} {} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n",
+        request.method, request.path
+    );
+    for (name, value) in request.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = request.body {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(request.body.unwrap_or_default());
+    stream
+        .write_all(&out)
+        .map_err(|err| fail("cannot send the request", &err))?;
+    Ok(stream)
+}
+
+/// What a request that may stream got back.
+pub enum Answer {
+    /// A whole response (an error answered before any stream opened, or not a stream at all).
+    Whole(Response),
+    /// `text/event-stream`: its events, read as they arrive.
+    Events(Events),
+}
+
+/// Send `request` and read the response head: a server-sent-event stream is returned open, to
+/// be read event by event; anything else is read whole, as [`send`] reads it.
+pub fn send_streaming(
+    addr: SocketAddr,
+    request: &Request,
+    deadlines: Deadlines,
+) -> Result<Answer, String> {
+    let mut stream = connect_and_send(addr, request, deadlines)?;
+    let deadline = Instant::now() + deadlines.response;
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some((status, Framing::UntilClose, head_len)) =
+            parse_head(&buf).map_err(|err| format!("{addr}: bad response: {err}"))?
+            && is_event_stream(&buf[..head_len])
+        {
+            buf.drain(..head_len);
+            return Ok(Answer::Events(Events {
+                stream,
+                buf,
+                status,
+                wait: deadlines.response,
+                addr,
+            }));
+        }
+        if let Some(response) =
+            complete_response(&buf).map_err(|err| format!("{addr}: bad response: {err}"))?
+        {
+            return Ok(Answer::Whole(response));
+        }
+        match super::read_by(&mut stream, &mut chunk, deadline) {
+            super::Received::Bytes(n) if buf.len() + n <= MAX_RESPONSE_BYTES => {
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            super::Received::Bytes(_) => return Err(format!("{addr}: response larger than 1 MiB")),
+            super::Received::Closed => {
+                return finish_at_eof(&buf)
+                    .map(Answer::Whole)
+                    .map_err(|err| format!("{addr}: bad response: {err}"));
+            }
+            super::Received::Late => return Err(format!("{addr}: no answer in time")),
+            super::Received::Failed(err) => return Err(format!("{addr}: read failed: {err}")),
+        }
+    }
+}
+
+/// Whether a response head says `Content-Type: text/event-stream`.
+fn is_event_stream(head: &[u8]) -> bool {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Response::new(&mut headers);
+    parsed.parse(head).is_ok()
+        && parsed.headers.iter().any(|h| {
+            h.name.eq_ignore_ascii_case("content-type")
+                && h.value
+                    .to_ascii_lowercase()
+                    .starts_with(b"text/event-stream")
+        })
+}
+
+/// An open event stream.
+pub struct Events {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    pub status: u16,
+    /// How long the stream may be silent (keep-alive comments count) before it is given up.
+    wait: Duration,
+    addr: SocketAddr,
+}
+
+impl Events {
+    /// The next event's `data` (its data lines joined by newlines); `Ok(None)` when the stream
+    /// has ended. An event larger than 1 MiB, or silence longer than the wait, is the `Err`.
+    pub fn next_event(&mut self) -> Result<Option<String>, String> {
+        let mut chunk = [0u8; 8192];
+        loop {
+            while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = self.buf.drain(..end + 2).collect();
+                let text = String::from_utf8_lossy(&event);
+                let data: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect();
+                if !data.is_empty() {
+                    return Ok(Some(data.join("\n")));
+                }
+            }
+            if self.buf.len() > MAX_RESPONSE_BYTES {
+                return Err(format!("{}: an event larger than 1 MiB", self.addr));
+            }
+            let deadline = Instant::now() + self.wait;
+            match super::read_by(&mut self.stream, &mut chunk, deadline) {
+                super::Received::Bytes(n) => self.buf.extend_from_slice(&chunk[..n]),
+                super::Received::Closed => return Ok(None),
+                super::Received::Late => {
+                    return Err(format!(
+                        "{}: the stream was silent for {}s",
+                        self.addr,
+                        self.wait.as_secs()
+                    ));
+                }
+                super::Received::Failed(err) => {
+                    return Err(format!("{}: read failed: {err}", self.addr));
+                }
+            }
         }
     }
 }

@@ -28,8 +28,8 @@ pub enum Caller {
     Member { from: String, owner: String },
 }
 
-/// What a formation peer may do at a member's door: send, read, cancel.
-pub const MEMBER_GRANTS: &[Op] = &[Op::Send, Op::Get, Op::Cancel];
+/// What a formation peer may do at a member's door: send (and stream), read, cancel.
+pub const MEMBER_GRANTS: &[Op] = &[Op::Send, Op::Stream, Op::Get, Op::Cancel];
 
 impl Caller {
     /// Whether the caller holds `needed` (an op's [`rpc::grant`]).

@@ -4,7 +4,7 @@
 //! The member learns its formation, its own door key and one token per member it may call from
 //! the first channel line, and the peers' doors from a later one. A handler never sees a token or
 //! an address: it asks its own session, over a socket only it inherited, to call a peer by name,
-//! and gets the answer back.
+//! and gets the answer back as the peer writes it (the call goes as `message/stream`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::a2a::rpc::MESSAGE_SEND;
+use crate::a2a::rpc::MESSAGE_STREAM;
 use crate::id::FormationId;
 use crate::json::contract::{self as channel, Addresses, Hello, env};
 use crate::json::record::ProcessIdentity;
@@ -105,7 +105,8 @@ impl Member {
     }
 
     /// Serve one handler's call socket until the handler closes it: one JSON line per call,
-    /// `{"peer","text"}`, answered `{"ok":true,"answer"}` or `{"ok":false,"error"}`.
+    /// `{"peer","text"}`, answered by `{"chunk"}` lines as the peer's answer streams, then
+    /// `{"ok":true,"answer"}` or `{"ok":false,"error"}`.
     pub fn serve_calls(&self, stream: UnixStream) {
         let Ok(writer) = stream.try_clone() else {
             return;
@@ -120,7 +121,12 @@ impl Member {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
-            let answer = match self.call(&line) {
+            let mut chunk = |text: &str| {
+                let mut out = json!({"chunk": text}).to_string().into_bytes();
+                out.push(b'\n');
+                let _ = writer.write_all(&out);
+            };
+            let answer = match self.call(&line, &mut chunk) {
                 Ok(text) => json!({"ok": true, "answer": text}),
                 Err(why) => json!({"ok": false, "error": why}),
             };
@@ -153,7 +159,9 @@ impl Member {
         }
     }
 
-    fn call(&self, request: &[u8]) -> Result<String, String> {
+    /// Call a peer for the handler: its answer's text, each piece going to `on_chunk` as the
+    /// peer's handler writes it.
+    fn call(&self, request: &[u8], on_chunk: &mut dyn FnMut(&str)) -> Result<String, String> {
         let request: Value = crate::json::strict::from_slice(request)
             .map_err(|_| "a call is one JSON line: {\"peer\",\"text\"}".to_string())?;
         let peer = request
@@ -182,17 +190,41 @@ impl Member {
             connect: Duration::from_secs(2),
             response: self.call_timeout + Duration::from_secs(5),
         };
-        let task = crate::door_client::call(&url, Some(token), MESSAGE_SEND, params, deadlines)
-            .map_err(|err| format!("calling '{peer}': {err}"))?;
-        let state = task["status"]["state"].as_str().unwrap_or("unknown");
-        let text = task["status"]["message"]["parts"][0]["text"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        if state == "completed" {
-            Ok(text)
-        } else {
-            Err(format!("'{peer}' answered {state}: {text}"))
+        // The settled status: its state and its message's text.
+        let mut settled = None;
+        let mut on_event = |event: Value| {
+            let texts = |parts: &Value| -> Vec<String> {
+                let parts = parts.as_array().map(Vec::as_slice).unwrap_or_default();
+                let texts = parts.iter().filter_map(|p| p["text"].as_str());
+                texts.map(str::to_string).collect()
+            };
+            match event["kind"].as_str() {
+                Some("artifact-update") => {
+                    texts(&event["artifact"]["parts"])
+                        .iter()
+                        .for_each(|t| on_chunk(t));
+                }
+                Some("status-update") if event["final"] == true => {
+                    let state = event["status"]["state"].as_str().unwrap_or("unknown");
+                    let said = texts(&event["status"]["message"]["parts"]).join("\n");
+                    settled = Some((state.to_string(), said));
+                }
+                _ => {}
+            }
+        };
+        crate::door_client::call_streaming(
+            &url,
+            Some(token),
+            MESSAGE_STREAM,
+            params,
+            deadlines,
+            &mut on_event,
+        )
+        .map_err(|err| format!("calling '{peer}': {err}"))?;
+        match settled {
+            Some((state, text)) if state == "completed" => Ok(text),
+            Some((state, text)) => Err(format!("'{peer}' answered {state}: {text}")),
+            None => Err(format!("'{peer}' ended its answer without a final status")),
         }
     }
 }
