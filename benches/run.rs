@@ -22,7 +22,13 @@
 //! - handler overhead: a manifest capsule whose handler is `/bin/cat` (and one whose handler is a
 //!   two-line `sh` script running `cat`): median wall time of a blocking `message/send` round trip
 //!   next to the median time of spawning the same handler from this process with the same stdin
-//!   (`std::process::Command`, stdout and stderr captured, waited for), interleaved one for one.
+//!   (`std::process::Command`, stdout and stderr captured, waited for), interleaved one for one;
+//! - streaming: the time from a handler's first write to that chunk's arrival at an SSE client
+//!   (`message/stream`; the handler, a `bash` script, writes `$EPOCHREALTIME` — read just before
+//!   its write — and the bench compares it with its own clock on arrival), median of 100 tasks;
+//!   and the events and bytes per second a chatty handler (`yes | head`, 3.6 MB) streams;
+//! - memory bound: peak RSS (`VmHWM`) of an echo session after 200 requests of 1 MiB each (half a
+//!   million tiny JSON values in `metadata`), the test's figure on the release build.
 
 // Bench scaffolding signals its own children directly; each block says why it is sound.
 // `unsafe` stays denied in the product, outside `src/sys`.
@@ -61,6 +67,8 @@ const MEASURE: Duration = Duration::from_secs(3);
 /// Handler round trips measured (each beside one direct spawn), after a few unmeasured.
 const HANDLER_RUNS: usize = 300;
 const HANDLER_WARMUP: usize = 20;
+/// Streamed tasks timed for the first chunk.
+const STREAM_RUNS: usize = 100;
 /// The text every task carries.
 const TEXT: &str = "ping";
 
@@ -84,12 +92,15 @@ fn main() {
 
     let door = report_door_throughput(&home);
     let overheads = report_handler_overhead(&home, &cat, &script, &workdir, door.send1.median);
+    let streaming = report_streaming(&home);
+    let large_hwm = report_large_requests(&home);
 
     let left = leftovers(home.root());
     if !left.is_empty() {
         fail(&format!("processes left behind: {left:?}"));
     }
     print_summary(&ready, idle_rss, &door, overheads);
+    print_streaming_summary(&streaming, large_hwm);
 }
 
 /// Measures and prints the readiness figures; the readiness times.
@@ -277,6 +288,172 @@ fn print_summary(
     println!("  (no process left behind)");
 }
 
+/// Streaming figures.
+struct Streaming {
+    /// Handler's first write to its chunk's arrival, one per task; empty without bash.
+    first_chunk: Vec<Duration>,
+    events_per_s: f64,
+    bytes_per_s: f64,
+}
+
+/// Measures and prints how fast a chunk reaches an SSE reader, and how much a chatty handler
+/// streams per second.
+fn report_streaming(home: &Home) -> Streaming {
+    println!("streaming (message/stream, one connection a task)");
+    let mut first_chunk = vec![];
+    if Path::new("/bin/bash").exists() {
+        let stamp = "#!/bin/bash\ncat >/dev/null\nprintf '%s\\n' \"$EPOCHREALTIME\"\nsleep 0.01\n";
+        let dir = home.capsule("stamp", &["./handler.sh"], Some(stamp));
+        let session = Session::start(home, &[dir.as_os_str()]);
+        for run in 0..STREAM_RUNS + HANDLER_WARMUP {
+            let mut took = None;
+            stream_events(&session.url, |event| {
+                if took.is_none()
+                    && let Some(at) = first_text(event).and_then(|t| t.trim().parse::<f64>().ok())
+                {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_secs_f64();
+                    took = Some(Duration::from_secs_f64((now - at).max(0.0)));
+                }
+            });
+            match took {
+                Some(took) if run >= HANDLER_WARMUP => first_chunk.push(took),
+                Some(_) => {}
+                None => fail("no chunk came"),
+            }
+        }
+        println!("  first write to first chunk  {}", STYLE.spread(&first_chunk));
+    } else {
+        println!("  first write to first chunk  not measured: no /bin/bash for $EPOCHREALTIME");
+    }
+    let chatty = "#!/bin/sh\ncat >/dev/null\nyes 'a line of chatter, 18' | head -n 200000\n";
+    let dir = home.capsule("chatty", &["./handler.sh"], Some(chatty));
+    let session = Session::start(home, &[dir.as_os_str()]);
+    let (mut events, mut bytes) = (0u64, 0u64);
+    let started = Instant::now();
+    stream_events(&session.url, |event| {
+        events += 1;
+        bytes += first_text(event).map_or(0, |t| t.len() as u64);
+    });
+    let took = started.elapsed().as_secs_f64();
+    let (events_per_s, bytes_per_s) = (events as f64 / took, bytes as f64 / took);
+    println!(
+        "  chatty handler (3.6 MB of lines): {events} events, {:.1} MB of answer in {:.0} ms: \
+         {events_per_s:.0} events/s, {:.1} MB/s",
+        bytes as f64 / 1e6,
+        took * 1000.0,
+        bytes_per_s / 1e6
+    );
+    println!();
+    Streaming {
+        first_chunk,
+        events_per_s,
+        bytes_per_s,
+    }
+}
+
+/// Peak RSS of an echo session after 200 requests of 1 MiB each; printed, and returned in KiB.
+fn report_large_requests(home: &Home) -> u64 {
+    let session = Session::start(home, &[]);
+    let zeros = vec!["0"; 500_000].join(",");
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"message/send","params":{{"message":{{"kind":"message","messageId":"m","role":"user","parts":[{{"kind":"text","text":"x"}}],"metadata":{{"zeros":[{zeros}]}}}}}}}}"#
+    );
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        session.url,
+        body.len()
+    );
+    let mut conn = Conn::open(&session.url);
+    let started = Instant::now();
+    for _ in 0..200 {
+        if !contains(conn.call(request.as_bytes()), br#""state":"completed""#) {
+            fail("a large request did not complete");
+        }
+    }
+    let status = ProcStatus::of(session.pid);
+    println!(
+        "memory bound: 200 requests of {} bytes (half a million JSON values each) in {:.1} s",
+        body.len(),
+        started.elapsed().as_secs_f64()
+    );
+    println!("  the session after them: {}", status.describe());
+    println!();
+    status.hwm_kib
+}
+
+/// Send one `message/stream` to the door at `url`, giving each event's `data` to
+/// `on_event` until the stream ends.
+fn stream_events(url: &str, mut on_event: impl FnMut(&serde_json::Value)) {
+    let body = rpc_request(url, "message/stream");
+    let mut stream =
+        TcpStream::connect(url).unwrap_or_else(|err| fail(&format!("connect {url}: {err}")));
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    stream
+        .write_all(&body)
+        .unwrap_or_else(|err| fail(&format!("write: {err}")));
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    let mut past_head = false;
+    loop {
+        if !past_head && let Some(at) = find(&buf, b"\r\n\r\n") {
+            buf.drain(..at + 4);
+            past_head = true;
+        }
+        while past_head && let Some(at) = find(&buf, b"\n\n") {
+            let event: Vec<u8> = buf.drain(..at + 2).collect();
+            if let Some(data) = event.strip_prefix(b"data: ") {
+                let value = serde_json::from_slice(&data[..data.len() - 2])
+                    .unwrap_or_else(|_| fail("an event is not JSON"));
+                on_event(&value);
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(err) => fail(&format!("read: {err}")),
+        }
+    }
+}
+
+/// The text of an artifact update's first part.
+fn first_text(event: &serde_json::Value) -> Option<&str> {
+    let result = &event["result"];
+    (result["kind"] == "artifact-update")
+        .then(|| result["artifact"]["parts"][0]["text"].as_str())
+        .flatten()
+}
+
+/// Prints the streaming and memory figures beside what is expected of them.
+fn print_streaming_summary(streaming: &Streaming, large_hwm: u64) {
+    let first = if streaming.first_chunk.is_empty() {
+        "not measured".to_string()
+    } else {
+        STYLE.ms(median(&streaming.first_chunk))
+    };
+    table(&[
+        ["figure".to_string(), "measured".into(), "expected".into()],
+        ["first write to first SSE chunk (median)".into(), first, "<= 2 ms".into()],
+        [
+            "SSE events/s, chatty handler".into(),
+            format!(
+                "{:.0}/s ({:.1} MB/s)",
+                streaming.events_per_s,
+                streaming.bytes_per_s / 1e6
+            ),
+            "-".into(),
+        ],
+        [
+            "peak RSS after 200 x 1 MiB requests".into(),
+            format!("{:.1} MiB", large_hwm as f64 / 1024.0),
+            "< 200 MiB".into(),
+        ],
+    ]);
+}
+
 /// Spawn `mur run --json` [`READY_RUNS`] times; the times to the readiness line, and from
 /// SIGTERM to the reaped exit.
 fn readiness(home: &Home) -> (Vec<Duration>, Vec<Duration>) {
@@ -423,8 +600,13 @@ fn throughput(
 
 /// The whole HTTP request of one blocking `message/send` carrying [`TEXT`].
 fn message_send(url: &str) -> Vec<u8> {
+    rpc_request(url, "message/send")
+}
+
+/// A `method` request (`message/send` or `message/stream`) carrying [`TEXT`].
+fn rpc_request(url: &str, method: &str) -> Vec<u8> {
     let body = serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": "message/send",
+        "jsonrpc": "2.0", "id": 1, "method": method,
         "params": {"message": {"kind": "message", "role": "user", "messageId": "bench",
             "parts": [{"kind": "text", "text": TEXT}]}},
     })

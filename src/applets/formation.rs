@@ -47,9 +47,10 @@ Options:
 
 mur formation call PEER [TEXT|-]
   From inside a member's handler: ask PEER (a member the roster lets this one
-  call) to run TEXT as a task, wait for it, print its answer. The handler
-  never sees a token or an address: its own session makes the call. Exit 0
-  when the peer's task completed, 1 otherwise.
+  call) to run TEXT as a task and print its answer as the peer writes it
+  (each piece at once, so a pipe sees progress). The handler never sees a
+  token or an address: its own session makes the call. Exit 0 when the
+  peer's task completed, 1 otherwise.
 
 Exit status: the entry member's code (with --task: 0 completed, 1 not);
 128+N if it died of signal N; 130, 143, 129 when the launcher got SIGINT,

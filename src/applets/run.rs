@@ -18,14 +18,17 @@ loopback whose tasks are run by the capsule's handler, listed by 'mur ps' for
 as long as it runs, ended by 'mur stop', ^C or SIGTERM.
 
 MANIFEST is a murmur.json (or a directory holding one); default ./murmur.json,
-and without one the embedded 'echo' capsule, which answers each task with its
-text. See README.md, 'Writing a capsule', for the manifest and the handler
-contract.
+and without one the embedded 'echo' capsule, which answers each task with every
+part it got. The door speaks A2A 1.0 and 0.3 at one URL (JSON-RPC; streaming,
+multi-turn, every part kind). See README.md, 'Writing a capsule', for the
+manifest and the handler contract (exit 10 asks for input; MUR_TASK_DIR holds
+message.json, history.json and out/).
 
 Options:
-  --task TEXT     run this one task, print its answer on stdout, and exit
-                  (0 if it completed, 1 otherwise); '-' reads it from stdin
-                  (one trailing newline dropped)
+  --task TEXT     run this one task, print its answer on stdout as the
+                  handler writes it (each piece flushed at once), and exit
+                  (0 if it completed, 1 otherwise, saying why on stderr);
+                  '-' reads it from stdin (one trailing newline dropped)
   --json          print one readiness line on stdout once the door listens:
                   {\"session_id\",\"url\",\"pid\",\"name\",\"version\",\"workdir\"}
                   (without it, a human line on stderr). Never a token.
