@@ -3,7 +3,10 @@
 //!
 //! The engine never waits on a reader. A reader that falls [`BUFFER`] bytes behind loses its
 //! feed — its queue is dropped and its stream ends — so a slow or stalled reader costs only its
-//! own stream, never the task, the door or the other readers.
+//! own stream, never the task, the door or the other readers. The bound is on what is already
+//! waiting: an event of any size is taken while the reader keeps up (a handler's `out/` files
+//! may make the last one larger than the buffer), so a feed holds at most the buffer plus one
+//! event.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
@@ -63,11 +66,11 @@ impl Feed {
         if queue.closed || queue.lost {
             return false;
         }
-        queue.weight += event.weight();
         if queue.weight > BUFFER {
             queue.lost = true;
             queue.events.clear();
         } else {
+            queue.weight += event.weight();
             queue.closed = event.ends();
             queue.events.push_back(event);
         }

@@ -190,7 +190,8 @@ impl Member {
             connect: Duration::from_secs(2),
             response: self.call_timeout + Duration::from_secs(5),
         };
-        // The settled status: its state and its message's text.
+        // The answer as it streamed, and the settled status: its state and its message's text.
+        let mut answer = String::new();
         let mut settled = None;
         let mut on_event = |event: Value| {
             let texts = |parts: &Value| -> Vec<String> {
@@ -200,9 +201,10 @@ impl Member {
             };
             match event["kind"].as_str() {
                 Some("artifact-update") => {
-                    texts(&event["artifact"]["parts"])
-                        .iter()
-                        .for_each(|t| on_chunk(t));
+                    for text in texts(&event["artifact"]["parts"]) {
+                        on_chunk(&text);
+                        answer.push_str(&text);
+                    }
                 }
                 Some("status-update") if event["final"] == true => {
                     let state = event["status"]["state"].as_str().unwrap_or("unknown");
@@ -222,7 +224,10 @@ impl Member {
         )
         .map_err(|err| format!("calling '{peer}': {err}"))?;
         match settled {
-            Some((state, text)) if state == "completed" => Ok(text),
+            Some((state, _)) if state == "completed" => {
+                // As the kept answer reads: less one trailing newline.
+                Ok(answer.strip_suffix('\n').unwrap_or(&answer).to_string())
+            }
             Some((state, text)) => Err(format!("'{peer}' answered {state}: {text}")),
             None => Err(format!("'{peer}' ended its answer without a final status")),
         }

@@ -58,9 +58,15 @@ impl Entry {
                 last: true,
             });
         }
+        // A completed task's answer has just streamed as its artifact: its status does not
+        // carry it a second time (up to 4 MiB).
+        let message = match state {
+            State::Completed => None,
+            _ => self.task.said(self.turn),
+        };
         self.publish(Event::Status {
             state,
-            message: self.task.said(self.turn),
+            message,
             timestamp: self.task.updated,
             settled: state.is_settled(),
         });

@@ -17,6 +17,26 @@ use crate::sys::child::signal_group;
 /// The most generations of a handler's escaped descendants one orphan sweep ends.
 const SWEEP_ROUNDS: usize = 32;
 
+/// The largest chunk one stream event carries: a handler writing megabytes at once is streamed
+/// in pieces a reader's buffer can hold.
+const MAX_CHUNK: usize = 64 << 10;
+
+/// `text` cut into pieces of at most [`MAX_CHUNK`] bytes, on character boundaries.
+fn pieces(mut text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    while text.len() > MAX_CHUNK {
+        let mut at = MAX_CHUNK;
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        let (piece, rest) = text.split_at(at);
+        pieces.push(piece);
+        text = rest;
+    }
+    pieces.push(text);
+    pieces
+}
+
 impl Engine {
     /// What one turn of task `id` needs, read under the lock.
     pub(super) fn turn_of(&self, id: &str) -> Option<Turn> {
@@ -64,7 +84,9 @@ impl Engine {
         let mut on_output = |bytes: &[u8]| {
             if let Some(text) = chunker.push(bytes) {
                 sent += text.len();
-                self.publish_chunk(id, text);
+                for piece in pieces(&text) {
+                    self.publish_chunk(id, piece.to_string());
+                }
             }
         };
         let outcome = self.run_handler(
@@ -78,7 +100,9 @@ impl Engine {
         if let Outcome::Completed(answer) | Outcome::InputRequired(answer) = &outcome
             && let Some(rest) = answer.get(sent..).filter(|rest| !rest.is_empty())
         {
-            self.publish_chunk(id, rest.to_string());
+            for piece in pieces(rest) {
+                self.publish_chunk(id, piece.to_string());
+            }
         }
         let files = match (&outcome, &dir) {
             (Outcome::Completed(answer), Some(dir)) => {
@@ -245,5 +269,19 @@ impl Engine {
         for &pgid in tasks.groups.values() {
             let _ = signal_group(pgid, libc::SIGKILL);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_output_streams_in_pieces_on_character_boundaries() {
+        let text = "é".repeat(MAX_CHUNK);
+        let cut = pieces(&text);
+        assert!(cut.iter().all(|p| p.len() <= MAX_CHUNK && !p.is_empty()));
+        assert_eq!(cut.concat(), text);
+        assert_eq!(pieces("short"), ["short"]);
     }
 }
