@@ -152,6 +152,24 @@ pub fn private_dir(name: &str) -> Result<Dir, HomeError> {
     create_held(&home, name)
 }
 
+/// Remove `~/.murmur/tasks/<session_id>/`, if there is one, in a home this euid owns: the task
+/// directories of a session that ended without removing them itself (SIGKILLed), found when its
+/// record is pruned as gone. Best effort, through directory descriptors, following no link; a
+/// home or `tasks/` that is missing or not trusted is left alone.
+pub fn remove_task_dirs(session_id: &crate::id::SessionId) {
+    let Ok(Some(home)) = murmur(false) else {
+        return;
+    };
+    if trust(&home).is_err() {
+        return;
+    }
+    if let Ok(tasks) = home.open_child("tasks")
+        && trust(&tasks).is_ok()
+    {
+        let _ = tasks.remove_tree(session_id.as_str());
+    }
+}
+
 /// The subdirectory `name` of a held directory, created if missing, opened without following a
 /// link, and held by [`hold`]: `~/.murmur`'s own directories, a formation's directory and its
 /// members' workdirs.

@@ -376,12 +376,15 @@ pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
     Ok(sweep)
 }
 
-/// Remove one record and its control token file, through the directory it was read from. For a
-/// [`Liveness::Gone`] reading only. The `Err` is the OS error that kept the record in place (a
-/// read-only filesystem, say).
+/// Remove one record and its control token file, through the directory it was read from, and
+/// the session's task directories if it left any. For a [`Liveness::Gone`] reading only. The
+/// `Err` is the OS error that kept the record in place (a read-only filesystem, say).
 pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
     let removed = entry.dir.unlink(&entry.name);
     let _ = entry.dir.unlink(entry.control_name());
+    if removed.is_ok() {
+        crate::home::remove_task_dirs(&entry.record.session_id);
+    }
     removed
 }
 

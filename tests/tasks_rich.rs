@@ -292,3 +292,32 @@ fn two_hundred_one_mib_requests_keep_the_session_under_200_mib() {
     let forgotten = session.rpc(None, "tasks/get", json!({"id": first.unwrap()}));
     assert_eq!(forgotten["error"]["code"], -32001, "{forgotten}");
 }
+
+/// A session that could not remove its task directories (SIGKILLed mid-task) leaves them until
+/// its record is pruned as gone: then they go too.
+#[test]
+fn a_killed_sessions_task_directories_go_when_its_record_is_pruned() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\n: > '{}/started'\nsleep 30\n",
+        gate.display()
+    );
+    let mut session = home.start(&[&capsule(&home, "held", json!({}), &script)]);
+    session.send(None, "x", false);
+    wait_until(WAIT, "the handler to start", || {
+        gate.join("started").exists()
+    });
+    let tasks = home.murmur().join("tasks").join(&session.id);
+    assert_eq!(
+        common::home::list_dir(&tasks).len(),
+        1,
+        "the task's directory"
+    );
+    session.signal(libc::SIGKILL);
+    session.wait_exit(WAIT);
+    assert!(tasks.exists(), "a SIGKILLed session cannot clean up");
+    home.mur(&["ps"]).expect_code(0);
+    assert!(!tasks.exists(), "pruned with the record");
+    assert!(home.murmur().join("tasks").exists(), "only that session's");
+}
