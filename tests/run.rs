@@ -1279,3 +1279,26 @@ fn sha256_of_file(path: &Path) -> String {
     assert!(out.status.success());
     String::from_utf8(out.stdout).unwrap()[..64].to_string()
 }
+
+/// A handler file still open for writing somewhere (just written; or its writer's descriptor
+/// inherited by a child another thread forked and has not yet exec'd) makes exec fail ETXTBSY for
+/// a moment: the task waits that out instead of failing.
+#[test]
+fn a_handler_busy_for_a_moment_still_runs() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "busy",
+        json!({"name": "busy", "version": "1.0.0"}),
+        Some("#!/bin/sh\necho \"ran $(cat)\"\n"),
+    );
+    let script = manifest.parent().unwrap().join("handler.sh");
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let writer = fs::OpenOptions::new().write(true).open(&script).unwrap();
+    let task = session.send(None, "late", false);
+    std::thread::sleep(Duration::from_millis(60));
+    drop(writer);
+    let id = task["id"].as_str().unwrap();
+    let done = session.wait_task(None, id, WAIT);
+    assert_eq!(state(&done), "completed", "{done}");
+    assert_eq!(artifact_text(&done), "ran late");
+}

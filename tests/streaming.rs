@@ -214,10 +214,11 @@ fn mur_run_task_prints_the_answer_as_it_comes() {
     let home = Home::new();
     let gate = home.dir("gate");
     let capsule = two_step_capsule(&home, &gate);
+    let said = home.path().join("stderr");
     let mut child = home
         .command(&["run", &capsule, "--task", "go"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&said).unwrap())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -233,7 +234,8 @@ fn mur_run_task_prints_the_answer_as_it_comes() {
     assert_eq!(
         first.as_deref(),
         Ok("first"),
-        "printed while the handler still waits"
+        "printed while the handler still waits; stderr: {}",
+        std::fs::read_to_string(&said).unwrap_or_default()
     );
     let rest: Vec<String> = lines.iter().collect();
     assert_eq!(rest, ["second"]);

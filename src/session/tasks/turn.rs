@@ -179,14 +179,27 @@ impl Engine {
             .reaper
             .get_or_init(crate::sys::child::GroupReaper::start)
             .as_ref();
-        let spawned = {
-            let mut tasks = self.lock();
-            command.spawn().inspect(|child| {
-                tasks.groups.insert(id.to_string(), child.id());
-                if let Some(reaper) = reaper {
-                    reaper.watch(child.id());
+        // ETXTBSY is passing: the handler file is open for writing somewhere — just written, or
+        // its writer's descriptor inherited by a child another thread forked and has not yet
+        // exec'd. A few short retries (outside the lock) ride it out.
+        let mut busy_retries = 0;
+        let spawned = loop {
+            let spawned = {
+                let mut tasks = self.lock();
+                command.spawn().inspect(|child| {
+                    tasks.groups.insert(id.to_string(), child.id());
+                    if let Some(reaper) = reaper {
+                        reaper.watch(child.id());
+                    }
+                })
+            };
+            match spawned {
+                Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) && busy_retries < 20 => {
+                    busy_retries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
                 }
-            })
+                spawned => break spawned,
+            }
         };
         let serving = call_socket.map(CallSocket::serve);
         let mut child = match spawned {
