@@ -1,7 +1,7 @@
 //! Faults (DESIGN.md §3, §5, §6): a murmur home on a full or read-only filesystem, directories
 //! with the wrong modes, a 2 GiB sparse record, 100,000 junk files, a home whose path holds
 //! spaces, a newline and non-UTF-8 bytes, 20 descriptors for `mur ps` over 100 records and for
-//! `mur run`, and a door under slow-loris clients, connection floods and thousands of malformed
+//! `mur run`, a `mur ps` that inherits 20 of its 24 descriptors, and a door under slow-loris clients, connection floods and thousands of malformed
 //! requests.
 //!
 //! The filesystem tests mount a 64 KiB tmpfs over the test's `HOME` (root only); where that
@@ -778,6 +778,53 @@ fn with_open_files(command: &mut std::process::Command, n: u64) {
                 Err(std::io::Error::last_os_error())
             }
         });
+    }
+}
+
+/// `command`'s child holds descriptors 3 to `last` open (copies of stderr) before it execs: as if
+/// its parent had leaked them.
+fn with_inherited_descriptors(command: &mut std::process::Command, last: libc::c_int) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: dup2(2) on integers is async-signal-safe; the copies are the child's alone.
+    unsafe {
+        command.pre_exec(move || {
+            for fd in 3..=last {
+                if libc::dup2(2, fd) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A `mur ps` that starts with most of its descriptor limit already taken (20 inherited of 24)
+/// still probes every door, a few at a time: in-flight probes are bounded by what is free, not by
+/// the limit alone, so no layer-1/2 reading or probe fails for want of a descriptor.
+#[test]
+fn inherited_descriptors_leave_fewer_probes_in_flight_never_failed_ones() {
+    let home = Home::new();
+    let live = Proc::sleeper();
+    let mut doors = vec![];
+    let ids: Vec<String> = (0..30).map(|_| session_id()).collect();
+    for sid in &ids {
+        let door = common::door::Door::public(sid);
+        home.write_record(&record(sid, live.pid(), &live.start(), &door.url()));
+        doors.push(door);
+    }
+    let mut ps = home.command(&["ps", "--json"]);
+    with_inherited_descriptors(&mut ps, 19);
+    with_open_files(&mut ps, 24);
+    let ps = common::run::run(ps, Duration::from_secs(60));
+    ps.expect_code(0);
+    let listed = ps.json();
+    for sid in &ids {
+        assert_eq!(
+            common::records::status_of(&listed, sid).as_deref(),
+            Some("running"),
+            "{}",
+            ps.stdout
+        );
     }
 }
 

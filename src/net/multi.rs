@@ -12,11 +12,12 @@
 //! Invariants:
 //! - **One thread, nothing blocks but `poll`.** Every socket is non-blocking; no thread is
 //!   spawned; `poll` sleeps no later than the nearest deadline.
-//! - **Bounded by descriptors, not by jobs.** At most as many exchanges are in flight as the
-//!   descriptor limit allows — the soft `RLIMIT_NOFILE`, raised toward the hard one when the jobs
-//!   need more, less [`RESERVED_FDS`] — and the rest wait in order. A socket refused for want of
-//!   descriptors while others are in flight goes back to the head of the queue and lowers the
-//!   bound to what is in flight; with nothing in flight it is that exchange's error.
+//! - **Bounded by descriptors, not by jobs.** At most as many exchanges are in flight as there are
+//!   descriptors free — the soft `RLIMIT_NOFILE` (raised toward the hard one when the jobs need
+//!   more) less those already open and [`SPARE_FDS`] — and the rest wait in order. A socket
+//!   refused for want of descriptors while others are in flight goes back to the head of the
+//!   queue and lowers the bound to what is in flight; with nothing in flight it is that
+//!   exchange's error.
 //! - **Every exchange ends exactly once**, by its deadlines at the latest, with the response or a
 //!   sentence naming the address and what failed; its socket is closed before its job is told.
 //! - **Bounded memory per exchange**: its request, and at most [`MAX_RESPONSE_BYTES`] plus one
@@ -34,9 +35,11 @@ use super::client::{self, Deadlines, MAX_RESPONSE_BYTES, Response};
 use crate::sys::poll::{Poller, Want};
 use crate::sys::socket;
 
-/// Descriptors left to the rest of the process while exchanges are in flight: the standard
-/// streams, the running directory, and whatever else the caller holds open.
-pub const RESERVED_FDS: usize = 16;
+/// Descriptors kept free while exchanges are in flight, for what a job opens as it starts (the
+/// `/proc` files a record's local checks read).
+pub const SPARE_FDS: usize = 8;
+/// What is taken to be open already when `/proc/self/fd` cannot be listed.
+const OPEN_IF_UNKNOWN: usize = 16;
 /// The most exchanges started between two looks at those in flight, so answers are read while a
 /// long queue is still being started rather than only after.
 const START_BATCH: usize = 256;
@@ -117,10 +120,11 @@ struct Engine {
 
 impl Engine {
     fn new(jobs: usize, deadlines: Deadlines) -> Self {
-        let limit = socket::open_files_limit((jobs + RESERVED_FDS) as u64);
+        let taken = socket::open_descriptors().unwrap_or(OPEN_IF_UNKNOWN) + SPARE_FDS;
+        let limit = socket::open_files_limit((jobs + taken) as u64);
         let bound = usize::try_from(limit)
             .unwrap_or(usize::MAX)
-            .saturating_sub(RESERVED_FDS)
+            .saturating_sub(taken)
             .clamp(1, jobs.max(1));
         Self {
             jobs,

@@ -108,6 +108,19 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (storage, len as libc::socklen_t)
 }
 
+/// How many descriptors this process holds open now (its standard streams, whatever it
+/// inherited, what it opened), from `/proc/self/fd` (`/dev/fd` on macOS); `None` when that
+/// cannot be listed.
+pub fn open_descriptors() -> Option<usize> {
+    let dir = if cfg!(target_vendor = "apple") {
+        "/dev/fd"
+    } else {
+        "/proc/self/fd"
+    };
+    // Less the one the listing itself holds open.
+    Some(std::fs::read_dir(dir).ok()?.count().saturating_sub(1))
+}
+
 /// macOS's `OPEN_MAX` (`<sys/syslimits.h>`; the libc crate does not carry it): the most
 /// `setrlimit` lets a soft descriptor limit be there.
 #[cfg(target_vendor = "apple")]
