@@ -120,18 +120,12 @@ struct Engine {
 
 impl Engine {
     fn new(jobs: usize, deadlines: Deadlines) -> Self {
-        let taken = socket::open_descriptors().unwrap_or(OPEN_IF_UNKNOWN) + SPARE_FDS;
-        let limit = socket::open_files_limit((jobs + taken) as u64);
-        let bound = usize::try_from(limit)
-            .unwrap_or(usize::MAX)
-            .saturating_sub(taken)
-            .clamp(1, jobs.max(1));
         Self {
             jobs,
             next_job: 0,
             waiting: VecDeque::new(),
             flights: Vec::new(),
-            bound,
+            bound: bound(jobs),
             deadlines,
             poller: Poller::default(),
             scratch: vec![0; READ_CHUNK],
@@ -227,6 +221,21 @@ impl Engine {
         }
         ended
     }
+}
+
+/// How many exchanges `jobs` jobs may have in flight at once: one for one job (nothing to
+/// count), else the descriptors free — the limit, raised if need be, less those open and
+/// [`SPARE_FDS`] — at least one and at most one a job.
+fn bound(jobs: usize) -> usize {
+    if jobs <= 1 {
+        return 1;
+    }
+    let taken = socket::open_descriptors().unwrap_or(OPEN_IF_UNKNOWN) + SPARE_FDS;
+    let limit = socket::open_files_limit((jobs + taken) as u64);
+    usize::try_from(limit)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(taken)
+        .clamp(1, jobs)
 }
 
 /// Where an exchange in flight is.
