@@ -812,16 +812,27 @@ fn inherited_descriptors_leave_fewer_probes_in_flight_never_failed_ones() {
         home.write_record(&record(sid, live.pid(), &live.start(), &door.url()));
         doors.push(door);
     }
+    ps_with_descriptors(&home, (24, 19), &ids, "running");
+}
+
+/// `mur ps --json` in `home` with its descriptor limit at `limit` and descriptors 3 to `last`
+/// already open (none when `last` is below 3): every one of `ids` must be listed `status`.
+fn ps_with_descriptors(
+    home: &Home,
+    (limit, last): (u64, libc::c_int),
+    ids: &[String],
+    status: &str,
+) {
     let mut ps = home.command(&["ps", "--json"]);
-    with_inherited_descriptors(&mut ps, 19);
-    with_open_files(&mut ps, 24);
+    with_inherited_descriptors(&mut ps, last);
+    with_open_files(&mut ps, limit);
     let ps = common::run::run(ps, Duration::from_secs(60));
     ps.expect_code(0);
     let listed = ps.json();
-    for sid in &ids {
+    for sid in ids {
         assert_eq!(
             common::records::status_of(&listed, sid).as_deref(),
-            Some("running"),
+            Some(status),
             "{}",
             ps.stdout
         );
@@ -836,20 +847,8 @@ fn twenty_descriptors_are_enough_or_a_clear_error_never_a_hang() {
     for sid in &ids {
         home.write_record(&record(sid, live.pid(), &live.start(), &dead_url()));
     }
-    let mut ps = home.command(&["ps", "--json"]);
-    with_open_files(&mut ps, 20);
-    let ps = common::run::run(ps, Duration::from_secs(60));
-    ps.expect_code(0);
-    let listed = ps.json();
-    for sid in &ids {
-        // Kept, whatever the probe could do with the descriptors it had.
-        assert_eq!(
-            common::records::status_of(&listed, sid).as_deref(),
-            Some("unreachable"),
-            "{}",
-            ps.stdout
-        );
-    }
+    // Kept, whatever the probe could do with the descriptors it had.
+    ps_with_descriptors(&home, (20, 0), &ids, "unreachable");
     let mut run = home.command(&["run", "--task", "hi"]);
     with_open_files(&mut run, 20);
     let run = common::run::run(run, Duration::from_secs(60));
