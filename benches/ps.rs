@@ -1,40 +1,47 @@
-//! How long `mur ps` takes on a crowded machine, next to verifying the same records one after
-//! another. A benchmark, not a test: it prints figures and asserts no timing.
+//! How long `mur ps` takes, and how much memory it needs, on a crowded machine — next to
+//! verifying the same records one after another in this process. A benchmark, not a test: it
+//! prints figures and asserts no timing.
 //!
 //! Run with `cargo bench --bench ps`. Cargo builds the `mur` binary for it (the bench profile
 //! inherits `[profile.release]`: same optimisation, LTO and stripping) and passes its path as
 //! `CARGO_BIN_EXE_mur`, so no separate `cargo build --release` is needed. The figures are wall
-//! times of the real binary, spawned with `HOME` set to a temporary directory this bench makes
-//! (and removes); nothing in the real `~/.murmur` is read or touched.
+//! times, CPU times and peak RSS (`ru_maxrss`, the kernel's `VmHWM`, from `wait4`) of the real
+//! binary, spawned with `HOME` set to a temporary directory this bench makes (and removes);
+//! nothing in the real `~/.murmur` is read or touched. `MUR_PS_BENCH_BEFORE=/path/to/mur` runs
+//! every `mur ps` figure with that binary too, in the same run (before/after a change).
 //!
-//! Scenarios, each with 1,000 records:
+//! Scenarios, at 1,000 and at 10,000 records:
 //!
 //! - (a) every record live: it names a single-threaded helper process this bench starts (`cat`;
 //!   layers 1 and 2 pass — not the bench itself, which is an ancestor of the `mur ps` it runs,
-//!   and which mur never signals nor so verifies), and its door is one of 1,000 listeners this
-//!   process holds on 127.0.0.1, each answering `GET /.well-known/agent-card.json` with a card
+//!   and which mur never signals nor so verifies), and its door is one of 10,000 listeners this
+//!   process holds on 127.0.0.1 ([`doors`]: two threads on `epoll`), each answering with a card
 //!   naming that record's session;
-//! - (b) the same with 200 doors that accept and never answer (the probe's 5 s response deadline
-//!   decides them);
-//! - (c) every record gone: each names a process that exited and was reaped. `mur ps` prunes
-//!   them, so they are written again before every run.
+//! - (a') at 1,000, the same with every door answering a millisecond after the request, as a
+//!   capsule's door busy with other work might: what waiting on doors costs each way;
+//! - (b) the same with a fifth of the doors (200, 2,000) accepting and never answering (the
+//!   probe's 5 s response deadline decides them);
+//! - (c) every record gone: each names a process that exited and was reaped (1,000 of them, so
+//!   at 10,000 each pid is named by ten records). `mur ps` prunes them, so they are written again
+//!   before every run;
+//! - (d) bad input at scale: 10,000 files of which a third are garbage, symbolic links and FIFOs,
+//!   and of the 6,667 records 1,000 behind doors that accept and then trickle their answer one
+//!   byte a second: the listing must still end within the probe's deadline, its memory bounded.
 //!
 //! The sequential baseline runs in this process: `mur::running::list`, then
 //! `mur::running::verify` on each record in turn (pruning the gone ones), as the seed's loop
-//! does. For (b) that would take 200 × 5 s, so it verifies only the first 10 silent doors and
-//! extrapolates the rest at their measured mean; the output says so.
+//! does. For (b) that would take 200 (2,000) × 5 s, so it verifies only the first
+//! [`SILENT_SAMPLE`] silent doors and extrapolates the rest at their measured mean; the output
+//! says so.
 
-// Bench scaffolding signals its own children directly; each block says why it is sound.
-// `unsafe` stays denied in the product, outside `src/sys`.
+// Bench scaffolding reaps its children with wait4 and serves its doors with epoll; each block
+// says why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
 #![allow(unsafe_code)]
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -43,7 +50,10 @@ use mur::json::record::RunningRecord;
 use mur::running::{self, Liveness};
 
 mod common;
+#[path = "ps/doors.rs"]
+mod doors;
 use common::{Home, MUR, Style, fail, median, mkdir, table, write};
+use doors::{Doors, Mode};
 
 /// Milliseconds below 1 s, seconds above (to a tenth from 10 s); a spread is the median, minimum
 /// and maximum.
@@ -54,26 +64,40 @@ const STYLE: Style = Style {
     p90_and_count: false,
 };
 
-const RECORDS: usize = 1000;
-const SILENT: usize = 200;
+const SMALL: usize = 1000;
+const LARGE: usize = 10_000;
+/// A fifth of the doors are silent in (b).
+const SILENT_SHARE: usize = 5;
 /// Silent doors the sequential baseline of (b) really waits on.
-const SILENT_SAMPLE: usize = 10;
+const SILENT_SAMPLE: usize = 3;
+/// (d): doors that trickle, and one file in three junk.
+const TRICKLING: usize = 1000;
+const JUNK_SHARE: usize = 3;
+/// Threads serving the fake doors.
+const DOOR_THREADS: usize = 2;
+/// Reaped processes the gone records name.
+const REAPED: usize = 1000;
 const RUNS: usize = 7;
+const RUNS_LARGE: usize = 5;
 const RUNS_SILENT: usize = 3;
 const RUNS_SEQUENTIAL: usize = 5;
+const RUNS_SEQUENTIAL_LARGE: usize = 3;
+const RUNS_BAD: usize = 3;
 const RUNS_EMPTY: usize = 100;
-const CARD_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
+pub const CARD_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
 
 fn main() {
     // `cargo bench` passes `--bench`; this harness takes no options.
     common::named("ps");
-    let size = print_binary();
+    let limit = raise_open_files();
+    let size = print_binary(limit);
+    let binaries = Binaries::from_env();
 
     // Empty home first, while this process is still quiet.
-    let empty_median = empty_home();
+    let empty = empty_home(&binaries);
 
     let stamp = unix_ms();
-    let ids: Vec<String> = (0..RECORDS).map(|i| session_id(stamp, i)).collect();
+    let ids: Vec<String> = (0..LARGE).map(|i| session_id(stamp, i)).collect();
     let mut helper = Command::new("cat")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -81,48 +105,74 @@ fn main() {
         .unwrap_or_else(|err| fail(&format!("cannot run cat: {err}")));
     let helper_start = mur::sys::proc::process_start_token(helper.id())
         .unwrap_or_else(|| fail("cannot read the helper's start time"));
-
-    // (a) every door answers.
     let opened = Instant::now();
-    let doors = open_doors(&ids);
+    let doors = Doors::open(&ids, DOOR_THREADS);
     println!(
-        "doors: {} listeners on 127.0.0.1, one thread each (64 KiB stacks), opened in {}",
-        doors.len(),
+        "doors: {} listeners on 127.0.0.1, served by {DOOR_THREADS} threads on epoll, opened in {}",
+        doors.addrs.len(),
         STYLE.ms(opened.elapsed())
     );
-    let live = Home::tagged("live");
-    let live_records: Vec<RunningRecord> = doors
-        .iter()
-        .map(|door| {
-            let addr = door.addr.to_string();
-            record(&door.session, &addr, helper.id(), &helper_start)
-        })
-        .collect();
-    live.write(&live_records);
-
-    println!();
-    println!("(a) {RECORDS} records, all live, every door answering");
     println!(
-        "    (every record names one helper process: cat, pid {})",
+        "every live record names one helper process: cat, pid {}",
         helper.id()
     );
-    let a = live_scenario(&live, "(a)");
-    let b = silent_scenario(&doors, &live);
+    let records: Vec<RunningRecord> = doors
+        .addrs
+        .iter()
+        .zip(&ids)
+        .map(|(addr, id)| record(id, &addr.to_string(), helper.id(), &helper_start))
+        .collect();
+    if let Some(n) = std::env::var("MUR_PS_BENCH_HOLD")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        hold(&records[..usize::min(n, LARGE)]);
+    }
+    let reaped = reaped_processes(REAPED);
+
+    let mut rows = Vec::new();
+    for n in [SMALL, LARGE] {
+        let live = Home::tagged(&format!("live-{n}"));
+        live.write(&records[..n]);
+        rows.push(live_scenario(&binaries, &live, n));
+        if n == SMALL {
+            rows.push(delayed_scenario(&binaries, &doors, &live, n));
+        }
+        rows.push(silent_scenario(&binaries, &doors, &live, &ids[..n]));
+        doors.set_all(Mode::Answer);
+        rows.push(gone_scenario(&binaries, stamp, &reaped, n));
+    }
+    rows.push(bad_input_scenario(&binaries, &doors, &records));
     // Its stdin closes when this process exits, however it exits; end it now anyway.
     let _ = helper.kill();
     let _ = helper.wait();
-    let c = gone_scenario(stamp);
-    print_summary(&Figures {
-        a,
-        b,
-        c,
-        empty_median,
-        size,
-    });
+    print_summary(&binaries, &rows, &empty, size);
 }
 
-/// Prints the binary's path and size and the machine; the size in bytes.
-fn print_binary() -> u64 {
+/// `MUR_PS_BENCH_HOLD=N`: write a home of the first `N` live records, print it, and serve their
+/// doors until stdin ends, measuring nothing — for profiling `mur ps` by hand
+/// (`HOME=… perf record -g mur ps`).
+fn hold(records: &[RunningRecord]) -> ! {
+    let home = Home::tagged("hold");
+    home.write(records);
+    println!(
+        "HOME={} holds {} live records; end stdin to stop",
+        home.root().display(),
+        records.len()
+    );
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    drop(home);
+    std::process::exit(0)
+}
+
+/// Raise this process's soft descriptor limit to its hard one (10,000 listeners, their
+/// connections, and the baseline's sockets); the limit in effect. `mur ps` inherits it.
+fn raise_open_files() -> u64 {
+    mur::sys::socket::open_files_limit(u64::MAX)
+}
+
+/// Prints the binary's path and size, the machine and the descriptor limit; the size in bytes.
+fn print_binary(limit: u64) -> u64 {
     let binary = PathBuf::from(MUR);
     let size = std::fs::metadata(&binary)
         .unwrap_or_else(|err| fail(&format!("{}: {err}", binary.display())))
@@ -134,11 +184,11 @@ fn print_binary() -> u64 {
         mib(size)
     );
     println!(
-        "  machine {} CPUs, bench pid {}",
+        "  machine {} CPUs, load average {}, bench pid {}, open files limit {limit}",
         thread::available_parallelism().map_or(0, |n| n.get()),
+        common::loadavg(),
         std::process::id()
     );
-    println!();
     size
 }
 
@@ -147,96 +197,313 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-/// Times and prints `mur ps` in a home with no `.murmur`; the median.
-fn empty_home() -> Duration {
-    let empty = Home::tagged("empty");
-    for _ in 0..10 {
-        ps(empty.root(), 0);
-    }
-    let empty_runs: Vec<Duration> = (0..RUNS_EMPTY)
-        .map(|_| {
-            let run = ps(empty.root(), 0);
-            if run.stdout.trim() != "no running capsules" {
-                fail(&format!("empty home: unexpected output {:?}", run.stdout));
-            }
-            run.wall
-        })
-        .collect();
-    let empty_median = median(&empty_runs);
-    println!("empty home ($HOME with no .murmur), {RUNS_EMPTY} runs");
-    println!("  mur ps  {}", STYLE.spread(&empty_runs));
-    println!();
-    empty_median
+/// The `mur` measured, and the one it is compared with when `MUR_PS_BENCH_BEFORE` names one.
+struct Binaries {
+    after: PathBuf,
+    before: Option<PathBuf>,
 }
 
-/// (b) the `live` home again, with 200 of its doors silent: every fifth one, so they spread
-/// across the listing. Returns the median of `mur ps` and the sequential loop's estimate.
-fn silent_scenario(doors: &[Door], live: &Home) -> (Duration, Duration) {
-    let silent_ids: HashSet<String> = doors
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| i % (RECORDS / SILENT) == 0)
-        .map(|(_, door)| {
-            door.silent.store(true, Ordering::SeqCst);
-            door.session.clone()
+impl Binaries {
+    fn from_env() -> Self {
+        let before = std::env::var_os("MUR_PS_BENCH_BEFORE").map(PathBuf::from);
+        if let Some(before) = &before {
+            let version = Command::new(before)
+                .arg("--version")
+                .output()
+                .unwrap_or_else(|err| fail(&format!("{}: {err}", before.display())));
+            println!(
+                "  before  {} ({})",
+                before.display(),
+                String::from_utf8_lossy(&version.stdout).trim()
+            );
+        }
+        println!();
+        Self {
+            after: PathBuf::from(MUR),
+            before,
+        }
+    }
+
+    /// Each binary, labelled.
+    fn each(&self) -> Vec<(&'static str, &Path)> {
+        let mut each = vec![("mur ps", self.after.as_path())];
+        if let Some(before) = &self.before {
+            each.push(("before", before.as_path()));
+        }
+        each
+    }
+}
+
+/// Medians of several runs of one binary.
+#[derive(Clone, Copy, Default)]
+struct Figures {
+    wall: Duration,
+    cpu: Duration,
+    /// From one more run, under `/usr/bin/time` ([`peak_rss`]); `None` without it.
+    hwm_kib: Option<u64>,
+}
+
+impl Figures {
+    /// `wall W (cpu C, peak RSS R MiB)`.
+    fn text(self) -> String {
+        format!(
+            "{} (cpu {}, {})",
+            STYLE.ms(self.wall),
+            STYLE.ms(self.cpu),
+            rss_text(self.hwm_kib)
+        )
+    }
+}
+
+/// `peak RSS R MiB`, or that it was not measured.
+fn rss_text(hwm_kib: Option<u64>) -> String {
+    hwm_kib.map_or("peak RSS not measured".into(), |kib| {
+        format!("peak RSS {:.2} MiB", kib as f64 / 1024.0)
+    })
+}
+
+/// One summary row: the scenario, `mur ps` (and the binary before), the baseline, the goal.
+struct Row {
+    scenario: String,
+    after: Figures,
+    before: Option<Figures>,
+    /// The sequential baseline's median, and whether it is an estimate.
+    baseline: Option<(Duration, bool)>,
+    goal: &'static str,
+}
+
+/// Run `mur ps` `runs` times with each binary (after `prepare`, which rewrites what a run
+/// prunes), check each listing, and print the spread; then once more for its peak RSS. The
+/// figures of each binary.
+fn measure(
+    binaries: &Binaries,
+    home: &Home,
+    runs: usize,
+    expect: Expect,
+    prepare: &dyn Fn(),
+) -> (Figures, Option<Figures>) {
+    let mut figures = Vec::new();
+    for (label, binary) in binaries.each() {
+        let done: Vec<PsRun> = (0..runs)
+            .map(|_| {
+                prepare();
+                let run = ps(binary, home.root());
+                expect.check(&run, label);
+                run
+            })
+            .collect();
+        let walls: Vec<Duration> = done.iter().map(|r| r.wall).collect();
+        let cpus: Vec<Duration> = done.iter().map(|r| r.cpu).collect();
+        prepare();
+        let of = Figures {
+            wall: median(&walls),
+            cpu: median(&cpus),
+            hwm_kib: peak_rss(binary, home.root()),
+        };
+        println!(
+            "  {label:<11} {}",
+            STYLE.spread_noting(&walls, &format!(", {runs} runs"))
+        );
+        println!(
+            "              cpu {} (median, user + sys), {} (one more run)",
+            STYLE.ms(of.cpu),
+            rss_text(of.hwm_kib)
+        );
+        figures.push(of);
+    }
+    (figures[0], figures.get(1).copied())
+}
+
+/// The peak RSS (`VmHWM`), KiB, of one `mur ps` of `binary` with `HOME=home`, as GNU time
+/// reports it; `None` without `/usr/bin/time`.
+///
+/// Not this process's own `wait4`: a child forked from this process (10,000 listeners and their
+/// buffers) carries its resident pages until it execs, and the kernel counts them in the
+/// child's peak. `time`, small, forks `mur ps` afresh and reports that child's own peak.
+fn peak_rss(binary: &Path, home: &Path) -> Option<u64> {
+    let report = std::env::temp_dir().join(format!("mur-bench-ps-{}-rss", std::process::id()));
+    let status = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&report)
+        .arg(binary)
+        .arg("ps")
+        .env("HOME", home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    let kib = std::fs::read_to_string(&report).ok()?.trim().parse().ok();
+    let _ = std::fs::remove_file(&report);
+    kib.filter(|_| status.success())
+}
+
+/// Time `mur ps` and the sequential loop on a home of `n` records all live with answering doors;
+/// print them, and layers 1 and 2 alone.
+fn live_scenario(binaries: &Binaries, home: &Home, n: usize) -> Row {
+    println!();
+    println!("(a) {n} records, all live, every door answering");
+    let expect = Expect {
+        running: n,
+        unreachable: 0,
+        pruned: 0,
+    };
+    expect.check(&ps(&binaries.after, home.root()), "warm-up");
+    let (after, before) = measure(binaries, home, runs_at(n), expect, &|| {});
+    let seq_runs: Vec<Duration> = (0..if n == SMALL {
+        RUNS_SEQUENTIAL
+    } else {
+        RUNS_SEQUENTIAL_LARGE
+    })
+        .map(|_| {
+            let seq = sequential(&home.running(), &HashSet::new());
+            check_seq(&seq, n, 0, 0, "(a) sequential");
+            seq.wall
+        })
+        .collect();
+    let seq = report_sequential(&seq_runs, "list + verify each", after.wall);
+    println!(
+        "  layers 1-2 alone (kill + /proc/<pid>/stat), in-process, {n} records: {}",
+        STYLE.ms(layers_1_and_2(home))
+    );
+    Row {
+        scenario: format!("(a) {n} live, doors answer"),
+        after,
+        before,
+        baseline: Some((seq, false)),
+        goal: if n == SMALL {
+            "seq/ps >= 2x; peak RSS <= 8 MiB"
+        } else {
+            "<= 1 s"
+        },
+    }
+}
+
+/// Print the sequential loop's runs (`what` it did) and how it compares with `mur ps`'s median;
+/// its median.
+fn report_sequential(runs: &[Duration], what: &str, ps: Duration) -> Duration {
+    let seq = median(runs);
+    println!(
+        "  sequential  {}",
+        STYLE.spread_noting(runs, &format!(", {} runs, in-process {what}", runs.len()))
+    );
+    println!("  ratio       sequential / mur ps = {:.1}x", ratio(seq, ps));
+    seq
+}
+
+/// (a') the `live` home of `n` records again, every door answering [`doors::DELAY`] after the
+/// request, as a capsule's door busy with other work might: what waiting costs.
+fn delayed_scenario(binaries: &Binaries, doors: &Doors, live: &Home, n: usize) -> Row {
+    println!();
+    println!(
+        "(a') {n} records, all live, every door answering {} after the request",
+        STYLE.ms(doors::DELAY)
+    );
+    for door in 0..n {
+        doors.set(door, Mode::Delayed);
+    }
+    let expect = Expect {
+        running: n,
+        unreachable: 0,
+        pruned: 0,
+    };
+    let (after, before) = measure(binaries, live, RUNS, expect, &|| {});
+    let seq_runs: Vec<Duration> = (0..RUNS_SILENT)
+        .map(|_| {
+            let seq = sequential(&live.running(), &HashSet::new());
+            check_seq(&seq, n, 0, 0, "(a') sequential");
+            seq.wall
+        })
+        .collect();
+    let seq = report_sequential(&seq_runs, "list + verify each", after.wall);
+    doors.set_all(Mode::Answer);
+    Row {
+        scenario: format!("(a') {n} live, doors answer in 1 ms"),
+        after,
+        before,
+        baseline: Some((seq, false)),
+        goal: "-",
+    }
+}
+
+fn runs_at(n: usize) -> usize {
+    if n == SMALL { RUNS } else { RUNS_LARGE }
+}
+
+/// The median time of layers 1 and 2 alone over every record of `home`, in this process.
+fn layers_1_and_2(home: &Home) -> Duration {
+    let scan = running::scan(&open_dir(&home.running())).unwrap_or_else(|err| fail(&err));
+    median(
+        &(0..RUNS)
+            .map(|_| {
+                let start = Instant::now();
+                for entry in &scan.entries {
+                    if running::process_liveness(&entry.record).is_some() {
+                        fail("a record failed layers 1-2");
+                    }
+                }
+                start.elapsed()
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// (b) the `live` home of the records of `ids` again, a fifth of its doors silent: every fifth one, so
+/// they spread across the listing.
+fn silent_scenario(binaries: &Binaries, doors: &Doors, live: &Home, ids: &[String]) -> Row {
+    let n = ids.len();
+    let silent = n / SILENT_SHARE;
+    let silent_ids: HashSet<String> = (0..n)
+        .filter(|i| i % SILENT_SHARE == 0)
+        .map(|i| {
+            doors.set(i, Mode::Silent);
+            ids[i].clone()
         })
         .collect();
     println!();
-    println!(
-        "(b) {RECORDS} records, all live, {} doors accept and never answer",
-        silent_ids.len()
-    );
-    let b_runs: Vec<Duration> = (0..RUNS_SILENT)
-        .map(|_| {
-            let run = ps(live.root(), 1);
-            check(&run, RECORDS - SILENT, SILENT, "(b)");
-            run.wall
-        })
-        .collect();
-    let b_seq = sequential(&live.running(), &silent_ids);
-    check_seq(
-        &b_seq,
-        RECORDS - SILENT,
-        SILENT_SAMPLE,
-        0,
-        "(b) sequential sample",
-    );
-    let per_silent = b_seq.silent_time / b_seq.silent_verified.max(1) as u32;
-    let b_seq_estimate = b_seq.wall + per_silent * b_seq.silent_skipped as u32;
-    let b_ps = median(&b_runs);
-    println!(
-        "  mur ps      {}",
-        STYLE.spread_noting(&b_runs, &format!(", {RUNS_SILENT} runs"))
-    );
+    println!("(b) {n} records, all live, {silent} doors accept and never answer");
+    let expect = Expect {
+        running: n - silent,
+        unreachable: silent,
+        pruned: 0,
+    };
+    let (after, before) = measure(binaries, live, RUNS_SILENT, expect, &|| {});
+    let seq = sequential(&live.running(), &silent_ids);
+    check_seq(&seq, n - silent, SILENT_SAMPLE, 0, "(b) sequential sample");
+    let per_silent = seq.silent_time / seq.silent_verified.max(1) as u32;
+    let estimate = seq.wall + per_silent * seq.silent_skipped as u32;
     println!(
         "  sequential  ~{} ESTIMATED: measured {} over {} answering + {} silent doors \
          ({} per silent door), the other {} silent doors extrapolated at that mean, not run",
-        STYLE.ms(b_seq_estimate),
-        STYLE.ms(b_seq.wall),
-        b_seq.live,
-        b_seq.silent_verified,
+        STYLE.ms(estimate),
+        STYLE.ms(seq.wall),
+        seq.live,
+        seq.silent_verified,
         STYLE.ms(per_silent),
-        b_seq.silent_skipped
+        seq.silent_skipped
     );
     println!(
         "  ratio       sequential (estimated) / mur ps = {:.0}x",
-        ratio(b_seq_estimate, b_ps)
+        ratio(estimate, after.wall)
     );
-    (b_ps, b_seq_estimate)
+    Row {
+        scenario: format!("(b) {n} live, {silent} silent"),
+        after,
+        before,
+        baseline: Some((estimate, true)),
+        goal: "~5 s (one probe timeout)",
+    }
 }
 
-/// (c) every record names a reaped process (session ids stamped `stamp + 1`). Returns the
-/// medians of `mur ps` and of the sequential loop.
-fn gone_scenario(stamp: u64) -> (Duration, Duration) {
+/// (c) `n` records naming reaped processes (session ids stamped `stamp + 1`).
+fn gone_scenario(binaries: &Binaries, stamp: u64, reaped: &[(u32, String)], n: usize) -> Row {
     println!();
-    println!("(c) {RECORDS} records, all gone (reaped pids), rewritten before every run");
-    let reaped = reaped_processes(RECORDS);
-    let gone = Home::tagged("gone");
+    println!("(c) {n} records, all gone (reaped pids), rewritten before every run");
+    let gone = Home::tagged(&format!("gone-{n}"));
     let workdir = gone.root().to_path_buf();
-    let gone_records: Vec<RunningRecord> = reaped
-        .iter()
-        .enumerate()
-        .map(|(i, (pid, start))| {
+    let records: Vec<RunningRecord> = (0..n)
+        .map(|i| {
+            let (pid, start) = &reaped[i % reaped.len()];
             let mut r = record(&session_id(stamp + 1, i), "127.0.0.1:9", *pid, start);
             r.workdir = workdir.clone();
             r
@@ -249,257 +516,158 @@ fn gone_scenario(stamp: u64) -> (Duration, Duration) {
     if reused > 0 {
         println!("  note: {reused} of the reaped pids are held again (they fail layer 2 instead)");
     }
-    let c_runs: Vec<Duration> = (0..RUNS)
+    let expect = Expect {
+        running: 0,
+        unreachable: 0,
+        pruned: n,
+    };
+    let (after, before) = measure(binaries, &gone, runs_at(n), expect, &|| {
+        gone.write(&records)
+    });
+    let seq_runs: Vec<Duration> = (0..runs_at(n))
         .map(|_| {
-            gone.write(&gone_records);
-            let run = ps(gone.root(), 0);
-            check(&run, 0, 0, "(c)");
-            if !run
-                .stderr
-                .contains(&format!("pruned {RECORDS} stale records"))
-            {
-                fail(&format!(
-                    "(c): expected {RECORDS} pruned, stderr: {}",
-                    run.stderr
-                ));
-            }
-            run.wall
-        })
-        .collect();
-    let c_seq_runs: Vec<Duration> = (0..RUNS)
-        .map(|_| {
-            gone.write(&gone_records);
+            gone.write(&records);
             let seq = sequential(&gone.running(), &HashSet::new());
-            check_seq(&seq, 0, 0, RECORDS, "(c) sequential");
+            check_seq(&seq, 0, 0, n, "(c) sequential");
             seq.wall
         })
         .collect();
-    let (c_ps, c_seq) = (median(&c_runs), median(&c_seq_runs));
-    println!(
-        "  mur ps      {}",
-        STYLE.spread_noting(&c_runs, &format!(", {RUNS} runs"))
-    );
-    println!(
-        "  sequential  {}",
-        STYLE.spread_noting(
-            &c_seq_runs,
-            &format!(", {RUNS} runs, in-process list + verify + prune")
-        )
-    );
-    println!(
-        "  ratio       sequential / mur ps = {:.1}x",
-        ratio(c_seq, c_ps)
-    );
-    (c_ps, c_seq)
+    let seq = report_sequential(&seq_runs, "list + verify + prune", after.wall);
+    Row {
+        scenario: format!("(c) {n} gone, pruned"),
+        after,
+        before,
+        baseline: Some((seq, false)),
+        goal: "well under 1 s",
+    }
 }
 
-/// Every figure the summary shows: (mur ps, sequential) medians per scenario ((b)'s
-/// sequential one estimated), the empty-home median and the binary's size in bytes.
-struct Figures {
-    a: (Duration, Duration),
-    b: (Duration, Duration),
-    c: (Duration, Duration),
-    empty_median: Duration,
-    size: u64,
+/// (d) 10,000 files, a third of them junk (garbage, links, FIFOs, in turn), and of the records
+/// the first [`TRICKLING`] behind doors that trickle a byte a second. Rewritten before every run.
+fn bad_input_scenario(binaries: &Binaries, doors: &Doors, records: &[RunningRecord]) -> Row {
+    let junk = LARGE / JUNK_SHARE;
+    let valid = LARGE - junk;
+    println!();
+    println!(
+        "(d) {LARGE} files: {junk} junk (garbage, symbolic links, FIFOs), {valid} records of which \
+         {TRICKLING} behind doors that trickle a byte a second; rewritten before every run"
+    );
+    for door in 0..TRICKLING {
+        doors.set(door, Mode::Trickle);
+    }
+    let home = Home::tagged("bad");
+    let target = home.root().join("elsewhere.json");
+    write(&target, &records[0].to_bytes());
+    let prepare = || {
+        home.write(&records[..valid]);
+        let running = home.running();
+        for k in 0..junk {
+            let path = running.join(format!("junk-{k:05}.json"));
+            match k % 3 {
+                0 => write(&path, b"{\"session_id\": \"ses_"),
+                1 => std::os::unix::fs::symlink(&target, &path)
+                    .unwrap_or_else(|err| fail(&format!("{}: {err}", path.display()))),
+                _ => mkfifo(&path),
+            }
+        }
+    };
+    let expect = Expect {
+        running: valid - TRICKLING,
+        unreachable: TRICKLING,
+        pruned: junk,
+    };
+    let (after, before) = measure(binaries, &home, RUNS_BAD, expect, &prepare);
+    doors.set_all(Mode::Answer);
+    println!("  deadline    a probe's: 2 s to connect, 5 s for the answer");
+    Row {
+        scenario: format!("(d) {LARGE} files, {junk} junk, {TRICKLING} trickling"),
+        after,
+        before,
+        baseline: None,
+        goal: "within the probe deadline",
+    }
+}
+
+/// A FIFO at `path`.
+fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .unwrap_or_else(|_| fail("a path with a NUL"));
+    // SAFETY: `c` is a live NUL-terminated path.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        fail(&format!(
+            "mkfifo {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+}
+
+/// Times and prints `mur ps` in a home with no `.murmur`: the floor of every figure.
+fn empty_home(binaries: &Binaries) -> (Figures, Option<Figures>) {
+    let empty = Home::tagged("empty");
+    for _ in 0..10 {
+        ps(&binaries.after, empty.root());
+    }
+    println!("empty home ($HOME with no .murmur)");
+    let expect = Expect {
+        running: 0,
+        unreachable: 0,
+        pruned: 0,
+    };
+    measure(binaries, &empty, RUNS_EMPTY, expect, &|| {})
 }
 
 /// Prints the summary table.
-fn print_summary(figures: &Figures) {
-    let Figures {
-        a: (a_ps, a_seq),
-        b: (b_ps, b_seq_estimate),
-        c: (c_ps, c_seq),
-        empty_median,
-        size,
-    } = *figures;
-    let mib = mib(size);
+fn print_summary(binaries: &Binaries, rows: &[Row], empty: &(Figures, Option<Figures>), size: u64) {
     println!();
-    println!("summary");
-    let rows = [
-        [
-            "scenario".to_string(),
-            "mur ps".to_string(),
-            "sequential".to_string(),
-            "seq/ps".to_string(),
-            "expected".to_string(),
-        ],
-        [
-            "(a) 1000 live, doors answer".into(),
-            STYLE.ms(a_ps),
-            STYLE.ms(a_seq),
-            format!("{:.1}x", ratio(a_seq, a_ps)),
-            "well under 1 s".into(),
-        ],
-        [
-            "(b) 1000 live, 200 silent".into(),
-            STYLE.ms(b_ps),
-            format!("~{} (est.)", STYLE.ms(b_seq_estimate)),
-            format!("{:.0}x", ratio(b_seq_estimate, b_ps)),
-            "~5 s (one probe timeout)".into(),
-        ],
-        [
-            "(c) 1000 gone, pruned".into(),
-            STYLE.ms(c_ps),
-            STYLE.ms(c_seq),
-            format!("{:.1}x", ratio(c_seq, c_ps)),
-            "under 0.2 s".into(),
-        ],
-        [
-            format!("empty home ({RUNS_EMPTY} runs)"),
-            STYLE.ms(empty_median),
-            "-".into(),
-            "-".into(),
-            "<= 2 ms".into(),
-        ],
-        [
-            "binary size".into(),
-            format!("{size} B = {mib:.3} MiB"),
-            "-".into(),
-            "-".into(),
-            "<= 1.5 MiB".into(),
-        ],
-    ];
-    table(&rows);
-    println!("  (medians; 'mur ps' includes spawning the binary, 'sequential' runs in-process)");
-}
-
-/// Time `mur ps` and the sequential loop on a home whose records are all live with answering
-/// doors; print them, and layers 1 and 2 alone. Returns the two medians.
-fn live_scenario(home: &Home, label: &str) -> (Duration, Duration) {
-    check(&ps(home.root(), 1), RECORDS, 0, label);
-    let ps_runs: Vec<Duration> = (0..RUNS)
-        .map(|_| {
-            let run = ps(home.root(), 1);
-            check(&run, RECORDS, 0, label);
-            run.wall
-        })
-        .collect();
-    let seq_runs: Vec<Duration> = (0..RUNS_SEQUENTIAL)
-        .map(|_| {
-            let seq = sequential(&home.running(), &HashSet::new());
-            check_seq(&seq, RECORDS, 0, 0, label);
-            seq.wall
-        })
-        .collect();
-    let scan = running::scan(&open_dir(&home.running())).unwrap_or_else(|err| fail(&err));
-    let layers12 = median(
-        &(0..RUNS)
-            .map(|_| {
-                let start = Instant::now();
-                for entry in &scan.entries {
-                    if running::process_liveness(&entry.record).is_some() {
-                        fail(&format!("{label}: a record failed layers 1-2"));
-                    }
-                }
-                start.elapsed()
-            })
-            .collect::<Vec<_>>(),
-    );
-    let (ps_median, seq_median) = (median(&ps_runs), median(&seq_runs));
     println!(
-        "  mur ps      {}",
-        STYLE.spread_noting(&ps_runs, &format!(", {RUNS} runs"))
+        "summary (medians; 'mur ps' includes spawning the binary, 'sequential' runs in-process)"
     );
-    println!(
-        "  sequential  {}",
-        STYLE.spread_noting(
-            &seq_runs,
-            &format!(", {RUNS_SEQUENTIAL} runs, in-process list + verify each")
-        )
-    );
-    println!(
-        "  ratio       sequential / mur ps = {:.1}x",
-        ratio(seq_median, ps_median)
-    );
-    println!(
-        "  layers 1-2 alone (kill + /proc/<pid>/stat), in-process, {RECORDS} records: {}",
-        STYLE.ms(layers12)
-    );
-    (ps_median, seq_median)
-}
-
-/// One listener and the session its card names.
-struct Door {
-    addr: SocketAddr,
-    session: String,
-    /// When set, the door accepts and never answers.
-    silent: Arc<AtomicBool>,
-}
-
-fn open_doors(ids: &[String]) -> Vec<Door> {
-    ids.iter()
-        .map(|id| {
-            let listener = TcpListener::bind("127.0.0.1:0")
-                .unwrap_or_else(|err| fail(&format!("cannot bind a door: {err}")));
-            let addr = listener
-                .local_addr()
-                .unwrap_or_else(|err| fail(&format!("door address: {err}")));
-            let silent = Arc::new(AtomicBool::new(false));
-            let flag = Arc::clone(&silent);
-            let response = card_response(id);
-            thread::Builder::new()
-                .name("door".into())
-                .stack_size(64 * 1024)
-                .spawn(move || serve(&listener, &response, &flag))
-                .unwrap_or_else(|err| fail(&format!("cannot start a door thread: {err}")));
-            Door {
-                addr,
-                session: id.clone(),
-                silent,
-            }
-        })
-        .collect()
-}
-
-/// The whole HTTP response one door gives: its agent card.
-fn card_response(session: &str) -> Vec<u8> {
-    let card = serde_json::json!({
-        "name": "bench",
-        "version": "0.1.0",
-        "capabilities": {"extensions": [{"uri": CARD_URI, "params": {"sessionId": session}}]},
-    })
-    .to_string();
-    format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{card}",
-        card.len()
-    )
-    .into_bytes()
-}
-
-fn serve(listener: &TcpListener, response: &[u8], silent: &AtomicBool) {
-    loop {
-        match listener.accept() {
-            Ok((conn, _)) if silent.load(Ordering::SeqCst) => hold(conn),
-            Ok((conn, _)) => {
-                let _ = answer(conn, response);
-            }
-            // EMFILE and the like: back off rather than spin.
-            Err(_) => thread::sleep(Duration::from_millis(10)),
-        }
+    let mut table_rows = vec![[
+        "scenario".to_string(),
+        "mur ps: wall (cpu, peak RSS)".to_string(),
+        "before".to_string(),
+        "sequential".to_string(),
+        "seq/ps".to_string(),
+        "goal".to_string(),
+    ]];
+    let before_text = |f: Option<Figures>| f.map_or("-".to_string(), Figures::text);
+    table_rows.push([
+        format!("empty home ({RUNS_EMPTY} runs)"),
+        empty.0.text(),
+        before_text(empty.1),
+        "-".into(),
+        "-".into(),
+        "the floor".into(),
+    ]);
+    for row in rows {
+        let (seq, ratio_text) = match row.baseline {
+            Some((seq, estimated)) => (
+                format!("{}{}", if estimated { "~" } else { "" }, STYLE.ms(seq)),
+                format!("{:.1}x", ratio(seq, row.after.wall)),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        table_rows.push([
+            row.scenario.clone(),
+            row.after.text(),
+            before_text(row.before),
+            seq,
+            ratio_text,
+            row.goal.into(),
+        ]);
     }
-}
-
-/// Read the request head, write the card, close.
-fn answer(mut conn: TcpStream, response: &[u8]) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = conn.read(&mut buf)?;
-        if n == 0 || head.len() > 64 * 1024 {
-            return Ok(());
+    table(&table_rows);
+    println!(
+        "  binary size {size} B = {:.3} MiB (goal <= 1.5 MiB){}",
+        mib(size),
+        if binaries.before.is_some() {
+            ""
+        } else {
+            "; set MUR_PS_BENCH_BEFORE=/path/to/mur for a before column"
         }
-        head.extend_from_slice(&buf[..n]);
-    }
-    conn.write_all(response)?;
-    conn.shutdown(Shutdown::Write)
-}
-
-/// Keep the connection open and write nothing until the client gives up and closes it.
-fn hold(mut conn: TcpStream) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(60)));
-    let mut buf = [0u8; 1024];
-    while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+    );
 }
 
 impl Home {
@@ -544,7 +712,7 @@ fn record(session: &str, url: &str, pid: u32, start: &str) -> RunningRecord {
     }
 }
 
-/// A UUIDv7-shaped session id: `ms` as its time, `n` in the random bits.
+/// A UUIDv7-shaped session id: `ms` as its time, `n` in the random bits (so ids sort by `n`).
 fn session_id(ms: u64, n: usize) -> String {
     format!(
         "ses_{:012x}7000{:016x}",
@@ -580,48 +748,108 @@ fn reaped_processes(n: usize) -> Vec<(u32, String)> {
 
 struct PsRun {
     wall: Duration,
-    stdout: String,
+    /// User and system time (from `wait4`; its `ru_maxrss` would be this process's, see
+    /// [`peak_rss`]).
+    cpu: Duration,
     stderr: String,
     running: usize,
     unreachable: usize,
 }
 
-/// One `mur ps` with `HOME=home`, timed from spawn to exit with its output read.
-fn ps(home: &Path, header_lines: usize) -> PsRun {
+/// One `mur ps` of `binary` with `HOME=home`, timed from spawn to exit with its output read,
+/// reaped by `wait4` for its CPU time.
+#[expect(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which std's wait cannot do"
+)]
+fn ps(binary: &Path, home: &Path) -> PsRun {
     let start = Instant::now();
-    let out = Command::new(MUR)
+    let mut child = Command::new(binary)
         .arg("ps")
         .env("HOME", home)
         .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|err| fail(&format!("cannot run {MUR}: {err}")));
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| fail(&format!("cannot run {}: {err}", binary.display())));
+    let mut err_pipe = child.stderr.take().unwrap_or_else(|| fail("no stderr"));
+    let stderr = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = err_pipe.read_to_string(&mut text);
+        text
+    });
+    let mut stdout = String::new();
+    let _ = child
+        .stdout
+        .take()
+        .unwrap_or_else(|| fail("no stdout"))
+        .read_to_string(&mut stdout);
+    let (status, usage) = wait4(child.id());
     let wall = start.elapsed();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if !out.status.success() {
-        fail(&format!("mur ps failed ({}): {stderr}", out.status));
+    let stderr = stderr.join().unwrap_or_default();
+    if status != 0 {
+        fail(&format!("mur ps failed (wait status {status}): {stderr}"));
     }
     let statuses: Vec<&str> = stdout
         .lines()
-        .skip(header_lines)
         .filter_map(|line| line.split_whitespace().nth(2))
         .collect();
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     PsRun {
         wall,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
         running: statuses.iter().filter(|s| **s == "running").count(),
         unreachable: statuses.iter().filter(|s| **s == "unreachable").count(),
-        stdout,
         stderr,
     }
 }
 
-/// Stop if `mur ps` did not see what the scenario set up: its timing would mean nothing.
-fn check(run: &PsRun, running: usize, unreachable: usize, what: &str) {
-    if (run.running, run.unreachable) != (running, unreachable) {
-        fail(&format!(
-            "{what}: mur ps listed {} running and {} unreachable, expected {running} and {unreachable}\nstderr: {}",
-            run.running, run.unreachable, run.stderr
-        ));
+/// Reap child `pid`: its wait status and resource usage.
+fn wait4(pid: u32) -> (libc::c_int, libc::rusage) {
+    let mut status = 0;
+    // SAFETY: `rusage` is a plain C struct of integers; all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `usage` are live for the call; `pid` is our unreaped child.
+        let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
+        if rc == pid as libc::pid_t {
+            return (status, usage);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            fail(&format!("wait4 {pid}: {err}"));
+        }
+    }
+}
+
+/// What a `mur ps` must have listed and pruned, or its timing means nothing.
+#[derive(Clone, Copy)]
+struct Expect {
+    running: usize,
+    unreachable: usize,
+    pruned: usize,
+}
+
+impl Expect {
+    fn check(self, run: &PsRun, what: &str) {
+        let pruned = if self.pruned == 0 {
+            !run.stderr.contains("pruned")
+        } else {
+            run.stderr
+                .contains(&format!("pruned {} stale record", self.pruned))
+        };
+        if (run.running, run.unreachable) != (self.running, self.unreachable) || !pruned {
+            fail(&format!(
+                "{what}: mur ps listed {} running and {} unreachable, expected {} and {} \
+                 ({} pruned)\nstderr: {}",
+                run.running,
+                run.unreachable,
+                self.running,
+                self.unreachable,
+                self.pruned,
+                run.stderr
+            ));
+        }
     }
 }
 

@@ -30,10 +30,10 @@
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::thread;
 
-use crate::door_client;
+use crate::door_client::{self, Probe};
 use crate::json::record::{MAX_RECORD_BYTES, RunningRecord};
+use crate::net::multi;
 use crate::process::{self, NotSignallable};
 use crate::sys::dir::{Dir, Small};
 use crate::sys::fs::{PRIVATE_FILE_MODE, ReadRefusal};
@@ -42,10 +42,6 @@ use crate::sys::fs::{PRIVATE_FILE_MODE, ReadRefusal};
 const RECORD_EXTENSION: &str = "json";
 /// Extension of a control token file beside its record.
 const CONTROL_EXTENSION: &str = "control";
-
-/// The most door probes in flight at once. Wide enough that 200 silent doors cost one probe
-/// timeout, not several; bounded so 10,000 silent doors do not mean 10,000 threads.
-pub const MAX_CONCURRENT_PROBES: usize = 1024;
 
 /// One record as read from the running directory.
 #[derive(Debug, Clone)]
@@ -219,72 +215,69 @@ pub fn process_liveness(record: &RunningRecord) -> Option<Liveness> {
 
 /// All three layers, door probe included (blocking, bounded by the probe's deadlines).
 pub fn verify(record: &RunningRecord) -> Liveness {
-    process_liveness(record).unwrap_or_else(|| layer_3(record))
-}
-
-/// Layer 3 alone: the door answers as the record's session. For a record that passed 1 and 2.
-fn layer_3(record: &RunningRecord) -> Liveness {
-    match door_client::probe_session_id(&record.url, record.door_token.as_ref()) {
-        Ok(id) if id == record.session_id.as_str() => Liveness::Live,
-        Ok(other) => Liveness::Unreachable(format!(
-            "the door at {} answers for session {}",
-            record.url,
-            other.escape_debug()
-        )),
-        Err(why) => Liveness::Unreachable(why),
-    }
+    verify_all(&[record])
+        .pop()
+        .unwrap_or_else(|| Liveness::Unreachable("the probe could not run".into()))
 }
 
 /// [`verify`] for every record at once, answers in the same order.
 ///
-/// Layers 1 and 2 run inline; only records that pass them are probed, on up to
-/// [`MAX_CONCURRENT_PROBES`] threads, so the whole takes about as long as the slowest probe rather
-/// than the sum of them.
+/// Each record is a `Check` on one event loop ([`multi::run`]): layers 1 and 2 when its turn to
+/// start comes, its door probe right after if they pass. Probes run all at once, as many as
+/// descriptors allow, and the next records' local checks are made while the doors of the first
+/// answer, so the whole takes about as long as the slowest probe rather than the sum of them.
 pub fn verify_all(records: &[&RunningRecord]) -> Vec<Liveness> {
-    let mut answers: Vec<Option<Liveness>> = records
-        .iter()
-        .map(|record| process_liveness(record))
-        .collect();
-    let to_probe: Vec<usize> = (0..records.len())
-        .filter(|&i| answers[i].is_none())
-        .collect();
-    let width = to_probe.len().min(MAX_CONCURRENT_PROBES);
-    if width > 0 {
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let probed: Vec<(usize, Liveness)> = thread::scope(|scope| {
-            let workers: Vec<_> = (0..width)
-                .map(|_| {
-                    thread::Builder::new()
-                        .stack_size(128 * 1024)
-                        .spawn_scoped(scope, || {
-                            let mut done = Vec::new();
-                            loop {
-                                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                let Some(&i) = to_probe.get(n) else {
-                                    break done;
-                                };
-                                done.push((i, layer_3(records[i])));
-                            }
-                        })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|worker| match worker {
-                    Ok(handle) => handle.join().unwrap_or_default(),
-                    Err(_) => Vec::new(),
-                })
-                .collect()
-        });
-        for (i, liveness) in probed {
-            answers[i] = Some(liveness);
+    let mut checks: Vec<Check> = records.iter().map(|record| Check::new(record)).collect();
+    multi::run(checks.len(), door_client::PROBE, |i, answer| {
+        checks[i].step(answer)
+    });
+    checks.into_iter().map(Check::liveness).collect()
+}
+
+/// One record's three layers, as a conversation [`multi::run`] drives.
+struct Check<'a> {
+    record: &'a RunningRecord,
+    /// What layers 1 and 2 settled, when they did.
+    local: Option<Liveness>,
+    probe: Probe<'a>,
+}
+
+impl<'a> Check<'a> {
+    fn new(record: &'a RunningRecord) -> Self {
+        Self {
+            record,
+            local: None,
+            probe: Probe::new(&record.url, record.door_token.as_ref()),
         }
     }
-    // A worker that could not be spawned leaves its records unanswered: say so, keep them.
-    answers
-        .into_iter()
-        .map(|a| a.unwrap_or_else(|| Liveness::Unreachable("the probe could not run".into())))
-        .collect()
+
+    /// Layers 1 and 2 first (`answer` is `None` when the check starts); when they leave the
+    /// question open, the probe's next exchange.
+    fn step(&mut self, answer: Option<multi::Answer>) -> Option<multi::Exchange> {
+        if answer.is_none() {
+            self.local = process_liveness(self.record);
+            if self.local.is_some() {
+                return None;
+            }
+        }
+        self.probe.step(answer)
+    }
+
+    /// The verdict: layers 1 and 2's, or layer 3's from what the door said.
+    fn liveness(self) -> Liveness {
+        if let Some(local) = self.local {
+            return local;
+        }
+        match self.probe.said() {
+            Ok(id) if id == self.record.session_id.as_str() => Liveness::Live,
+            Ok(other) => Liveness::Unreachable(format!(
+                "the door at {} answers for session {}",
+                self.record.url,
+                other.escape_debug()
+            )),
+            Err(why) => Liveness::Unreachable(why),
+        }
+    }
 }
 
 /// A record that survived a sweep.

@@ -1,7 +1,7 @@
 //! Faults (DESIGN.md §3, §5, §6): a murmur home on a full or read-only filesystem, directories
 //! with the wrong modes, a 2 GiB sparse record, 100,000 junk files, a home whose path holds
 //! spaces, a newline and non-UTF-8 bytes, 20 descriptors for `mur ps` over 100 records and for
-//! `mur run`, and a door under slow-loris clients, connection floods and thousands of malformed
+//! `mur run`, a `mur ps` that inherits 20 of its 24 descriptors, and a door under slow-loris clients, connection floods and thousands of malformed
 //! requests.
 //!
 //! The filesystem tests mount a 64 KiB tmpfs over the test's `HOME` (root only); where that
@@ -781,6 +781,64 @@ fn with_open_files(command: &mut std::process::Command, n: u64) {
     }
 }
 
+/// `command`'s child holds descriptors 3 to `last` open (copies of stderr) before it execs: as if
+/// its parent had leaked them.
+fn with_inherited_descriptors(command: &mut std::process::Command, last: libc::c_int) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: dup2(2) on integers is async-signal-safe; the copies are the child's alone.
+    unsafe {
+        command.pre_exec(move || {
+            for fd in 3..=last {
+                if libc::dup2(2, fd) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A `mur ps` that starts with most of its descriptor limit already taken (20 inherited of 24)
+/// still probes every door, a few at a time: in-flight probes are bounded by what is free, not by
+/// the limit alone, so no layer-1/2 reading or probe fails for want of a descriptor.
+#[test]
+fn inherited_descriptors_leave_fewer_probes_in_flight_never_failed_ones() {
+    let home = Home::new();
+    let live = Proc::sleeper();
+    let mut doors = vec![];
+    let ids: Vec<String> = (0..30).map(|_| session_id()).collect();
+    for sid in &ids {
+        let door = common::door::Door::public(sid);
+        home.write_record(&record(sid, live.pid(), &live.start(), &door.url()));
+        doors.push(door);
+    }
+    ps_with_descriptors(&home, (24, 19), &ids, "running");
+}
+
+/// `mur ps --json` in `home` with its descriptor limit at `limit` and descriptors 3 to `last`
+/// already open (none when `last` is below 3): every one of `ids` must be listed `status`.
+fn ps_with_descriptors(
+    home: &Home,
+    (limit, last): (u64, libc::c_int),
+    ids: &[String],
+    status: &str,
+) {
+    let mut ps = home.command(&["ps", "--json"]);
+    with_inherited_descriptors(&mut ps, last);
+    with_open_files(&mut ps, limit);
+    let ps = common::run::run(ps, Duration::from_secs(60));
+    ps.expect_code(0);
+    let listed = ps.json();
+    for sid in ids {
+        assert_eq!(
+            common::records::status_of(&listed, sid).as_deref(),
+            Some(status),
+            "{}",
+            ps.stdout
+        );
+    }
+}
+
 #[test]
 fn twenty_descriptors_are_enough_or_a_clear_error_never_a_hang() {
     let home = Home::new();
@@ -789,20 +847,8 @@ fn twenty_descriptors_are_enough_or_a_clear_error_never_a_hang() {
     for sid in &ids {
         home.write_record(&record(sid, live.pid(), &live.start(), &dead_url()));
     }
-    let mut ps = home.command(&["ps", "--json"]);
-    with_open_files(&mut ps, 20);
-    let ps = common::run::run(ps, Duration::from_secs(60));
-    ps.expect_code(0);
-    let listed = ps.json();
-    for sid in &ids {
-        // Kept, whatever the probe could do with the descriptors it had.
-        assert_eq!(
-            common::records::status_of(&listed, sid).as_deref(),
-            Some("unreachable"),
-            "{}",
-            ps.stdout
-        );
-    }
+    // Kept, whatever the probe could do with the descriptors it had.
+    ps_with_descriptors(&home, (20, 0), &ids, "unreachable");
     let mut run = home.command(&["run", "--task", "hi"]);
     with_open_files(&mut run, 20);
     let run = common::run::run(run, Duration::from_secs(60));

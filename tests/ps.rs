@@ -696,6 +696,83 @@ fn silent_doors_are_probed_concurrently() {
 }
 
 #[test]
+fn a_door_that_trickles_its_answer_is_unreachable_once_the_probe_deadline_passes() {
+    let home = Home::patient();
+    let sleeper = Proc::sleeper();
+    let id = session_id();
+    let door = Door::start(DoorSpec {
+        session_id: id.clone(),
+        trickle: true,
+        ..DoorSpec::default()
+    });
+    home.write_record(&record_for(&id, &sleeper, &door.url()));
+    let run = home.mur(&["ps", "--json"]);
+    run.expect_code(0);
+    let doc = run.json();
+    let row = ps_row(&doc, &id).unwrap();
+    assert_eq!(row["status"], "unreachable", "{doc}");
+    assert_eq!(
+        row["reason"],
+        json!(format!("{}: no complete answer within 5s", door.url())),
+        "{doc}"
+    );
+}
+
+/// Bad input at a scale a test can afford (`cargo bench --bench ps` runs it at 10,000): a third
+/// of the files junk — garbage, links, FIFOs — and doors that trickle beside doors that answer,
+/// all probed at once: the listing is right, the junk pruned, every trickling door unreachable.
+#[test]
+fn junk_links_fifos_and_trickling_doors_together_leave_a_right_listing() {
+    let home = Home::patient();
+    let sleeper = Proc::sleeper();
+    let running = home.running_dir();
+    let mut doors = vec![];
+    let (mut answering, mut trickling) = (vec![], vec![]);
+    for n in 0..60 {
+        let id = session_id();
+        let door = Door::start(DoorSpec {
+            session_id: id.clone(),
+            trickle: n % 2 == 0,
+            ..DoorSpec::default()
+        });
+        home.write_record(&record_for(&id, &sleeper, &door.url()));
+        if n % 2 == 0 {
+            &mut trickling
+        } else {
+            &mut answering
+        }
+        .push(id);
+        doors.push(door);
+    }
+    let elsewhere = home.path().join("elsewhere.json");
+    write_private(&elsewhere, b"{}");
+    for k in 0..30 {
+        let path = running.join(format!("junk-{k}.json"));
+        match k % 3 {
+            0 => write_private(&path, b"{\"session_id\": \"ses_"),
+            1 => std::os::unix::fs::symlink(&elsewhere, &path).unwrap(),
+            _ => mkfifo(&path),
+        }
+    }
+    let run = home.mur(&["ps", "--json"]);
+    run.expect_code(0);
+    let doc = run.json();
+    assert_eq!(ps_rows(&doc).len(), 60, "{doc}");
+    for id in &answering {
+        assert_eq!(status_of(&doc, id).as_deref(), Some("running"), "{doc}");
+    }
+    for id in &trickling {
+        assert_eq!(status_of(&doc, id).as_deref(), Some("unreachable"), "{doc}");
+    }
+    assert!(
+        run.stderr.contains("pruned 30 stale records"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(common::home::list_dir(&running).len(), 60);
+}
+
+#[test]
 fn a_reader_that_goes_away_is_not_an_error() {
     let home = Home::patient();
     let sleeper = Proc::sleeper();

@@ -1,4 +1,7 @@
-//! A blocking HTTP/1.1 client for talking to doors on this machine.
+//! HTTP/1.1 to doors on this machine, client side: requests on the wire, responses framed and
+//! bounded, and event streams read as they come. Whole-response exchanges — every door probe,
+//! every JSON-RPC call — run on [`super::multi`]'s event loop; a stream (`message/stream`) is
+//! read here, blocking, an event at a time.
 //!
 //! Written on std sockets and `httparse` rather than a client crate because a door probe needs
 //! what general clients do not give together: a connect deadline separate from the read deadline,
@@ -48,42 +51,29 @@ pub fn parse_door_addr(url: &str) -> Result<SocketAddr, String> {
     })
 }
 
-/// Send `request` to `addr` and read the whole response, within `deadlines`.
-///
-/// The `Err` is a sentence naming the address and what failed; it never repeats a header, so a
-/// bearer token in `request.headers` cannot leak through it.
-pub fn send(addr: SocketAddr, request: &Request, deadlines: Deadlines) -> Result<Response, String> {
-    let fail = |what: &str, err: &dyn std::fmt::Display| format!("{addr}: {what}: {err}");
-    let mut stream = connect_and_send(addr, request, deadlines)?;
-    let deadline = Instant::now() + deadlines.response;
-    let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 8192];
-    loop {
-        if let Some(response) = complete_response(&buf).map_err(|err| fail("bad response", &err))? {
-            return Ok(response);
+impl Request<'_> {
+    /// The request as it goes on the wire to `addr`: its head (`Host`, `Connection: close`, the
+    /// given headers, `Content-Length` with a body) and its body. It may carry a bearer token:
+    /// the bytes go to a socket and nowhere else.
+    pub fn encode(&self, addr: SocketAddr) -> Vec<u8> {
+        let mut head = format!(
+            "{} {} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n",
+            self.method, self.path
+        );
+        for (name, value) in self.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
         }
-        match super::read_by(&mut stream, &mut chunk, deadline) {
-            super::Received::Closed => {
-                return finish_at_eof(&buf).map_err(|err| fail("bad response", &err));
-            }
-            super::Received::Bytes(n) => {
-                if buf.len() + n > MAX_RESPONSE_BYTES + 64 * 1024 {
-                    return Err(format!("{addr}: response larger than 1 MiB"));
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            super::Received::Late => {
-                return Err(format!(
-                    "{addr}: no complete answer within {}s",
-                    deadlines.response.as_secs()
-                ));
-            }
-            super::Received::Failed(err) => return Err(fail("read failed", &err)),
+        if let Some(body) = self.body {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
         }
+        head.push_str("\r\n");
+        let mut out = head.into_bytes();
+        out.extend_from_slice(self.body.unwrap_or_default());
+        out
     }
 }
 
-/// Connect to `addr` within the connect deadline and write `request`.
+/// Connect to `addr` within the connect deadline and write `request`, blocking.
 fn connect_and_send(
     addr: SocketAddr,
     request: &Request,
@@ -96,21 +86,8 @@ fn connect_and_send(
     stream
         .set_write_timeout(Some(deadlines.response))
         .map_err(|err| fail("cannot set a timeout", &err))?;
-    let mut head = format!(
-        "{} {} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n",
-        request.method, request.path
-    );
-    for (name, value) in request.headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    if let Some(body) = request.body {
-        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(request.body.unwrap_or_default());
     stream
-        .write_all(&out)
+        .write_all(&request.encode(addr))
         .map_err(|err| fail("cannot send the request", &err))?;
     Ok(stream)
 }
@@ -124,7 +101,7 @@ pub enum Answer {
 }
 
 /// Send `request` and read the response head: a server-sent-event stream is returned open, to
-/// be read event by event; anything else is read whole, as [`send`] reads it.
+/// be read event by event; anything else is read whole (at most [`MAX_RESPONSE_BYTES`]).
 pub fn send_streaming(
     addr: SocketAddr,
     request: &Request,
@@ -271,7 +248,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, Framing, usize)>, String> {
 }
 
 /// The response in `buf` if it is complete by its own framing.
-fn complete_response(buf: &[u8]) -> Result<Option<Response>, String> {
+pub(super) fn complete_response(buf: &[u8]) -> Result<Option<Response>, String> {
     let Some((status, framing, head_len)) = parse_head(buf)? else {
         return Ok(None);
     };
@@ -288,7 +265,7 @@ fn complete_response(buf: &[u8]) -> Result<Option<Response>, String> {
 }
 
 /// The response in `buf` once the server has closed the connection.
-fn finish_at_eof(buf: &[u8]) -> Result<Response, String> {
+pub(super) fn finish_at_eof(buf: &[u8]) -> Result<Response, String> {
     if let Some(response) = complete_response(buf)? {
         return Ok(response);
     }

@@ -1,6 +1,9 @@
-//! HTTP on std sockets: the door's server, and the blocking client the host tools use to reach a door.
+//! HTTP on std sockets: the door's server, and the client side the host tools use to reach a
+//! door — whole exchanges on one thread's event loop ([`multi`]), streams read as they come
+//! ([`client`]).
 
 pub mod client;
+pub mod multi;
 pub mod server;
 
 use std::io::Read;
@@ -19,7 +22,7 @@ pub(crate) enum Received {
 
 /// Read once into `chunk`, waiting no later than `deadline`. The wait is `poll(2)` rather than a
 /// socket receive timeout, which the kernel fires up to a tick late; `EINTR` is retried. The
-/// one read loop under both the door's requests and the client's responses.
+/// one read loop under both the door's requests and the client's streamed answers.
 pub(crate) fn read_by(stream: &mut TcpStream, chunk: &mut [u8], deadline: Instant) -> Received {
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());

@@ -15,5 +15,6 @@ pub mod poll;
 pub mod proc;
 pub mod random;
 pub mod signal;
+pub mod socket;
 pub mod tty;
 pub mod wake;

@@ -83,12 +83,12 @@ pub fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
 }
 
 /// The `fcntl` commands that read and set a descriptor's own flags (`FD_CLOEXEC`)…
-const FD_FLAGS: (libc::c_int, libc::c_int) = (libc::F_GETFD, libc::F_SETFD);
+pub(super) const FD_FLAGS: (libc::c_int, libc::c_int) = (libc::F_GETFD, libc::F_SETFD);
 /// … and those of its open file description (`O_NONBLOCK`).
 const STATUS_FLAGS: (libc::c_int, libc::c_int) = (libc::F_GETFL, libc::F_SETFL);
 
 /// OR `flag` into the flags that `(get, set)` read and write; `EBADF` if `fd` is not open.
-fn add_flag(
+pub(super) fn add_flag(
     fd: RawFd,
     (get, set): (libc::c_int, libc::c_int),
     flag: libc::c_int,

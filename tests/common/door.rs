@@ -38,6 +38,8 @@ pub struct DoorSpec {
     pub v1_only: bool,
     /// Accept connections and never answer.
     pub silent: bool,
+    /// Read the request, then write the answer one byte a second.
+    pub trickle: bool,
     /// Run on an authorized `session/stop` (or `murmur.StopSession`), before it is answered.
     pub on_stop: Option<Box<dyn Fn() + Send + Sync>>,
 }
@@ -217,6 +219,15 @@ fn serve(mut stream: TcpStream, spec: &DoorSpec, seen: &Mutex<Vec<Seen>>) {
     let Some(request) = read_request(&mut stream) else {
         return;
     };
+    if spec.trickle {
+        for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" {
+            if stream.write_all(&[*byte]).is_err() {
+                return;
+            }
+            thread::sleep(Duration::from_secs(1));
+        }
+        return;
+    }
     let url = stream.local_addr().unwrap().to_string();
     let authenticated = spec.token.is_some();
     if request.method == "GET" {

@@ -1,0 +1,607 @@
+//! Many HTTP/1.1 exchanges on one thread: non-blocking connects, writes and reads multiplexed
+//! with `poll(2)`. The engine under every whole-response call to a door — `mur ps`'s thousands of
+//! probes at once, and the one a formation's readiness check or `mur stop` makes.
+//!
+//! A *job* is a conversation with one door, one *exchange* at a time: a connection of its own,
+//! one request (`Connection: close`), its whole response. Whether another exchange follows an
+//! answer is the job's to say ([`run`]'s `step`); the door probe's 1.0 fallback is one such
+//! follow-up. Each exchange is a small state machine — connecting, writing, reading — under two
+//! deadlines: [`Deadlines::connect`] from the moment its connection is started,
+//! [`Deadlines::response`] from the moment it is made (the request's writing included).
+//!
+//! Invariants:
+//! - **One thread, nothing blocks but `poll`.** Every socket is non-blocking; no thread is
+//!   spawned; `poll` sleeps no later than the nearest deadline.
+//! - **Bounded by descriptors, not by jobs.** At most as many exchanges are in flight as there are
+//!   descriptors free — the soft `RLIMIT_NOFILE` (raised toward the hard one when the jobs need
+//!   more) less those already open and [`SPARE_FDS`] — and the rest wait in order. A socket
+//!   refused for want of descriptors while others are in flight goes back to the head of the
+//!   queue and lowers the bound to what is in flight; with nothing in flight it is that
+//!   exchange's error.
+//! - **Every exchange ends exactly once**, by its deadlines at the latest, with the response or a
+//!   sentence naming the address and what failed; its socket is closed before its job is told.
+//! - **Bounded memory per exchange**: its request, and at most [`MAX_RESPONSE_BYTES`] plus one
+//!   read of response; every read goes through one shared scratch buffer.
+//! - **A request is never shown.** It may carry a bearer token: no error quotes it, and
+//!   [`Exchange`]'s `Debug` gives only its length.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use super::client::{self, Deadlines, MAX_RESPONSE_BYTES, Response};
+use crate::sys::poll::{Poller, Want};
+use crate::sys::socket;
+
+/// Descriptors kept free while exchanges are in flight, for what a job opens as it starts (the
+/// `/proc` files a record's local checks read).
+pub const SPARE_FDS: usize = 8;
+/// What is taken to be open already when `/proc/self/fd` cannot be listed.
+const OPEN_IF_UNKNOWN: usize = 16;
+/// The most exchanges started between two looks at those in flight, so answers are read while a
+/// long queue is still being started rather than only after.
+const START_BATCH: usize = 256;
+/// The shared scratch buffer each read goes through; also how far past [`MAX_RESPONSE_BYTES`] a
+/// response may run (its head) before it is refused.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// One request to send on a connection of its own, and whose whole response to read.
+pub struct Exchange {
+    pub addr: SocketAddr,
+    /// Head and body, as [`client::Request::encode`] writes them. May carry a bearer token.
+    pub request: Vec<u8>,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Exchange {{ addr: {}, request: <{} bytes> }}",
+            self.addr,
+            self.request.len()
+        )
+    }
+}
+
+/// How an exchange ended: the whole response, or why there is none.
+pub type Answer = Result<Response, String>;
+
+/// Run jobs `0..jobs`, each a conversation of one exchange at a time, all on this thread, each
+/// exchange within `deadlines`. `step(job, None)` is asked for a job's first exchange when there
+/// is room to start it (jobs start in order); `step(job, Some(answer))` gets the answer to its
+/// latest exchange and says whether another follows (`Some`, started before any new job) or the
+/// job is done (`None`, as is a job that has no first exchange). Returns when every job is done.
+pub fn run(
+    jobs: usize,
+    deadlines: Deadlines,
+    mut step: impl FnMut(usize, Option<Answer>) -> Option<Exchange>,
+) {
+    let mut engine = Engine::new(jobs, deadlines);
+    while engine.start(&mut step) {
+        let polled = engine.wait();
+        for (job, answer) in engine.advance(polled) {
+            if let Some(next) = step(job, Some(answer)) {
+                engine.waiting.push_front((job, next));
+            }
+        }
+    }
+}
+
+/// One exchange on its own: its answer.
+pub fn one(exchange: Exchange, deadlines: Deadlines) -> Answer {
+    let mut first = Some(exchange);
+    let mut answer = None;
+    run(1, deadlines, |_, got| {
+        answer = got;
+        first.take()
+    });
+    answer.unwrap_or_else(|| Err("the request was never sent".into()))
+}
+
+/// The jobs, the exchanges waiting and those in flight.
+struct Engine {
+    jobs: usize,
+    /// The next job not yet asked for its first exchange.
+    next_job: usize,
+    /// Exchanges to start before any new job: follow-ups, and those put back for want of a
+    /// descriptor.
+    waiting: VecDeque<(usize, Exchange)>,
+    flights: Vec<Flight>,
+    /// The most exchanges in flight at once.
+    bound: usize,
+    deadlines: Deadlines,
+    /// `flights[i]`'s socket is the poller's `i`-th descriptor between [`Engine::wait`] and
+    /// [`Engine::advance`].
+    poller: Poller,
+    scratch: Vec<u8>,
+}
+
+impl Engine {
+    fn new(jobs: usize, deadlines: Deadlines) -> Self {
+        Self {
+            jobs,
+            next_job: 0,
+            waiting: VecDeque::new(),
+            flights: Vec::new(),
+            bound: bound(jobs),
+            deadlines,
+            poller: Poller::default(),
+            scratch: vec![0; READ_CHUNK],
+        }
+    }
+
+    /// Whether an exchange is waiting or a job has not started.
+    fn more_to_start(&self) -> bool {
+        !self.waiting.is_empty() || self.next_job < self.jobs
+    }
+
+    /// Start exchanges while there is room, at most [`START_BATCH`]. Whether anything is left to
+    /// do.
+    fn start(&mut self, step: &mut impl FnMut(usize, Option<Answer>) -> Option<Exchange>) -> bool {
+        let mut started = 0;
+        while self.flights.len() < self.bound && started < START_BATCH {
+            let (job, exchange) = if let Some(next) = self.waiting.pop_front() {
+                next
+            } else if self.next_job < self.jobs {
+                self.next_job += 1;
+                match step(self.next_job - 1, None) {
+                    Some(first) => (self.next_job - 1, first),
+                    None => continue,
+                }
+            } else {
+                break;
+            };
+            started += 1;
+            match socket::connect_started(&exchange.addr) {
+                Ok(stream) => self.flights.push(Flight {
+                    job,
+                    stream,
+                    phase: Phase::Connecting,
+                    deadline: Instant::now() + self.deadlines.connect,
+                    received: Vec::new(),
+                    exchange,
+                }),
+                Err(err) if socket::is_out_of_descriptors(&err) && !self.flights.is_empty() => {
+                    self.bound = self.flights.len();
+                    self.waiting.push_front((job, exchange));
+                }
+                Err(err) => {
+                    let answer = Err(format!("{}: cannot connect: {err}", exchange.addr));
+                    if let Some(next) = step(job, Some(answer)) {
+                        self.waiting.push_front((job, next));
+                    }
+                }
+            }
+        }
+        !self.flights.is_empty() || self.more_to_start()
+    }
+
+    /// Wait until a socket in flight is ready, its deadline passes, or — when more could start —
+    /// not at all. Whether `poll` worked: if not, every flight is looked at as if ready (its
+    /// non-blocking socket says whether it really is).
+    fn wait(&mut self) -> bool {
+        self.poller.clear();
+        for flight in &self.flights {
+            self.poller
+                .push(flight.stream.as_raw_fd(), flight.phase.want());
+        }
+        let timeout = if self.flights.len() < self.bound && self.more_to_start() {
+            Duration::ZERO
+        } else {
+            let now = Instant::now();
+            self.flights
+                .iter()
+                .map(|f| f.deadline.saturating_duration_since(now))
+                .min()
+                .unwrap_or(Duration::ZERO)
+        };
+        if self.poller.wait(timeout).is_ok() {
+            return true;
+        }
+        // Not a busy loop: pause as long as a millisecond before looking at everything.
+        std::thread::sleep(timeout.min(Duration::from_millis(1)));
+        false
+    }
+
+    /// Move every flight that is ready or past its deadline; the jobs whose exchange ended, with
+    /// its answer. Their sockets are closed by then.
+    fn advance(&mut self, polled: bool) -> Vec<(usize, Answer)> {
+        let now = Instant::now();
+        let mut ended = Vec::new();
+        // Backwards, so `swap_remove` only moves a flight already looked at.
+        for i in (0..self.flights.len()).rev() {
+            let ready = !polled || self.poller.ready(i);
+            let flight = &mut self.flights[i];
+            if let Some(answer) = flight.advance(ready, now, &mut self.scratch, self.deadlines) {
+                let flight = self.flights.swap_remove(i);
+                ended.push((flight.job, answer));
+            }
+        }
+        ended
+    }
+}
+
+/// How many exchanges `jobs` jobs may have in flight at once: one for one job (nothing to
+/// count), else the descriptors free — the limit, raised if need be, less those open and
+/// [`SPARE_FDS`] — at least one and at most one a job.
+fn bound(jobs: usize) -> usize {
+    if jobs <= 1 {
+        return 1;
+    }
+    let taken = socket::open_descriptors().unwrap_or(OPEN_IF_UNKNOWN) + SPARE_FDS;
+    let limit = socket::open_files_limit((jobs + taken) as u64);
+    usize::try_from(limit)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(taken)
+        .clamp(1, jobs)
+}
+
+/// Where an exchange in flight is.
+enum Phase {
+    /// The connection is under way: waiting for the socket to be writable.
+    Connecting,
+    /// Connected; `sent` bytes of the request written so far.
+    Writing { sent: usize },
+    /// The request is written: reading the response.
+    Reading,
+}
+
+impl Phase {
+    fn want(&self) -> Want {
+        match self {
+            Self::Connecting | Self::Writing { .. } => Want::Write,
+            Self::Reading => Want::Read,
+        }
+    }
+}
+
+/// One exchange in flight.
+struct Flight {
+    job: usize,
+    exchange: Exchange,
+    stream: TcpStream,
+    phase: Phase,
+    /// The connect deadline while connecting, the response deadline after.
+    deadline: Instant,
+    received: Vec<u8>,
+}
+
+impl Flight {
+    /// Take this exchange as far as its socket lets it without blocking; its answer when it has
+    /// ended. A deadline that has passed ends it, ready or not.
+    fn advance(
+        &mut self,
+        ready: bool,
+        now: Instant,
+        scratch: &mut [u8],
+        deadlines: Deadlines,
+    ) -> Option<Answer> {
+        let addr = self.exchange.addr;
+        if now >= self.deadline {
+            return Some(Err(match self.phase {
+                Phase::Connecting => format!(
+                    "{addr}: cannot connect: no connection within {:?}",
+                    deadlines.connect
+                ),
+                _ => format!("{addr}: no complete answer within {:?}", deadlines.response),
+            }));
+        }
+        if !ready {
+            return None;
+        }
+        if let Phase::Connecting = self.phase {
+            if let Some(err) = self.stream.take_error().unwrap_or_else(Some) {
+                return Some(Err(format!("{addr}: cannot connect: {err}")));
+            }
+            self.phase = Phase::Writing { sent: 0 };
+            self.deadline = now + deadlines.response;
+        }
+        match &mut self.phase {
+            Phase::Writing { sent } => {
+                match write_some(&mut self.stream, &self.exchange.request, sent) {
+                    Ok(true) => self.phase = Phase::Reading,
+                    Ok(false) => {}
+                    Err(err) => {
+                        return Some(Err(format!("{addr}: cannot send the request: {err}")));
+                    }
+                }
+                None
+            }
+            _ => self.read(scratch),
+        }
+    }
+
+    /// Read whatever has arrived, through `scratch`; the answer once the response is complete by
+    /// its framing or the door closed, or the reason there is none.
+    fn read(&mut self, scratch: &mut [u8]) -> Option<Answer> {
+        let addr = self.exchange.addr;
+        let bad = |err: String| format!("{addr}: bad response: {err}");
+        loop {
+            match self.stream.read(scratch) {
+                Ok(0) => return Some(client::finish_at_eof(&self.received).map_err(bad)),
+                Ok(n) => {
+                    if self.received.len() + n > MAX_RESPONSE_BYTES + READ_CHUNK {
+                        return Some(Err(format!("{addr}: response larger than 1 MiB")));
+                    }
+                    self.received.extend_from_slice(&scratch[..n]);
+                    match client::complete_response(&self.received) {
+                        Ok(None) => {}
+                        Ok(Some(response)) => return Some(Ok(response)),
+                        Err(err) => return Some(Err(bad(err))),
+                    }
+                }
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) if err.kind() == ErrorKind::WouldBlock => return None,
+                Err(err) => return Some(Err(format!("{addr}: read failed: {err}"))),
+            }
+        }
+    }
+}
+
+/// Write what is left of `request` past `*sent`; whether all of it is written (`false`: the
+/// socket is full for now).
+fn write_some(stream: &mut TcpStream, request: &[u8], sent: &mut usize) -> std::io::Result<bool> {
+    while *sent < request.len() {
+        match stream.write(&request[*sent..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => *sent += n,
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(false),
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Shutdown, TcpListener};
+    use std::thread;
+
+    const SHORT: Deadlines = Deadlines {
+        connect: Duration::from_secs(2),
+        response: Duration::from_millis(600),
+    };
+
+    /// A listener on 127.0.0.1 whose every connection `answer` serves, on a thread of its own,
+    /// once the request head has arrived.
+    fn door(answer: impl Fn(&mut TcpStream) + Send + Sync + 'static) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let answer = std::sync::Arc::new(answer);
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let answer = answer.clone();
+                thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap_or(0) == 1 {
+                        head.push(byte[0]);
+                    }
+                    answer(&mut conn);
+                    let _ = conn.shutdown(Shutdown::Write);
+                    // Hold the connection until the client closes it.
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(20)));
+                    while conn.read(&mut byte).unwrap_or(0) > 0 {}
+                });
+            }
+        });
+        addr
+    }
+
+    fn get(addr: SocketAddr) -> Exchange {
+        let request = client::Request {
+            method: "GET",
+            path: "/",
+            headers: &[],
+            body: None,
+        };
+        Exchange {
+            addr,
+            request: request.encode(addr),
+        }
+    }
+
+    fn write(conn: &mut TcpStream, bytes: &[u8]) {
+        let _ = conn.write_all(bytes);
+    }
+
+    /// Every exchange to `addrs`, run at once; the answers in order.
+    fn all(addrs: &[SocketAddr], deadlines: Deadlines) -> Vec<Answer> {
+        let mut answers: Vec<Option<Answer>> = addrs.iter().map(|_| None).collect();
+        run(addrs.len(), deadlines, |job, answer| match answer {
+            None => Some(get(addrs[job])),
+            Some(answer) => {
+                answers[job] = Some(answer);
+                None
+            }
+        });
+        answers.into_iter().map(Option::unwrap).collect()
+    }
+
+    fn error(answer: Answer) -> String {
+        answer.expect_err("an error")
+    }
+
+    #[test]
+    fn a_refused_connection_is_that_exchange_s_error() {
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let why = error(one(get(addr), SHORT));
+        assert!(
+            why.starts_with(&format!("{addr}: cannot connect:")),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_door_that_accepts_and_says_nothing_ends_at_the_response_deadline() {
+        let silent = door(|_| thread::sleep(Duration::from_secs(10)));
+        let why = error(one(get(silent), SHORT));
+        assert_eq!(why, format!("{silent}: no complete answer within 600ms"));
+    }
+
+    #[test]
+    fn a_door_trickling_a_byte_at_a_time_ends_at_the_response_deadline() {
+        let trickle = door(|conn| {
+            for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" {
+                write(conn, &[*byte]);
+                thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let why = error(one(get(trickle), SHORT));
+        assert_eq!(why, format!("{trickle}: no complete answer within 600ms"));
+    }
+
+    #[test]
+    fn a_response_in_pieces_is_read_whole_and_one_cut_short_is_an_error() {
+        let pieces = door(|conn| {
+            for piece in [
+                &b"HTTP/1.1 200 OK\r\nContent-"[..],
+                b"Length: 5\r\n\r\nhe",
+                b"llo",
+            ] {
+                write(conn, piece);
+                thread::sleep(Duration::from_millis(30));
+            }
+        });
+        let chunked = door(|conn| {
+            write(
+                conn,
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel",
+            );
+            thread::sleep(Duration::from_millis(30));
+            write(conn, b"\r\n2\r\nlo\r\n0\r\n\r\n");
+        });
+        let until_close = door(|conn| write(conn, b"HTTP/1.1 404 Not Found\r\n\r\nno such"));
+        let cut = door(|conn| write(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhel"));
+        let garbage = door(|conn| write(conn, b"SSH-2.0-OpenSSH\r\n\r\n"));
+        let answers = all(&[pieces, chunked, until_close, cut, garbage], SHORT);
+        let mut answers = answers.into_iter();
+        let whole = answers.next().unwrap().unwrap();
+        assert_eq!((whole.status, &whole.body[..]), (200, &b"hello"[..]));
+        assert_eq!(answers.next().unwrap().unwrap().body, b"hello");
+        let closed = answers.next().unwrap().unwrap();
+        assert_eq!((closed.status, &closed.body[..]), (404, &b"no such"[..]));
+        let why = error(answers.next().unwrap());
+        assert_eq!(
+            why,
+            format!("{cut}: bad response: connection closed before the response was complete")
+        );
+        let why = error(answers.next().unwrap());
+        assert!(
+            why.starts_with(&format!("{garbage}: bad response:")),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_response_over_1_mib_is_refused_either_way_it_is_framed() {
+        let declared =
+            door(|conn| write(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n"));
+        let endless = door(|conn| {
+            write(conn, b"HTTP/1.1 200 OK\r\n\r\n");
+            let block = vec![b'x'; 64 * 1024];
+            for _ in 0..64 {
+                write(conn, &block);
+            }
+        });
+        let just_under = door(|conn| {
+            write(
+                conn,
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {MAX_RESPONSE_BYTES}\r\n\r\n")
+                    .as_bytes(),
+            );
+            write(conn, &vec![b'y'; MAX_RESPONSE_BYTES]);
+        });
+        let deadlines = Deadlines {
+            response: Duration::from_secs(10),
+            ..SHORT
+        };
+        let mut answers = all(&[declared, endless, just_under], deadlines).into_iter();
+        assert_eq!(
+            error(answers.next().unwrap()),
+            format!("{declared}: bad response: body larger than 1 MiB")
+        );
+        assert_eq!(
+            error(answers.next().unwrap()),
+            format!("{endless}: response larger than 1 MiB")
+        );
+        assert_eq!(
+            answers.next().unwrap().unwrap().body.len(),
+            MAX_RESPONSE_BYTES
+        );
+    }
+
+    #[test]
+    fn many_at_once_each_get_their_own_answer_and_a_job_may_ask_again() {
+        let named = |n: usize| {
+            door(move |conn| {
+                let body = n.to_string();
+                write(
+                    conn,
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            })
+        };
+        let doors: Vec<SocketAddr> = (0..40).map(named).collect();
+        let dead = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        // Job n asks door n, then door n+1; every third job first asks a dead port.
+        let mut said: Vec<Vec<String>> = vec![Vec::new(); doors.len() - 1];
+        run(said.len(), SHORT, |job, answer| {
+            let first = if job % 3 == 0 { dead } else { doors[job] };
+            let Some(answer) = answer else {
+                return Some(get(first));
+            };
+            let text = answer.map_or_else(|e| e, |r| String::from_utf8(r.body).unwrap());
+            said[job].push(text);
+            (said[job].len() == 1).then(|| get(doors[job + 1]))
+        });
+        for (job, said) in said.iter().enumerate() {
+            let first = if job % 3 == 0 {
+                format!("{dead}: cannot connect: ")
+            } else {
+                job.to_string()
+            };
+            assert!(said[0].starts_with(&first), "job {job}: {said:?}");
+            assert_eq!(said[1], (job + 1).to_string(), "job {job}");
+        }
+    }
+
+    #[test]
+    fn a_job_without_an_exchange_is_done_and_no_jobs_is_nothing_to_do() {
+        let mut asked = Vec::new();
+        run(3, SHORT, |job, answer| {
+            assert!(answer.is_none(), "nothing was sent");
+            asked.push(job);
+            None
+        });
+        assert_eq!(asked, [0, 1, 2]);
+        run(0, SHORT, |_, _| unreachable!("no jobs"));
+    }
+
+    #[test]
+    fn an_exchange_shows_its_address_and_not_its_request() {
+        let request = b"POST / HTTP/1.1\r\nAuthorization: Bearer mdt1.secret.mac\r\n\r\n".to_vec();
+        let exchange = Exchange {
+            addr: "127.0.0.1:9".parse().unwrap(),
+            request,
+        };
+        let shown = format!("{exchange:?}");
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(shown.contains("127.0.0.1:9"), "{shown}");
+    }
+}
