@@ -27,7 +27,8 @@ a full ses_/frm_ id, or a case-insensitive suffix of at least 4 characters that
 matches exactly one session or formation.
 
 A session is first asked to stop at its door (session/stop, with its operator
-token); if it has not gone within 2 s (at most half the timeout) it gets
+token; a door of the original runtime, which speaks only A2A 1.0, is asked
+murmur.StopSession with A2A-Version: 1.0); if it has not gone within 2 s (at most half the timeout) it gets
 SIGTERM, and SIGKILL once the timeout has passed. Every signal goes to the
 recorded process only: its start time is checked first (through a pidfd where
 the kernel has one), so a pid that now belongs to another process is never

@@ -37,6 +37,12 @@ use crate::net::server::{BodyStream, Handler, Request, Response};
 /// How long a stream may be silent before a comment line keeps it alive.
 const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
 
+/// What a method produced: its `result`, or a task's feed to stream.
+enum Answered {
+    Value(Value),
+    Feed(Arc<Feed>),
+}
+
 /// What a JSON-RPC request gets: one answer, or a stream of them.
 enum Reply {
     Value(Value),
@@ -169,23 +175,19 @@ impl Door {
             .get_mut("params")
             .map(Value::take)
             .unwrap_or(Value::Null);
-        let feed = match method.op {
-            Op::Stream => self.stream(params, caller, shape),
-            Op::Subscribe => self.subscribe(&params, caller, shape),
-            _ => {
-                return answer(match self.dispatch(method, params, caller, shape) {
-                    Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                    Err(err) => err.answer(id, shape),
-                });
+        let streaming = matches!(method.op, Op::Stream | Op::Subscribe);
+        match self.dispatch(method, params, caller, shape) {
+            Ok(Answered::Value(result)) => {
+                answer(json!({"jsonrpc": "2.0", "id": id, "result": result}))
             }
-        };
-        match feed {
-            Ok(feed) => Ok(Reply::Stream(Sse::Feed(feed, id, shape))),
+            Ok(Answered::Feed(feed)) => Ok(Reply::Stream(Sse::Feed(feed, id, shape))),
             // A 0.3 stream carries the errors of a well-formed request as its one event (0.3's
             // `SendStreamingMessageResponse` is a success or an error response; the 0.3 SDKs and
             // conformance kit read it so). A malformed request, and any 1.0 error, is answered
             // before a stream opens.
-            Err(err) if shape == Generation::V0_3 && err.code != rpc::INVALID_PARAMS => {
+            Err(err)
+                if streaming && shape == Generation::V0_3 && err.code != rpc::INVALID_PARAMS =>
+            {
                 Ok(Reply::Stream(Sse::Once(Some(err.answer(id, shape)))))
             }
             Err(err) => answer(err.answer(id, shape)),
@@ -198,9 +200,15 @@ impl Door {
         params: Value,
         caller: &Caller,
         generation: Generation,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Answered, RpcError> {
         let viewer = caller.viewer();
-        match method.op {
+        let value = match method.op {
+            Op::Stream => return self.stream(params, caller, generation).map(Answered::Feed),
+            Op::Subscribe => {
+                return self
+                    .subscribe(&params, caller, generation)
+                    .map(Answered::Feed);
+            }
             Op::Send => self.send(params, caller, generation),
             Op::Get => {
                 let asked = params::task_ref(&params)?;
@@ -217,11 +225,6 @@ impl Door {
                 Ok(lookup(task, &asked.id, generation)?.render(generation, View::FULL))
             }
             Op::List => self.list(&params, viewer),
-            // Answered as streams, by `answer`.
-            Op::Stream | Op::Subscribe => Err(RpcError::new(
-                rpc::INTERNAL_ERROR,
-                format!("{} is a streaming method", method.name),
-            )),
             Op::PushConfig => Err(RpcError::new(
                 rpc::PUSH_NOT_SUPPORTED,
                 "push notifications are not supported: this door sends none (capabilities.pushNotifications is false)",
@@ -246,7 +249,8 @@ impl Door {
                 self.request_stop();
                 Ok(json!({"session_id": self.session_id, "canceled": canceled, "residue": []}))
             }
-        }
+        };
+        value.map(Answered::Value)
     }
 
     fn request_stop(&self) {

@@ -72,7 +72,16 @@ impl std::fmt::Display for Refused {
             Refused::NotAccepted(why) | Refused::Busy(why) | Refused::Internal(why) => {
                 f.write_str(why)
             }
-            Refused::FollowUp(why) => write!(f, "{why:?}"),
+            Refused::FollowUp(FollowUp::NotFound) => f.write_str("task not found"),
+            Refused::FollowUp(FollowUp::Ended(_)) => {
+                f.write_str("the task has ended: a finished task is never continued")
+            }
+            Refused::FollowUp(FollowUp::Live(_)) => {
+                f.write_str("the task is not waiting for input")
+            }
+            Refused::FollowUp(FollowUp::OtherContext) => {
+                f.write_str("the message's contextId is not the task's")
+            }
         }
     }
 }
