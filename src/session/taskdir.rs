@@ -10,9 +10,15 @@
 //!
 //! Everything goes through directory descriptors opened without following links
 //! ([`crate::sys::dir::Dir`]): the handler owns what is inside and may have put a link anywhere.
-//! The directory goes when the task ends; the session's whole `tasks/<session>/` when it ends.
+//! The directory goes when the task ends — first off its path (one rename, [`TaskDir::retire`]),
+//! then its contents once the engine's lock is released ([`TaskDir::remove`]): freeing blocks can
+//! wait on the disk (ext4 mounted `discard` trims them synchronously), and no client should wait
+//! for that. The session's whole `tasks/<session>/` goes when it ends, with anything retired and
+//! not yet removed.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
@@ -49,6 +55,7 @@ impl SessionTasks {
             dir,
             parent: self.dir.clone(),
             name: id.to_string(),
+            retired: AtomicBool::new(false),
         })
     }
 
@@ -63,6 +70,8 @@ pub struct TaskDir {
     dir: Dir,
     parent: Dir,
     name: String,
+    /// Renamed to [`TaskDir::retired_name`] by [`TaskDir::retire`].
+    retired: AtomicBool,
 }
 
 impl TaskDir {
@@ -113,9 +122,28 @@ impl TaskDir {
         (parts, notes)
     }
 
-    /// The task has ended: remove its directory.
+    /// The task has ended: take the directory off `MUR_TASK_DIR`'s path, to `.gone.<task>` in
+    /// the session's directory (task ids never start with a dot). A rename frees no block, so
+    /// it is cheap enough to do before the task is seen ended; if it fails, [`TaskDir::remove`]
+    /// removes the directory where it is.
+    pub fn retire(&self) {
+        let gone = self.retired_name();
+        if self.parent.rename(self.name.as_ref(), &gone).is_ok() {
+            self.retired.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Remove the directory and everything in it, retired or not.
     pub fn remove(&self) {
-        let _ = self.parent.remove_tree(&self.name);
+        let _ = if self.retired.load(Ordering::Relaxed) {
+            self.parent.remove_tree(self.retired_name())
+        } else {
+            self.parent.remove_tree(&self.name)
+        };
+    }
+
+    fn retired_name(&self) -> OsString {
+        format!(".gone.{}", self.name).into()
     }
 }
 

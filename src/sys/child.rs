@@ -258,25 +258,22 @@ pub fn become_subreaper() -> bool {
     }
 }
 
-/// The pids of this process's children (every thread's), from `/proc/self/task/*/children`.
-/// Empty without procfs (macOS), where no orphan is reparented to us anyway: there is no
-/// subreaper there, and what escapes a handler's group goes to launchd.
+/// The pids of the children the kernel hands this process: orphans reparented to it as a
+/// subreaper, and children whose spawning thread has exited. Both go to the first live thread of
+/// the process, which is the main thread for as long as the process runs (it never exits before
+/// the process does), so its one `children` file lists them all — four system calls, however many
+/// threads the door runs. Children a live thread spawned itself (running handlers) are listed
+/// under that thread, not here. Empty without procfs (macOS), where no orphan is reparented to us
+/// anyway: there is no subreaper there, and what escapes a handler's group goes to launchd.
 pub fn children() -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    // SAFETY: `getpid` takes no argument and cannot fail.
+    let pid = unsafe { libc::getpid() };
+    let Ok(list) = std::fs::read_to_string(format!("/proc/self/task/{pid}/children")) else {
         return Vec::new();
     };
-    let mut pids: Vec<u32> = tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_ascii_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect();
-    pids.sort_unstable();
-    pids.dedup();
-    pids
+    list.split_ascii_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 /// How long [`kill_and_reap_orphan`] waits for a SIGKILLed orphan to exit before leaving it to

@@ -32,16 +32,12 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    /// Move to `state` and tell its readers; a final state also removes the task's directory.
+    /// Move to `state` and tell its readers. (A final state's directory goes when the entry is
+    /// stored as finished.)
     pub(super) fn finish(&mut self, state: State, note: Option<String>) {
         self.task.state = state;
         self.task.note = note;
         self.task.updated = crate::time::unix_now();
-        if state.is_final()
-            && let Some(dir) = self.dir.take()
-        {
-            dir.remove();
-        }
         if state == State::Completed {
             // The chunks streamed were the answer's text: what is left are the files.
             let skip = usize::from(

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use super::feed::Feed;
 use super::handler::Outcome;
 use super::store::Store;
-use super::taskdir::SessionTasks;
+use super::taskdir::{SessionTasks, TaskDir};
 use crate::a2a::message::{Message, Part};
 use crate::a2a::task::{State, Task};
 use crate::id::{ContextId, TaskId};
@@ -136,6 +136,9 @@ struct Tasks {
     groups: BTreeMap<String, u32>,
     /// The next task's arrival number.
     next_seq: u64,
+    /// Directories of ended tasks, already off their paths, to remove once the lock is released
+    /// ([`Engine::remove_retired`]).
+    retired: Vec<Arc<TaskDir>>,
 }
 
 /// One page of tasks, newest first.
@@ -376,6 +379,18 @@ impl Engine {
             self.start(&mut tasks, next);
         }
         self.changed.notify_all();
+        drop(tasks);
+        self.remove_retired();
+    }
+
+    /// Remove the directories of the tasks that have ended, outside the lock: freeing their
+    /// blocks may wait on the disk. The session's watch loop calls this too (through
+    /// [`Engine::expire`]), for tasks ended where no removal follows.
+    fn remove_retired(&self) {
+        let retired = std::mem::take(&mut self.lock().retired);
+        for dir in retired {
+            dir.remove();
+        }
     }
 
     /// Record how a turn ended. A question keeps the task (its directory too) for the next
@@ -430,6 +445,8 @@ impl Engine {
     pub fn expire(&self) {
         let mut tasks = self.lock();
         self.expire_inputs(&mut tasks);
+        drop(tasks);
+        self.remove_retired();
     }
 
     /// Ask a live task to end: a queued one or one waiting for input ends at once, a running
@@ -452,6 +469,8 @@ impl Engine {
             let task = entry.task.clone();
             insert_finished(&mut tasks, entry);
             self.changed.notify_all();
+            drop(tasks);
+            self.remove_retired();
             return Ok(task);
         }
         let entry = tasks.by_id.get_mut(id).ok_or(Lookup::NotFound)?;
@@ -485,6 +504,8 @@ impl Engine {
             entry.cancel = true;
         }
         self.changed.notify_all();
+        drop(tasks);
+        self.remove_retired();
     }
 
     /// Whether no task is running, waiting at most `timeout` for the last to end.
@@ -498,6 +519,12 @@ impl Engine {
     }
 }
 
-fn insert_finished(tasks: &mut Tasks, entry: Entry) {
+/// Store an ended task. Its directory leaves its path now and is removed, outside the lock, by
+/// the next [`Engine::remove_retired`].
+fn insert_finished(tasks: &mut Tasks, mut entry: Entry) {
+    if let Some(dir) = entry.dir.take() {
+        dir.retire();
+        tasks.retired.push(dir);
+    }
     tasks.finished.insert(&entry.task, entry.owner, entry.seq);
 }
