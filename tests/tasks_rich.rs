@@ -135,7 +135,11 @@ fn the_task_directory_is_private_and_goes_with_the_task_and_the_session() {
         tasks.join(done["id"].as_str().unwrap()),
         "under ~/.murmur/tasks/<session>/"
     );
-    assert!(!dir.exists(), "removed when the task ended");
+    assert!(!dir.exists(), "off its path when the task ended");
+    // Its contents go just after the answer (outside the engine's lock), not at session end.
+    wait_until(WAIT, "the ended task's directory removed", || {
+        fs::read_dir(&tasks).is_ok_and(|mut entries| entries.next().is_none())
+    });
     assert_eq!(mode_of(&tasks), 0o700);
     assert_eq!(mode_of(&home.murmur().join("tasks")), 0o700);
     session.signal(libc::SIGTERM);
