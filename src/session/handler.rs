@@ -16,15 +16,16 @@
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::tasks::CallService;
 use crate::json::contract::env;
 use crate::sys::child::{ChildWatch, GroupReaper, Pump, signal_group};
+use crate::sys::spawn::{Spawned, Spec};
 
 /// The most of a handler's stdout kept as its answer.
 pub const MAX_ANSWER: usize = 4 << 20;
@@ -52,26 +53,25 @@ pub enum Outcome {
     Canceled,
 }
 
-/// The command for one task's handler: in its own process group, dying with the session, none
-/// of the session's own inherited formation descriptors named in its environment.
-pub fn command(argv: &[String], workdir: &Path, vars: &[(String, OsString)]) -> Command {
-    let mut command = Command::new(&argv[0]);
-    command
-        .args(&argv[1..])
-        .env_remove(env::LIFELINE)
-        .env_remove(env::CHANNEL)
-        .env_remove(env::CALL_FD)
-        .env_remove("NOTIFY_SOCKET")
-        .current_dir(workdir)
-        .envs(vars.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // A SIGKILLed session runs no teardown: the kernel ends its handler instead. The task
-    // thread spawns the handler and waits for it, so it lives exactly as long as needed.
-    crate::sys::child::die_with_parent(&mut command);
-    command
+/// What starts one task's handler: its argv, cwd the workdir, and the session's environment less
+/// the session's own inherited formation descriptors, plus `vars`. It leads its own process
+/// group and dies with the task thread that starts and waits for it ([`crate::sys::spawn`]), so
+/// a SIGKILLed session, which runs no teardown, leaves no handler running.
+pub fn spec<'a>(argv: &'a [String], workdir: &'a Path, vars: &[(String, OsString)]) -> Spec<'a> {
+    let hidden = [env::LIFELINE, env::CHANNEL, env::CALL_FD, "NOTIFY_SOCKET"];
+    let mut environment: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| {
+            !hidden.iter().any(|h| k == h) && !vars.iter().any(|(name, _)| k == name.as_str())
+        })
+        .collect();
+    environment.extend(vars.iter().map(|(k, v)| (k.into(), v.clone())));
+    Spec {
+        program: argv[0].as_ref(),
+        args: &argv[1..],
+        env: environment,
+        cwd: workdir,
+        keep: None,
+    }
 }
 
 /// A handler's call socket (a formation member's calls to its peers): a socket pair whose one
@@ -84,12 +84,13 @@ pub struct CallSocket {
 }
 
 impl CallSocket {
-    /// Make the pair and name the handler's end in `command`.
-    pub fn attach(command: &mut Command, service: &CallService) -> Result<Self, String> {
+    /// Make the pair and name the handler's end in `spec`.
+    pub fn attach(spec: &mut Spec<'_>, service: &CallService) -> Result<Self, String> {
         let (ours, theirs) =
             UnixStream::pair().map_err(|err| format!("no call socket for the handler: {err}"))?;
-        command.env(env::CALL_FD, theirs.as_raw_fd().to_string());
-        crate::sys::pipe::keep_open_in_child(command, vec![theirs.as_raw_fd()]);
+        spec.env
+            .push((env::CALL_FD.into(), theirs.as_raw_fd().to_string().into()));
+        spec.keep = Some(theirs.as_raw_fd());
         Ok(Self {
             service: service.clone(),
             ours,
@@ -141,15 +142,16 @@ pub enum Stopped {
 /// bound). The leader is left unreaped: [`reap`] is next. The `Err` is a handler whose pipes
 /// could not be set up; its group has been SIGKILLed.
 pub fn supervise(
-    child: &mut Child,
+    child: Spawned,
     stdin: Vec<u8>,
     timeout: Duration,
     canceled: impl Fn() -> bool,
     on_output: &mut dyn FnMut(&[u8]),
 ) -> Result<(Pump, Option<Stopped>), String> {
-    let pgid = child.id();
+    let pgid = child.pid;
     let watch = ChildWatch::new(pgid);
-    let mut pump = Pump::new(child, stdin, MAX_ANSWER, STDERR_TAIL).map_err(|err| {
+    let pipes = [child.stdin, child.stdout, child.stderr];
+    let mut pump = Pump::new(pipes, stdin, MAX_ANSWER, STDERR_TAIL).map_err(|err| {
         let _ = signal_group(pgid, libc::SIGKILL);
         format!("the handler's pipes could not be set up: {err}")
     })?;
@@ -187,15 +189,14 @@ pub fn supervise(
     Ok((pump, stopped))
 }
 
-/// The leader has exited: SIGKILL what is left of its group and stop the reaper watching it —
-/// both while the unreaped leader still holds the pgid — then reap it.
-pub fn reap(child: &mut Child, reaper: Option<&GroupReaper>) -> std::io::Result<ExitStatus> {
-    let pgid = child.id();
+/// The leader `pgid` has exited: SIGKILL what is left of its group and stop the reaper watching
+/// it — both while the unreaped leader still holds the pgid — then reap it.
+pub fn reap(pgid: u32, reaper: Option<&GroupReaper>) -> std::io::Result<ExitStatus> {
     let _ = signal_group(pgid, libc::SIGKILL);
     if let Some(reaper) = reaper {
         reaper.unwatch(pgid);
     }
-    child.wait()
+    crate::sys::spawn::wait(pgid)
 }
 
 /// What the handler's end means, once its pipes are drained.

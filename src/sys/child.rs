@@ -89,11 +89,11 @@ pub fn signal_group(pgid: u32, signal: libc::c_int) -> std::io::Result<()> {
 /// block forever: after the handler's group is gone, [`Pump::drain`] reads what is left for a
 /// bounded time and gives up on a pipe some escaped process still holds open.
 pub struct Pump {
-    stdin: Option<std::process::ChildStdin>,
+    stdin: Option<std::fs::File>,
     input: Vec<u8>,
     written: usize,
-    stdout: Option<std::process::ChildStdout>,
-    stderr: Option<std::process::ChildStderr>,
+    stdout: Option<std::fs::File>,
+    stderr: Option<std::fs::File>,
     pub out: Vec<u8>,
     out_limit: usize,
     pub err_tail: Vec<u8>,
@@ -101,27 +101,20 @@ pub struct Pump {
 }
 
 impl Pump {
-    /// Take `child`'s pipes (all three must have been piped) and set them non-blocking. The
-    /// `Err` is a pipe that could not be made non-blocking (a blocking one could hang the pump).
+    /// Take a child's pipes (our ends of its stdin, stdout and stderr) and set them
+    /// non-blocking. The `Err` is a pipe that could not be made non-blocking (a blocking one
+    /// could hang the pump).
     pub fn new(
-        child: &mut std::process::Child,
+        [stdin, stdout, stderr]: [std::fs::File; 3],
         input: Vec<u8>,
         out_limit: usize,
         err_limit: usize,
     ) -> std::io::Result<Self> {
         use std::os::fd::AsRawFd;
-        let (stdin, stdout, stderr) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        for fd in [
-            stdin.as_ref().map(AsRawFd::as_raw_fd),
-            stdout.as_ref().map(AsRawFd::as_raw_fd),
-            stderr.as_ref().map(AsRawFd::as_raw_fd),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            super::pipe::set_nonblocking(fd)?;
+        for pipe in [&stdin, &stdout, &stderr] {
+            super::pipe::set_nonblocking(pipe.as_raw_fd())?;
         }
+        let (stdin, stdout, stderr) = (Some(stdin), Some(stdout), Some(stderr));
         let mut pump = Self {
             stdin,
             input,
@@ -297,38 +290,10 @@ pub fn kill_and_reap_orphan(pid: u32) {
     }
 }
 
-/// Have the kernel SIGKILL the child `command` spawns when the thread spawning it is gone — the
-/// whole process included, SIGKILLed or not (`PR_SET_PDEATHSIG`). The spawning thread must live
-/// as long as the child (it waits for it). If the parent is already gone by the time the child
-/// asks, the child does not run. Nothing where unsupported.
-pub fn die_with_parent(command: &mut std::process::Command) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: `getpid` takes no argument and cannot fail.
-        let parent = unsafe { libc::getpid() };
-        // SAFETY: `pre_exec` runs the closure in the forked child before exec, where only
-        // async-signal-safe calls are allowed: `prctl` and `getppid` with integer arguments are,
-        // and the closure allocates nothing and touches no lock.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = command;
-}
-
 /// A process forked from a session that outlives it just long enough to SIGKILL the handler
 /// groups still registered with it: what ends a handler's children when the session itself is
-/// SIGKILLed (the handler leader dies by [`die_with_parent`]; what it started would not).
+/// SIGKILLed (the handler leader dies by its parent-death signal, [`super::spawn`]; what it
+/// started would not).
 ///
 /// The session writes `+pgid` when a handler starts and `-pgid` before the leader is reaped (so
 /// a registered pgid can only name that handler's group) over a pipe whose write end only the

@@ -16,5 +16,6 @@ pub mod proc;
 pub mod random;
 pub mod signal;
 pub mod socket;
+pub mod spawn;
 pub mod tty;
 pub mod wake;

@@ -13,6 +13,7 @@ use crate::a2a::message::{Content, Part};
 use crate::a2a::stream::{Chunker, Event};
 use crate::json::contract::env;
 use crate::sys::child::signal_group;
+use crate::sys::spawn;
 
 /// The most generations of a handler's escaped descendants one orphan sweep ends.
 const SWEEP_ROUNDS: usize = 32;
@@ -166,11 +167,11 @@ impl Engine {
         text: String,
         on_output: &mut dyn FnMut(&[u8]),
     ) -> Outcome {
-        let mut command = handler::command(argv, workdir, vars);
+        let mut spec = handler::spec(argv, workdir, vars);
         let call_socket = match self
             .calls
             .as_ref()
-            .map(|s| CallSocket::attach(&mut command, s))
+            .map(|s| CallSocket::attach(&mut spec, s))
         {
             Some(Err(why)) => return Outcome::Failed(why),
             attached => attached.and_then(Result::ok),
@@ -186,10 +187,10 @@ impl Engine {
         let spawned = loop {
             let spawned = {
                 let mut tasks = self.lock();
-                command.spawn().inspect(|child| {
-                    tasks.groups.insert(id.to_string(), child.id());
+                spawn::spawn(&spec).inspect(|child| {
+                    tasks.groups.insert(id.to_string(), child.pid);
                     if let Some(reaper) = reaper {
-                        reaper.watch(child.id());
+                        reaper.watch(child.pid);
                     }
                 })
             };
@@ -202,25 +203,26 @@ impl Engine {
             }
         };
         let serving = call_socket.map(CallSocket::serve);
-        let mut child = match spawned {
+        let child = match spawned {
             Ok(child) => child,
             Err(err) => {
                 return Outcome::Failed(format!("the handler {} could not start: {err}", argv[0]));
             }
         };
+        let pid = child.pid;
         let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
         let supervised = match &serving {
             // No thread to serve its calls: the handler is stopped at once, as on cancel.
-            Some(Err(_)) => handler::supervise(&mut child, Vec::new(), timeout, || true, on_output),
+            Some(Err(_)) => handler::supervise(child, Vec::new(), timeout, || true, on_output),
             _ => handler::supervise(
-                &mut child,
+                child,
                 text.into_bytes(),
                 timeout,
                 || self.lock().by_id.get(id).is_some_and(|e| e.cancel),
                 on_output,
             ),
         };
-        let status = handler::reap(&mut child, reaper);
+        let status = handler::reap(pid, reaper);
         self.lock().groups.remove(id);
         let outcome = match supervised {
             Ok((pump, stopped)) => handler::outcome(pump, stopped, status, timeout),
