@@ -12,6 +12,7 @@
 mod common;
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -29,6 +30,24 @@ echo "$MUR_TASK_DIR" > "$MUR_TASK_DIR/../../../../seen-dir"
 cp "$MUR_TASK_DIR/message.json" "$MUR_TASK_DIR/out/got.json"
 printf 'plain words' > "$MUR_TASK_DIR/out/note.txt"
 echo "turn $MUR_TURN"
+"#;
+
+/// Counts its tasks; writes what its directory holds (mode, entries, `out/`'s entries, the
+/// message) to `$HOME/seen-N`, then leaves a mess: files, a subdirectory, a file in `out/`, the
+/// directory opened to 0755, and `message.json` replaced by a symbolic link (task 1) or a hard
+/// link (task 2) to `$HOME/target`.
+const MESSY_HANDLER: &str = r#"#!/bin/sh
+cat >/dev/null
+cd "$MUR_TASK_DIR" || exit 1
+n=$(( $(cat "$HOME/count" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$HOME/count"
+{ stat -c '%a' .; ls -A .; echo --; ls -A out; echo --; cat message.json; } > "$HOME/seen-$n"
+echo junk > junk; mkdir sub; echo y > sub/z; echo o > out/o.txt; chmod 755 .
+case $n in
+1) rm message.json; ln -s "$HOME/target" message.json ;;
+2) rm message.json; ln "$HOME/target" message.json ;;
+esac
+echo "task $n"
 "#;
 
 /// Turn 1 asks a question (exit 10); turn 2 answers with what it was told and keeps the history.
@@ -121,6 +140,58 @@ fn every_part_reaches_the_handler_and_its_files_come_back() {
     assert_eq!(task["artifacts"][0]["parts"][2]["file"]["name"], "note.txt");
 }
 
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Wait until the session's `tasks/<session>/` holds one entry, an emptied spare; its path.
+fn wait_for_spare(tasks: &Path) -> std::path::PathBuf {
+    wait_until(
+        WAIT,
+        "the ended task's directory emptied as a spare",
+        || matches!(listing(tasks).as_slice(), [one] if one.starts_with(".spare.")),
+    );
+    tasks.join(&listing(tasks)[0])
+}
+
+#[test]
+fn an_ended_tasks_directory_is_reused_with_nothing_of_it_left_and_no_link_followed() {
+    let home = Home::new();
+    let target = home.path().join("target");
+    fs::write(&target, "precious").unwrap();
+    // As private as a message file, so only its second link tells it apart.
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
+    let mut session = home.start(&[&capsule(&home, "messy", json!({}), MESSY_HANDLER)]);
+    let tasks = home.murmur().join("tasks").join(&session.id);
+    for n in 1..=3 {
+        let text = format!("message {n}");
+        let done = session.send(None, &text, true);
+        assert_eq!(done["status"]["state"], "completed", "{done}");
+        let seen = fs::read_to_string(home.path().join(format!("seen-{n}"))).unwrap();
+        let (listed, message) = seen.split_once("--\n--\n").expect(&seen);
+        assert_eq!(listed, "700\nmessage.json\nout\n", "task {n} saw {seen}");
+        let message: Value = serde_json::from_str(message).expect(message);
+        assert_eq!(message["parts"][0]["text"], text.as_str());
+        // Before the next task, the directory is back as a spare (else a new one is made).
+        wait_for_spare(&tasks);
+    }
+    assert_eq!(
+        fs::read_to_string(&target).unwrap(),
+        "precious",
+        "no message written through a link"
+    );
+    assert!(fs::symlink_metadata(&target).unwrap().is_file());
+    session.signal(libc::SIGTERM);
+    session.wait_exit(WAIT);
+    assert!(!tasks.exists(), "spares go with the session");
+}
+
 #[test]
 fn the_task_directory_is_private_and_goes_with_the_task_and_the_session() {
     let home = Home::new();
@@ -136,10 +207,10 @@ fn the_task_directory_is_private_and_goes_with_the_task_and_the_session() {
         "under ~/.murmur/tasks/<session>/"
     );
     assert!(!dir.exists(), "off its path when the task ended");
-    // Its contents go just after the answer (outside the engine's lock), not at session end.
-    wait_until(WAIT, "the ended task's directory removed", || {
-        fs::read_dir(&tasks).is_ok_and(|mut entries| entries.next().is_none())
-    });
+    // Emptied just after the answer (outside the engine's lock), not at session end.
+    let spare = wait_for_spare(&tasks);
+    assert_eq!(listing(&spare), ["message.json", "out"]);
+    assert_eq!(listing(&spare.join("out")), Vec::<String>::new());
     assert_eq!(mode_of(&tasks), 0o700);
     assert_eq!(mode_of(&home.murmur().join("tasks")), 0o700);
     session.signal(libc::SIGTERM);

@@ -248,6 +248,41 @@ impl Dir {
         })
     }
 
+    /// Write `bytes` over the regular file `name` in place — when it is one: ours, mode `0600`,
+    /// one link — else as [`Dir::write_private`] does, after removing whatever is there. For a
+    /// file no one reads while it is written: a reader could see it half-written.
+    ///
+    /// Why in place: a new inode per write is what some filesystems make slow. ext4 will not
+    /// reuse an inode freed in the last minute, so after thousands of create-and-delete rounds
+    /// each new inode is found by scanning past all those (`recently_deleted`) — a task's files
+    /// written afresh took 0.3-1.2 ms where rewriting them takes 25 µs, on this project's VM.
+    pub fn overwrite_private(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> Result<(), String> {
+        use std::os::unix::fs::MetadataExt;
+        let name = name.as_ref();
+        let flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        if let Ok(fd) = self.open_at(name, flags, 0) {
+            let mut file = File::from(fd);
+            let ours = file.metadata().is_ok_and(|m| {
+                m.is_file()
+                    && m.nlink() == 1
+                    && m.uid() == super::proc::euid()
+                    && m.mode() & 0o7777 == PRIVATE_FILE_MODE
+            });
+            if ours
+                && file
+                    .write_all(bytes)
+                    .and_then(|()| file.set_len(bytes.len() as u64))
+                    .is_ok()
+            {
+                return Ok(());
+            }
+        }
+        // A link, a FIFO, a directory, a stranger's file or a failed write: start afresh.
+        self.remove_tree(name)
+            .map_err(|err| format!("cannot replace {}: {err}", self.join(name).display()))?;
+        self.write_private(name, bytes)
+    }
+
     /// `renameat(self, from, self, to)`.
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
         let (from, to) = (component(from)?, component(to)?);

@@ -136,8 +136,8 @@ struct Tasks {
     groups: BTreeMap<String, u32>,
     /// The next task's arrival number.
     next_seq: u64,
-    /// Directories of ended tasks, already off their paths, to remove once the lock is released
-    /// ([`Engine::remove_retired`]).
+    /// Directories of ended tasks, already off their paths, to recycle or remove once the lock
+    /// is released ([`Engine::remove_retired`]).
     retired: Vec<Arc<TaskDir>>,
 }
 
@@ -383,13 +383,13 @@ impl Engine {
         self.remove_retired();
     }
 
-    /// Remove the directories of the tasks that have ended, outside the lock: freeing their
-    /// blocks may wait on the disk. The session's watch loop calls this too (through
+    /// Empty (to keep as spares) or remove the directories of the tasks that have ended,
+    /// outside the lock: that may wait on the disk. The session's watch loop calls this too (through
     /// [`Engine::expire`]), for tasks ended where no removal follows.
     fn remove_retired(&self) {
         let retired = std::mem::take(&mut self.lock().retired);
-        for dir in retired {
-            dir.remove();
+        if let Some(dirs) = &self.dirs {
+            retired.iter().for_each(|dir| dirs.recycle(dir));
         }
     }
 
