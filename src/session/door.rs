@@ -327,13 +327,18 @@ impl Door {
     ) -> Result<Value, RpcError> {
         let asked = params::send(params, generation)?;
         let (blocking, history_length) = (asked.blocking, asked.history_length);
-        let id = self.take(asked, caller, generation, false)?.id;
+        let taken = self.take(asked, caller, generation, false)?;
         let task = if blocking {
-            self.engine.wait(&id)
+            self.engine.wait(&taken.settled)
         } else {
-            self.engine.get(id.as_str(), None).ok()
+            // As it stands; one that is no longer in memory has settled, so its claim holds it.
+            let now = || self.engine.get(taken.id.as_str(), None).ok();
+            let settled = || taken.settled.get().cloned();
+            settled()
+                .or_else(now)
+                .or_else(settled)
+                .ok_or_else(|| RpcError::new(rpc::INTERNAL_ERROR, "the task was lost"))?
         };
-        let task = task.ok_or_else(|| RpcError::new(rpc::INTERNAL_ERROR, "the task was lost"))?;
         let view = View {
             history_length,
             artifacts: true,

@@ -45,6 +45,9 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 const SHUTDOWN_TICK: Duration = Duration::from_millis(20);
 /// How long an orderly end may take before it becomes an immediate one.
 const STOP_GRACE: Duration = Duration::from_secs(20);
+/// Connections the door's listening socket queues before they are accepted: a burst of clients
+/// beyond the 128 served at once gets its 503 at once instead of after a resent handshake.
+const DOOR_BACKLOG: u16 = 1024;
 
 /// Which capsule to run.
 pub enum Source {
@@ -149,6 +152,8 @@ pub fn run(options: &Options) -> Result<i32, String> {
 
     let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
         .map_err(|err| format!("cannot listen on {}:{}: {err}", options.bind, options.port))?;
+    // Best effort: std's 128 still serves, only a burst of connections waits longer.
+    let _ = crate::sys::socket::deepen_backlog(&listener, DOOR_BACKLOG);
     let addr = listener
         .local_addr()
         .map_err(|err| format!("cannot read the door's address: {err}"))?

@@ -1,7 +1,7 @@
 //! A live task as the engine holds it ([`Entry`]), telling its readers each change, and what
 //! one turn of it runs with ([`Turn`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use super::super::feed::Feed;
@@ -29,15 +29,22 @@ pub(super) struct Entry {
     pub(super) feeds: Vec<Arc<Feed>>,
     /// Whether this turn's answer has been streamed in chunks already.
     pub(super) chunked: bool,
+    /// The task as this turn settles, handed to whoever holds a clone ([`super::Taken`]): a
+    /// blocking caller's answer must not depend on the task still being in memory when it wakes
+    /// — a thousand tasks ending meanwhile evict it from the store of finished ones.
+    pub(super) settled: Arc<OnceLock<Task>>,
 }
 
 impl Entry {
-    /// Move to `state` and tell its readers. (A final state's directory goes when the entry is
-    /// stored as finished.)
+    /// Move to `state` and tell its readers; a question joins the history as the agent's
+    /// message. (A final state's directory goes when the entry is stored as finished.)
     pub(super) fn finish(&mut self, state: State, note: Option<String>) {
         self.task.state = state;
         self.task.note = note;
         self.task.updated = crate::time::unix_now();
+        if state == State::InputRequired {
+            self.task.history.extend(self.task.said(self.turn));
+        }
         if state == State::Completed {
             // The chunks streamed were the answer's text: what is left are the files.
             let skip = usize::from(
@@ -66,6 +73,10 @@ impl Entry {
             timestamp: self.task.updated,
             settled: state.is_settled(),
         });
+        // Copied (up to 4 MiB of answer) only when someone holds the claim.
+        if state.is_settled() && Arc::strong_count(&self.settled) > 1 {
+            let _ = self.settled.set(self.task.clone());
+        }
     }
 
     /// Give `event` to every reader still reading.

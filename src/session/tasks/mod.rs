@@ -17,7 +17,7 @@ mod turn;
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::feed::Feed;
@@ -94,10 +94,12 @@ pub enum Lookup {
     Ended(State),
 }
 
-/// A task taken: its id, and when a stream was asked for, the reader's feed.
+/// A task taken: its id, when a stream was asked for the reader's feed, and the claim on the
+/// task as this turn settles ([`Engine::wait`]).
 pub struct Taken {
     pub id: TaskId,
     pub feed: Option<Arc<Feed>>,
+    pub settled: Arc<OnceLock<Task>>,
 }
 
 /// Where the environment extras for the next task come from (the control plane).
@@ -225,7 +227,9 @@ impl Engine {
             dir: None,
             feeds: Vec::new(),
             chunked: false,
+            settled: Arc::default(),
         };
+        let settled = entry.settled.clone();
         if let Capsule::Echo = self.capsule {
             if tasks.stopping {
                 return Err(Refused::Busy("the session is stopping".into()));
@@ -235,14 +239,14 @@ impl Engine {
             entry.task.answer = entry.task.history[0].parts.clone();
             entry.finish(State::Completed, None);
             insert_finished(&mut tasks, entry);
-            return Ok(Taken { id, feed });
+            return Ok(Taken { id, feed, settled });
         }
         let start_now = self.admit(&tasks)?;
         tasks.next_seq += 1;
         let feed = stream.then(|| entry.watch());
         tasks.by_id.insert(id.to_string(), entry);
         self.schedule(&mut tasks, id.to_string(), start_now);
-        Ok(Taken { id, feed })
+        Ok(Taken { id, feed, settled })
     }
 
     /// Take `message` as the next turn of task `named`, if it waits for input and `viewer` may
@@ -280,11 +284,14 @@ impl Engine {
         entry.input_until = None;
         entry.chunked = false;
         entry.task.answer.clear();
+        // The last turn's claim was settled by its question: this turn gets its own.
+        entry.settled = Arc::default();
+        let settled = entry.settled.clone();
         entry.finish(State::Submitted, None);
         let feed = stream.then(|| entry.watch());
         let id = entry.task.id.clone();
         self.schedule(&mut tasks, named.to_string(), start_now);
-        Ok(Taken { id, feed })
+        Ok(Taken { id, feed, settled })
     }
 
     /// Whether a task may start now (`Ok(true)`), wait in the queue (`Ok(false)`), or neither:
@@ -409,7 +416,6 @@ impl Engine {
             Outcome::InputRequired(question) => {
                 entry.task.answer = vec![Part::text(question)];
                 entry.finish(State::InputRequired, None);
-                entry.task.history.extend(entry.task.said(entry.turn));
                 let wait = Duration::from_secs(self.lifecycle.input_timeout_secs);
                 entry.input_until = Some(Instant::now() + wait);
             }
@@ -527,4 +533,49 @@ fn insert_finished(tasks: &mut Tasks, mut entry: Entry) {
         tasks.retired.push(dir);
     }
     tasks.finished.insert(&entry.task, entry.owner, entry.seq);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::message::Role;
+
+    fn message(text: &str) -> Message {
+        Message {
+            message_id: "m".into(),
+            role: Role::User,
+            parts: vec![Part::text(text)],
+            context_id: None,
+            task_id: None,
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn a_blocking_caller_gets_its_task_even_after_it_was_evicted_from_memory() {
+        let engine = Engine::new(
+            Capsule::Echo,
+            Lifecycle::default(),
+            Vec::new(),
+            Arc::new(Vec::new),
+            None,
+            None,
+        );
+        let first = engine.submit("op", None, message("first"), false).unwrap();
+        // The store keeps the newest 1,000 finished tasks: these push the first one out, as
+        // a thousand tasks ending while its caller's thread is descheduled would.
+        for n in 0..1_000 {
+            engine
+                .submit("op", None, message(&n.to_string()), false)
+                .unwrap();
+        }
+        assert!(matches!(
+            engine.get(first.id.as_str(), None),
+            Err(Lookup::NotFound)
+        ));
+        let task = engine.wait(&first.settled);
+        assert_eq!(task.id, first.id);
+        assert_eq!(task.state, State::Completed);
+        assert_eq!(task.answer, vec![Part::text("first")]);
+    }
 }

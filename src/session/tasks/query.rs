@@ -1,13 +1,12 @@
 //! Reading tasks, live or finished: one by id, a filtered page, the live ones, a stream of one,
 //! and waiting for one to settle — each only as the caller may see them.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::super::feed::Feed;
 use super::{Engine, Listing, Lookup, Tasks};
 use crate::a2a::params;
 use crate::a2a::task::{State, Task};
-use crate::id::TaskId;
 
 impl Engine {
     /// A new reader of live task `id`, if `viewer` may see it: the task as it stands, then what
@@ -22,14 +21,14 @@ impl Engine {
         }
     }
 
-    /// Wait until task `id` has ended or asks for input; the task.
-    pub fn wait(&self, id: &TaskId) -> Option<Task> {
+    /// Wait until the task `settled` was taken with has ended or asks for input; the task as it
+    /// settled — handed over by the task itself, so it is there even if the task has since been
+    /// evicted from the finished ones. Every task settles: it is run, canceled or failed.
+    pub fn wait(&self, settled: &OnceLock<Task>) -> Task {
         let mut tasks = self.lock();
         loop {
-            match tasks.by_id.get(id.as_str()) {
-                Some(entry) if entry.task.state.is_settled() => return Some(entry.task.clone()),
-                Some(_) => {}
-                None => return tasks.finished.get(id.as_str()),
+            if let Some(task) = settled.get() {
+                return task.clone();
             }
             tasks = self.changed.wait(tasks).unwrap_or_else(|p| p.into_inner());
         }
