@@ -8,7 +8,8 @@
 //! times, CPU times and peak RSS (`ru_maxrss`, the kernel's `VmHWM`, from `wait4`) of the real
 //! binary, spawned with `HOME` set to a temporary directory this bench makes (and removes);
 //! nothing in the real `~/.murmur` is read or touched. `MUR_PS_BENCH_BEFORE=/path/to/mur` runs
-//! every `mur ps` figure with that binary too, in the same run (before/after a change).
+//! every `mur ps` figure with that binary too, in the same run (before/after a change); it must be
+//! named `mur`, as a multicall binary picks its applet from its file name.
 //!
 //! Scenarios, at 1,000 and at 10,000 records:
 //!
@@ -52,7 +53,7 @@ use mur::running::{self, Liveness};
 mod common;
 #[path = "ps/doors.rs"]
 mod doors;
-use common::{Home, MUR, Style, fail, median, mkdir, table, write};
+use common::{Binaries, Home, MUR, Style, fail, median, mkdir, table, write};
 use doors::{Doors, Mode};
 
 /// Milliseconds below 1 s, seconds above (to a tenth from 10 s); a spread is the median, minimum
@@ -91,7 +92,7 @@ fn main() {
     common::named("ps");
     let limit = raise_open_files();
     let size = print_binary(limit);
-    let binaries = Binaries::from_env();
+    let binaries = Binaries::from_env("MUR_PS_BENCH_BEFORE", "mur ps");
 
     // Empty home first, while this process is still quiet.
     let empty = empty_home(&binaries);
@@ -195,43 +196,6 @@ fn print_binary(limit: u64) -> u64 {
 /// `bytes` in MiB.
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
-}
-
-/// The `mur` measured, and the one it is compared with when `MUR_PS_BENCH_BEFORE` names one.
-struct Binaries {
-    after: PathBuf,
-    before: Option<PathBuf>,
-}
-
-impl Binaries {
-    fn from_env() -> Self {
-        let before = std::env::var_os("MUR_PS_BENCH_BEFORE").map(PathBuf::from);
-        if let Some(before) = &before {
-            let version = Command::new(before)
-                .arg("--version")
-                .output()
-                .unwrap_or_else(|err| fail(&format!("{}: {err}", before.display())));
-            println!(
-                "  before  {} ({})",
-                before.display(),
-                String::from_utf8_lossy(&version.stdout).trim()
-            );
-        }
-        println!();
-        Self {
-            after: PathBuf::from(MUR),
-            before,
-        }
-    }
-
-    /// Each binary, labelled.
-    fn each(&self) -> Vec<(&'static str, &Path)> {
-        let mut each = vec![("mur ps", self.after.as_path())];
-        if let Some(before) = &self.before {
-            each.push(("before", before.as_path()));
-        }
-        each
-    }
 }
 
 /// Medians of several runs of one binary.

@@ -1,6 +1,7 @@
-//! What the benches share: the `mur` binary's path, failing and cleaning up (SIGKILL what is
-//! still alive, remove the temporary home), a temporary `$HOME`, files and directories written or
-//! failed on, `/proc` readers, medians, percentiles, duration formats and the summary table.
+//! What the benches share: the `mur` binary's path (and a "before" binary to compare it with),
+//! failing and cleaning up (SIGKILL what is still alive, remove the temporary home), a temporary
+//! `$HOME`, files and directories written or failed on, `/proc` readers, medians, percentiles,
+//! duration formats and the summary table.
 //!
 //! Each bench takes it with `mod common;` and calls [`named`] or [`guarded`] first, so that its
 //! messages and its temporary home carry its name.
@@ -11,6 +12,7 @@
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
@@ -77,7 +79,10 @@ pub fn spawn_mur(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|err| fail(&format!("cannot run {MUR}: {err}")));
+        .unwrap_or_else(|err| {
+            let program = Path::new(command.get_program()).display().to_string();
+            fail(&format!("cannot run {program}: {err}"))
+        });
     register(child.id());
     let stdout = BufReader::new(child.stdout.take().unwrap_or_else(|| fail("no stdout")));
     (child, stdout)
@@ -95,7 +100,15 @@ pub fn cleanup() {
     }
 }
 
+/// Print `why`, clean up and exit 1. A second failure while the first is cleaning up (another
+/// client thread seeing the session it killed) waits for that exit instead of racing it.
 pub fn fail(why: &str) -> ! {
+    static FAILING: AtomicBool = AtomicBool::new(false);
+    if FAILING.swap(true, Ordering::AcqRel) {
+        loop {
+            thread::park();
+        }
+    }
     eprintln!("{} bench: {why}", name());
     cleanup();
     std::process::exit(1)
@@ -112,6 +125,68 @@ pub fn banner(home: &Home) {
         std::process::id(),
         home.root().display()
     );
+}
+
+/// The `mur` measured, and the one it is compared with when the bench's environment variable
+/// (`MUR_PS_BENCH_BEFORE`, `MUR_RUN_BENCH_BEFORE`) names one: before and after a change, in the
+/// same run, so both see the same machine and the same load.
+pub struct Binaries {
+    /// How the bench's output names the binary measured (`mur ps`).
+    pub label: &'static str,
+    pub after: PathBuf,
+    pub before: Option<PathBuf>,
+}
+
+impl Binaries {
+    /// The binary Cargo built, and the one `var` names if set; prints the latter's path and
+    /// `--version`, then an empty line.
+    ///
+    /// The before binary must be named `mur`: a multicall binary picks its applet from its file
+    /// name, and a copy named `mur-before` would be asked for an applet `before` (exit 127), its
+    /// failure read as the bench's. So it fails here, before anything is measured.
+    pub fn from_env(var: &str, label: &'static str) -> Self {
+        let before = std::env::var_os(var).map(PathBuf::from);
+        if let Some(before) = &before {
+            if before.file_name() != Some(std::ffi::OsStr::new("mur")) {
+                fail(&format!(
+                    "{var}={}: the before binary must be named `mur` (a multicall binary picks \
+                     its applet from its file name); copy it as DIR/mur and set {var}=DIR/mur",
+                    before.display()
+                ));
+            }
+            let version = Command::new(before)
+                .arg("--version")
+                .output()
+                .unwrap_or_else(|err| fail(&format!("{var}={}: {err}", before.display())));
+            if !version.status.success() {
+                fail(&format!(
+                    "{var}={}: `--version` failed ({})",
+                    before.display(),
+                    version.status
+                ));
+            }
+            println!(
+                "  before  {} ({})",
+                before.display(),
+                String::from_utf8_lossy(&version.stdout).trim()
+            );
+        }
+        println!();
+        Self {
+            label,
+            after: PathBuf::from(MUR),
+            before,
+        }
+    }
+
+    /// Each binary, labelled: the one measured first, then the before one if any.
+    pub fn each(&self) -> Vec<(&'static str, &Path)> {
+        let mut each = vec![(self.label, self.after.as_path())];
+        if let Some(before) = &self.before {
+            each.push(("before", before.as_path()));
+        }
+        each
+    }
 }
 
 /// A temporary `$HOME`, removed when dropped.
