@@ -23,7 +23,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
@@ -43,9 +43,8 @@ pub struct SessionTasks {
     /// `tasks/`, to remove the session's directory from.
     parent: Dir,
     name: String,
-    /// Names (`.spare.<n>`) of emptied task directories, ready for the next tasks.
+    /// Names (`.spare.<task>`) of emptied task directories, ready for the next tasks.
     spares: Mutex<Vec<OsString>>,
-    next_spare: AtomicU64,
 }
 
 impl SessionTasks {
@@ -58,7 +57,6 @@ impl SessionTasks {
             parent,
             name: session_id.to_string(),
             spares: Mutex::new(Vec::new()),
-            next_spare: AtomicU64::new(0),
         })
     }
 
@@ -85,15 +83,11 @@ impl SessionTasks {
     pub fn recycle(&self, task: &TaskDir) {
         let room = self.spares.lock().unwrap_or_else(|p| p.into_inner()).len() < MAX_SPARES;
         if room && task.retired.load(Ordering::Relaxed) && task.empty().is_ok() {
-            let n = self.next_spare.fetch_add(1, Ordering::Relaxed);
-            let spare = OsString::from(format!(".spare.{n}"));
-            if self.dir.rename(&task.retired_name(), &spare).is_ok() {
-                self.spares
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(spare);
-                return;
-            }
+            self.spares
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(task.retired_name());
+            return;
         }
         task.remove();
     }
@@ -162,10 +156,11 @@ impl TaskDir {
         (parts, notes)
     }
 
-    /// The task has ended: take the directory off `MUR_TASK_DIR`'s path, to `.gone.<task>` in
-    /// the session's directory (task ids never start with a dot). A rename frees no block, so
-    /// it is cheap enough to do before the task is seen ended; if it fails, [`TaskDir::remove`]
-    /// removes the directory where it is.
+    /// The task has ended: take the directory off `MUR_TASK_DIR`'s path, to `.spare.<task>` in
+    /// the session's directory (task ids never start with a dot) — a spare for the next task
+    /// only once [`SessionTasks::recycle`] has emptied it. A rename frees no block, so it is
+    /// cheap enough to do before the task is seen ended; if it fails, the directory is removed
+    /// where it is.
     pub fn retire(&self) {
         let gone = self.retired_name();
         if self.parent.rename(self.name.as_ref(), &gone).is_ok() {
@@ -200,7 +195,7 @@ impl TaskDir {
     }
 
     fn retired_name(&self) -> OsString {
-        format!(".gone.{}", self.name).into()
+        format!(".spare.{}", self.name).into()
     }
 }
 
