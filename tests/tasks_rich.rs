@@ -211,6 +211,11 @@ fn the_task_directory_is_private_and_goes_with_the_task_and_the_session() {
     let spare = wait_for_spare(&tasks);
     assert_eq!(listing(&spare), ["message.json", "out"]);
     assert_eq!(listing(&spare.join("out")), Vec::<String>::new());
+    assert_eq!(
+        fs::read(spare.join("message.json")).unwrap(),
+        b"",
+        "nothing of the task kept"
+    );
     assert_eq!(mode_of(&tasks), 0o700);
     assert_eq!(mode_of(&home.murmur().join("tasks")), 0o700);
     session.signal(libc::SIGTERM);

@@ -16,8 +16,8 @@
 //! task is what a filesystem makes slow: ext4 frees blocks with a synchronous trim when mounted
 //! `discard`, and will not reuse an inode freed in the last minute, so on a busy session each
 //! new inode is found by scanning past thousands (0.3-1.2 ms a task measured, against 25 µs to
-//! reuse one). A spare holds nothing of its last task but an emptied `out/` and a
-//! `message.json` the next task's overwrites. The session's whole `tasks/<session>/` goes when
+//! reuse one). A spare holds nothing of its last task: an empty `out/` and an empty
+//! `message.json`, which the next task's is written over. The session's whole `tasks/<session>/` goes when
 //! it ends, spares and all.
 
 use std::ffi::OsString;
@@ -34,7 +34,7 @@ use crate::sys::fs::ReadRefusal;
 
 /// The most emptied task directories a session keeps for later tasks.
 const MAX_SPARES: usize = 16;
-/// The one file a spare keeps: the next task's is written over it.
+/// The one file a spare keeps, empty: the next task's is written over it.
 const MESSAGE: &str = "message.json";
 
 /// One session's `tasks/<session>/`.
@@ -83,11 +83,14 @@ impl SessionTasks {
     pub fn recycle(&self, task: &TaskDir) {
         let room = self.spares.lock().unwrap_or_else(|p| p.into_inner()).len() < MAX_SPARES;
         if room && task.retired.load(Ordering::Relaxed) && task.empty().is_ok() {
-            self.spares
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(task.retired_name());
-            return;
+            let spare = OsString::from(format!(".spare.{}", task.name));
+            // Named a spare and listed as one in one step: a spare's name is never seen before
+            // the next task could take it.
+            let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+            if self.dir.rename(&task.retired_name(), &spare).is_ok() {
+                spares.push(spare);
+                return;
+            }
         }
         task.remove();
     }
@@ -156,11 +159,10 @@ impl TaskDir {
         (parts, notes)
     }
 
-    /// The task has ended: take the directory off `MUR_TASK_DIR`'s path, to `.spare.<task>` in
-    /// the session's directory (task ids never start with a dot) — a spare for the next task
-    /// only once [`SessionTasks::recycle`] has emptied it. A rename frees no block, so it is
-    /// cheap enough to do before the task is seen ended; if it fails, the directory is removed
-    /// where it is.
+    /// The task has ended: take the directory off `MUR_TASK_DIR`'s path, to `.gone.<task>` in
+    /// the session's directory (task ids never start with a dot). A rename frees no block, so
+    /// it is cheap enough to do before the task is seen ended; if it fails, the directory is
+    /// removed where it is.
     pub fn retire(&self) {
         let gone = self.retired_name();
         if self.parent.rename(self.name.as_ref(), &gone).is_ok() {
@@ -168,9 +170,9 @@ impl TaskDir {
         }
     }
 
-    /// Everything the task left removed but `message.json` (the next task's is written over it)
-    /// and an empty `out/`. The `Err` is anything that would not go, or an `out/` that is not a
-    /// directory: such a directory is removed instead of kept.
+    /// Everything the task left removed, but an empty `out/` and `message.json` emptied in place
+    /// (its inode kept for the next task's). The `Err` is anything that would not go, or an
+    /// `out/` that is not a directory: such a directory is removed instead of kept.
     fn empty(&self) -> std::io::Result<()> {
         for name in self.dir.names()? {
             if name == "out" {
@@ -178,7 +180,9 @@ impl TaskDir {
                 for entry in out.names()? {
                     out.remove_tree(entry)?;
                 }
-            } else if name != MESSAGE {
+            } else if name == MESSAGE {
+                self.dir.clear_private(MESSAGE)?;
+            } else {
                 self.dir.remove_tree(name)?;
             }
         }
@@ -195,7 +199,7 @@ impl TaskDir {
     }
 
     fn retired_name(&self) -> OsString {
-        format!(".spare.{}", self.name).into()
+        format!(".gone.{}", self.name).into()
     }
 }
 
