@@ -222,8 +222,10 @@ impl Engine {
                 on_output,
             ),
         };
-        let status = handler::reap(pid, reaper);
+        // Forgotten before the reap: once reaped, its pgid may name a stranger's group, and
+        // `kill_all` signals every group still listed. (The reap SIGKILLs the group itself.)
         self.lock().groups.remove(id);
+        let status = handler::reap(pid, reaper);
         let outcome = match supervised {
             Ok((pump, stopped)) => handler::outcome(pump, stopped, status, timeout),
             Err(why) => Outcome::Failed(why),
