@@ -77,6 +77,21 @@ pub struct Message {
     pub metadata: Option<Value>,
 }
 
+#[cfg(test)]
+impl Message {
+    /// A user's message of one text part, as the engine's tests submit.
+    pub fn user_text(text: &str) -> Self {
+        Self {
+            message_id: "m".into(),
+            role: Role::User,
+            parts: vec![Part::text(text)],
+            context_id: None,
+            task_id: None,
+            metadata: None,
+        }
+    }
+}
+
 impl Message {
     /// Read a client's message (`at` names where it sits, `params.message`) in `generation`'s
     /// shape, moving its data out of `value`. Unknown members are ignored, as both generations

@@ -123,18 +123,11 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::message::{Message, Part, Role};
+    use crate::a2a::message::{Message, Part};
     use crate::id::TaskId;
 
     fn task(text: &str) -> Task {
-        let message = Message {
-            message_id: "m".into(),
-            role: Role::User,
-            parts: vec![Part::text(text)],
-            context_id: None,
-            task_id: None,
-            metadata: None,
-        };
+        let message = Message::user_text(text);
         Task {
             id: TaskId::mint().unwrap(),
             context_id: "ctx".into(),

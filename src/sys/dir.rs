@@ -417,6 +417,52 @@ mod tests {
     }
 
     #[test]
+    fn a_private_file_is_rewritten_in_place_and_anything_else_replaced_without_following_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = scratch("overwrite");
+        let dir = Dir::open(&root.0).unwrap();
+        let target = root.0.join("target");
+        fs::write(&target, "precious").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
+        let read = |name: &str| fs::read_to_string(root.0.join(name)).unwrap();
+        let inode = |name: &str| fs::symlink_metadata(root.0.join(name)).unwrap().ino();
+
+        dir.overwrite_private("m", b"a longer first message")
+            .unwrap();
+        let first = inode("m");
+        dir.overwrite_private("m", b"second").unwrap();
+        assert_eq!(
+            (read("m"), inode("m")),
+            ("second".into(), first),
+            "in place"
+        );
+        dir.clear_private("m").unwrap();
+        assert_eq!((read("m"), inode("m")), (String::new(), first));
+
+        // Each of these is replaced by a new private file, and the target never written.
+        std::os::unix::fs::symlink(&target, root.0.join("symlink")).unwrap();
+        fs::hard_link(&target, root.0.join("hardlink")).unwrap();
+        fs::create_dir(root.0.join("dir")).unwrap();
+        fs::write(root.0.join("dir/inside"), "x").unwrap();
+        fs::write(root.0.join("open"), "x").unwrap();
+        fs::set_permissions(root.0.join("open"), fs::Permissions::from_mode(0o644)).unwrap();
+        for name in ["symlink", "hardlink", "dir", "open"] {
+            dir.overwrite_private(name, b"new").unwrap();
+            let meta = fs::symlink_metadata(root.0.join(name)).unwrap();
+            assert!(meta.is_file() && meta.nlink() == 1, "{name}");
+            assert_eq!(meta.mode() & 0o7777, 0o600, "{name}");
+            assert_eq!(read(name), "new", "{name}");
+        }
+        fs::hard_link(&target, root.0.join("cleared")).unwrap();
+        dir.clear_private("cleared").unwrap();
+        assert!(
+            fs::symlink_metadata(root.0.join("cleared")).is_err(),
+            "a link is removed"
+        );
+        assert_eq!(read("target"), "precious");
+    }
+
+    #[test]
     fn a_link_in_the_place_of_a_directory_is_refused_naming_it() {
         let root = scratch("link");
         let outside = root.0.join("outside");

@@ -436,8 +436,11 @@ mod tests {
         let (_other_read, other_write) = crate::sys::pipe::pipe().unwrap();
         use std::os::fd::AsRawFd;
         let (kept, other) = (keep_write.as_raw_fd(), other_write.as_raw_fd());
-        let script =
-            format!("echo kept >&{kept}; (echo other >&{other}) 2>/dev/null || echo closed");
+        // Through /proc: `sh` may not take a descriptor above 9 in a redirection.
+        let script = format!(
+            "echo kept > /proc/self/fd/{kept}; \
+             (echo other > /proc/self/fd/{other}) 2>/dev/null || echo closed"
+        );
         let args = ["-c".to_string(), script];
         let mut with_keep = spec("sh", &args);
         with_keep.keep = Some(kept);

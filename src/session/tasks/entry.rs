@@ -73,10 +73,16 @@ impl Entry {
             timestamp: self.task.updated,
             settled: state.is_settled(),
         });
-        // Copied (up to 4 MiB of answer) only when someone holds the claim.
-        if state.is_settled() && Arc::strong_count(&self.settled) > 1 {
+        // A question's task stays live, so the claim gets a copy — only when someone holds it.
+        // An ended task is handed over whole when it is stored ([`super::insert_finished`]).
+        if state == State::InputRequired && self.claimed() {
             let _ = self.settled.set(self.task.clone());
         }
+    }
+
+    /// Whether anyone holds this turn's claim ([`super::Taken`]) besides the entry.
+    pub(super) fn claimed(&self) -> bool {
+        Arc::strong_count(&self.settled) > 1
     }
 
     /// Give `event` to every reader still reading.

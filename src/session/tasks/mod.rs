@@ -525,31 +525,25 @@ impl Engine {
     }
 }
 
-/// Store an ended task. Its directory leaves its path now and is removed, outside the lock, by
+/// Store an ended task, and hand it to whoever holds its claim: moved, not copied — a task
+/// can hold megabytes. Its directory leaves its path now and is recycled, outside the lock, by
 /// the next [`Engine::remove_retired`].
 fn insert_finished(tasks: &mut Tasks, mut entry: Entry) {
     if let Some(dir) = entry.dir.take() {
         dir.retire();
         tasks.retired.push(dir);
     }
-    tasks.finished.insert(&entry.task, entry.owner, entry.seq);
+    tasks
+        .finished
+        .insert(&entry.task, entry.owner.clone(), entry.seq);
+    if entry.claimed() {
+        let _ = entry.settled.set(entry.task);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::message::Role;
-
-    fn message(text: &str) -> Message {
-        Message {
-            message_id: "m".into(),
-            role: Role::User,
-            parts: vec![Part::text(text)],
-            context_id: None,
-            task_id: None,
-            metadata: None,
-        }
-    }
 
     #[test]
     fn a_blocking_caller_gets_its_task_even_after_it_was_evicted_from_memory() {
@@ -561,12 +555,14 @@ mod tests {
             None,
             None,
         );
-        let first = engine.submit("op", None, message("first"), false).unwrap();
+        let first = engine
+            .submit("op", None, Message::user_text("first"), false)
+            .unwrap();
         // The store keeps the newest 1,000 finished tasks: these push the first one out, as
         // a thousand tasks ending while its caller's thread is descheduled would.
         for n in 0..1_000 {
             engine
-                .submit("op", None, message(&n.to_string()), false)
+                .submit("op", None, Message::user_text(&n.to_string()), false)
                 .unwrap();
         }
         assert!(matches!(
