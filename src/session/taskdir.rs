@@ -79,7 +79,7 @@ impl SessionTasks {
     }
 
     /// An ended task's retired directory: emptied and kept as a spare while there are fewer
-    /// than [`MAX_SPARES`], else (or if it cannot be emptied) removed.
+    /// than `MAX_SPARES` (16), else (or if it cannot be emptied) removed.
     pub fn recycle(&self, task: &TaskDir) {
         let room = self.spares.lock().unwrap_or_else(|p| p.into_inner()).len() < MAX_SPARES;
         if room && task.retired.load(Ordering::Relaxed) && task.empty().is_ok() {
