@@ -292,6 +292,11 @@ mod linux {
             // Caught signals back to their default (the handlers are the session's); SIGPIPE too,
             // which the Rust runtime ignores and a program expects at its default.
             for signal in 1..SIGNALS {
+                // Never caught here (a panic aborts with it at its default), and musl's
+                // `sigaction` takes a process-wide lock for it: not a call for this child.
+                if signal == libc::SIGABRT {
+                    continue;
+                }
                 let mut old: libc::sigaction = std::mem::zeroed();
                 if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
                     continue;
