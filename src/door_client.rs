@@ -308,6 +308,8 @@ fn result_of(
                 .unwrap_or("")
                 .chars()
                 .take(200)
+                // A foreign door's words, shown on a terminal: no control character gets through.
+                .map(|c| if c.is_control() { '\u{fffd}' } else { c })
                 .collect(),
         }),
         None => Err(CallError::Transport(format!(
@@ -454,6 +456,22 @@ mod tests {
             said[2],
             Err(format!("the agent card at {public} names no session")),
             "a JSON-RPC envelope is not a card"
+        );
+    }
+
+    #[test]
+    fn a_doors_error_message_reaches_us_without_its_control_characters() {
+        let (ansi, _) = door(|_, _| {
+            let error = json!({"code": -32602, "message": "red \u{1b}[31m\nline"});
+            (
+                200,
+                json!({"jsonrpc": "2.0", "id": 1, "error": error}).to_string(),
+            )
+        });
+        let said = probe_session_ids(&[(&ansi, Some(&token()))]);
+        assert_eq!(
+            said[0],
+            Err("the door answered error -32602: red \u{fffd}[31m\u{fffd}line".into())
         );
     }
 

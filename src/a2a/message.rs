@@ -55,16 +55,6 @@ impl Part {
             metadata: None,
         }
     }
-
-    /// The kind's name, as 1.0 spells it (for messages about a part).
-    pub fn kind(&self) -> &'static str {
-        match self.content {
-            Content::Text(_) => "text",
-            Content::Data(_) => "data",
-            Content::Raw(_) => "raw",
-            Content::Url(_) => "url",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

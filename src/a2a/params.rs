@@ -32,7 +32,7 @@ pub struct TaskRef {
 }
 
 /// `ListTasks`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct List {
     pub context_id: Option<String>,
     pub state: Option<State>,

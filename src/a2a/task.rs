@@ -124,11 +124,6 @@ impl Task {
         format!("art_{}", task_id.strip_prefix("tsk_").unwrap_or(task_id))
     }
 
-    /// The text of the status message: the answer, or why there is none.
-    pub fn status_text(&self) -> String {
-        self.status_message().map(|m| m.text()).unwrap_or_default()
-    }
-
     /// The status message as it stands, to keep in `history` (the question of turn `turn`),
     /// with an id of its own.
     pub fn said(&self, turn: u32) -> Option<Message> {

@@ -248,7 +248,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, Framing, usize)>, String> {
 }
 
 /// The response in `buf` if it is complete by its own framing.
-pub(super) fn complete_response(buf: &[u8]) -> Result<Option<Response>, String> {
+pub fn complete_response(buf: &[u8]) -> Result<Option<Response>, String> {
     let Some((status, framing, head_len)) = parse_head(buf)? else {
         return Ok(None);
     };
@@ -288,7 +288,8 @@ fn dechunk(mut rest: &[u8]) -> Result<Option<Vec<u8>>, String> {
         let size_text = std::str::from_utf8(&rest[..line_end]).map_err(|_| "bad chunk size")?;
         let size_text = size_text.split(';').next().unwrap_or("").trim();
         let size = usize::from_str_radix(size_text, 16).map_err(|_| "bad chunk size")?;
-        if body.len() + size > MAX_RESPONSE_BYTES {
+        // Compared without adding: a door may claim a size near `usize::MAX`.
+        if size > MAX_RESPONSE_BYTES - body.len() {
             return Err("body larger than 1 MiB".into());
         }
         rest = &rest[line_end + 2..];
@@ -306,6 +307,19 @@ fn dechunk(mut rest: &[u8]) -> Result<Option<Vec<u8>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_size_near_usize_max_is_refused_not_a_panic() {
+        for size in ["fffffffffffffffe", "ffffffffffffffff", "100001"] {
+            let response =
+                format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{size}\r\nab\r\n");
+            assert_eq!(
+                complete_response(response.as_bytes()).err().as_deref(),
+                Some("body larger than 1 MiB"),
+                "{size}"
+            );
+        }
+    }
 
     #[test]
     fn door_addresses_are_ip_literals_with_a_port() {

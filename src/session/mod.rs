@@ -45,6 +45,8 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 const SHUTDOWN_TICK: Duration = Duration::from_millis(20);
 /// How long an orderly end may take before it becomes an immediate one.
 const STOP_GRACE: Duration = Duration::from_secs(20);
+/// How long an immediate end waits for SIGKILLed handlers to be reaped.
+const KILL_WAIT: Duration = Duration::from_secs(2);
 /// Connections the door's listening socket queues before they are accepted: a burst of clients
 /// beyond the 128 served at once gets its 503 at once instead of after a resent handshake.
 const DOOR_BACKLOG: u16 = 1024;
@@ -386,11 +388,20 @@ fn wind_down(engine: &Engine) {
         let second_signal = signal::termination_count() > signals_at_stop;
         if second_signal || Instant::now() >= give_up {
             engine.kill_all();
+            // SIGKILLed leaders exit at once; their task threads reap them, each telling the
+            // group reaper first.
+            engine.wait_idle(KILL_WAIT);
             break;
         }
     }
     engine.sweep_orphans();
-    engine.finish_reaper();
+    // Only with no handler left: closing the reaper's pipe makes it SIGKILL every group still
+    // registered, and a task thread reaping its leader after that could no longer unregister
+    // it first. A handler stuck past KILL_WAIT (in the kernel) keeps the pipe open until this
+    // process exits.
+    if engine.wait_idle(Duration::ZERO) {
+        engine.finish_reaper();
+    }
 }
 
 /// The running directory this session records itself in. A murmur home that must not be trusted

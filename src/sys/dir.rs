@@ -299,10 +299,7 @@ impl Dir {
 
     /// `renameat(self, from, self, to)`.
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
-        let (from, to) = (component(from)?, component(to)?);
-        // SAFETY: both names are NUL-terminated strings alive for the call.
-        check(unsafe { libc::renameat(self.fd(), from.as_ptr(), self.fd(), to.as_ptr()) })?;
-        Ok(())
+        self.rename_into(from, self, to)
     }
 
     /// `unlinkat` the entry `name` (a link is removed, never followed); one already gone is not
@@ -319,8 +316,13 @@ impl Dir {
     }
 
     /// Remove the entry `name` and, if it is a directory, everything under it, following no
-    /// link: each level is opened through its parent's descriptor and emptied with `unlinkat`.
-    /// One already gone is not an error.
+    /// link: each directory is opened through its parent's descriptor and emptied with
+    /// `unlinkat`. One already gone is not an error.
+    ///
+    /// No recursion, and two descriptors at most, however deep the tree: every directory found
+    /// inside is first renamed up to the top of the tree being removed (`.flat.<n>`), then
+    /// emptied from there. A handler's task directory is the handler's to fill — a nest ten
+    /// thousand deep would otherwise exhaust a task thread's stack or the descriptor table.
     pub fn remove_tree(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
         let name = name.as_ref();
         match self.unlink_at(name, 0) {
@@ -328,15 +330,75 @@ impl Dir {
             Err(err) if matches!(err.raw_os_error(), Some(libc::EISDIR | libc::EPERM)) => {}
             Err(err) => return absent_is_ok(err),
         }
-        let child = match self.open_child(name) {
-            Ok(child) => child,
+        let top = match self.open_child(name) {
+            Ok(top) => top,
             Err(err) => return absent_is_ok(err),
         };
-        for entry in child.names()? {
-            child.remove_tree(&entry)?;
+        let mut pending = Vec::new();
+        let mut moved = 0;
+        top.flatten(None, &mut pending, &mut moved)?;
+        while let Some(sub) = pending.pop() {
+            match top.open_child(&sub) {
+                Ok(dir) => dir.flatten(Some(&top), &mut pending, &mut moved)?,
+                Err(err) => absent_is_ok(err)?,
+            }
+            top.unlink_at(&sub, libc::AT_REMOVEDIR)
+                .or_else(absent_is_ok)?;
         }
         self.unlink_at(name, libc::AT_REMOVEDIR)
             .or_else(absent_is_ok)
+    }
+
+    /// Unlink everything in this directory that is not a directory; note each directory in
+    /// `pending` — moved up into `top` under a fresh name first, when given (this directory
+    /// being one level or more below it).
+    fn flatten(
+        &self,
+        top: Option<&Dir>,
+        pending: &mut Vec<OsString>,
+        moved: &mut u64,
+    ) -> io::Result<()> {
+        for entry in self.names()? {
+            match self.unlink_at(&entry, 0) {
+                Ok(()) => continue,
+                Err(err) if matches!(err.raw_os_error(), Some(libc::EISDIR | libc::EPERM)) => {}
+                Err(err) => {
+                    absent_is_ok(err)?;
+                    continue;
+                }
+            }
+            let Some(top) = top else {
+                pending.push(entry);
+                continue;
+            };
+            // A name the tree already uses (a handler may have made one) is skipped.
+            loop {
+                let fresh = OsString::from(format!(".flat.{moved}"));
+                *moved += 1;
+                match self.rename_into(&entry, top, &fresh) {
+                    Ok(()) => {
+                        pending.push(fresh);
+                        break;
+                    }
+                    Err(err)
+                        if matches!(err.raw_os_error(), Some(libc::EEXIST | libc::ENOTEMPTY)) => {}
+                    Err(err) => {
+                        absent_is_ok(err)?;
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `renameat(self, from, to_dir, to)`.
+    fn rename_into(&self, from: &OsStr, to_dir: &Dir, to: &OsStr) -> io::Result<()> {
+        let (from, to) = (component(from)?, component(to)?);
+        // SAFETY: both names are NUL-terminated strings alive for the call; both descriptors
+        // are ours.
+        check(unsafe { libc::renameat(self.fd(), from.as_ptr(), to_dir.fd(), to.as_ptr()) })?;
+        Ok(())
     }
 }
 
@@ -414,6 +476,34 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
+    }
+
+    #[test]
+    fn a_tree_thousands_deep_is_removed_on_a_small_stack_with_few_descriptors() {
+        let root = scratch("deep");
+        let dir = Dir::open(&root.0).unwrap();
+        let mut level = dir.create_child("nest").unwrap();
+        for n in 0..3_000 {
+            if n % 100 == 0 {
+                level.write_private("f", b"x").unwrap();
+            }
+            // (By path, so only while the path is shorter than PATH_MAX.)
+            if n % 100 == 0 && n < 1_500 {
+                std::os::unix::fs::symlink("/", level.join("link")).unwrap();
+            }
+            level = level.create_child("a").unwrap();
+        }
+        drop(level);
+        // 64 KiB of stack and a descriptor per level would not last 3,000 levels.
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || dir.remove_tree("nest"))
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap();
+        assert!(!root.0.join("nest").exists());
+        assert!(Path::new("/").exists(), "no link followed");
     }
 
     #[test]

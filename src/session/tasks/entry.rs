@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::super::feed::Feed;
 use super::super::taskdir::TaskDir;
-use crate::a2a::message::{Message, Part};
+use crate::a2a::message::{Content, Message, Part};
 use crate::a2a::stream::Event;
 use crate::a2a::task::{State, Task};
 use crate::id::TaskId;
@@ -48,7 +48,8 @@ impl Entry {
         if state == State::Completed {
             // The chunks streamed were the answer's text: what is left are the files.
             let skip = usize::from(
-                self.chunked && matches!(self.task.answer.first(), Some(p) if p.kind() == "text"),
+                self.chunked
+                    && matches!(self.task.answer.first(), Some(p) if matches!(p.content, Content::Text(_))),
             );
             let mut rest = self.task.answer[skip.min(self.task.answer.len())..].to_vec();
             if rest.is_empty() {
