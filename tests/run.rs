@@ -193,6 +193,30 @@ fn a_non_blocking_task_is_working_then_completed() {
 }
 
 #[test]
+fn a_handler_whose_workdir_is_gone_fails_naming_the_workdir() {
+    let home = Home::new();
+    let workdir = home.dir("work");
+    let manifest = home.write_capsule(
+        "homeless",
+        json!({"name": "homeless", "version": "1"}),
+        Some("#!/bin/sh\necho ran\n"),
+    );
+    let session = home.start(&[
+        manifest.to_str().unwrap(),
+        "--workdir",
+        workdir.to_str().unwrap(),
+    ]);
+    fs::remove_dir(&workdir).unwrap();
+    let task = session.call(None, "message/send", send_params(&["x"], true));
+    assert_eq!(state(&task), "failed", "{task}");
+    let why = status_text(&task);
+    assert!(
+        why.contains(&format!("cannot enter the workdir {}: ", workdir.display())),
+        "{why}"
+    );
+}
+
+#[test]
 fn a_shell_handler_gets_stdin_env_and_workdir_and_its_stdout_is_the_answer() {
     let home = Home::new();
     let out = home.dir("seen");

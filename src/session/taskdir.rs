@@ -60,13 +60,18 @@ impl SessionTasks {
         })
     }
 
-    /// A directory for task `id`, with an empty `out/`: a spare renamed to `id` if there is one,
-    /// else a new one. Either way it is then held as a new one is: ours, mode 0700.
+    /// A directory for task `id`, with an empty `out/`: a spare renamed to `id` if there is one
+    /// and it still holds nothing (a process of an earlier task that outlived its sweep — stuck
+    /// in the kernel — could have written there since), else a new one. Either way it is then
+    /// held as a new one is: ours, mode 0700.
     pub fn task(&self, id: &str) -> Result<TaskDir, String> {
         let spare = self.spares.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        if let Some(spare) = spare {
-            // One that cannot be renamed stays where it is, for the session's removal to take.
-            let _ = self.dir.rename(&spare, id.as_ref());
+        // One that cannot be renamed stays where it is, for the session's removal to take.
+        if let Some(spare) = spare
+            && self.dir.rename(&spare, id.as_ref()).is_ok()
+            && !self.dir.open_child(id).is_ok_and(|d| holds_nothing(&d))
+        {
+            let _ = self.dir.remove_tree(id);
         }
         let dir = crate::home::create_held(&self.dir, id)?;
         crate::home::create_held(&dir, "out")?;
@@ -87,7 +92,8 @@ impl SessionTasks {
             // Named a spare and listed as one in one step: a spare's name is never seen before
             // the next task could take it.
             let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
-            if self.dir.rename(&task.retired_name(), &spare).is_ok() {
+            // Counted again under the lock: another task may have filled the last place.
+            if spares.len() < MAX_SPARES && self.dir.rename(&task.retired_name(), &spare).is_ok() {
                 spares.push(spare);
                 return;
             }
@@ -201,6 +207,23 @@ impl TaskDir {
     fn retired_name(&self) -> OsString {
         format!(".gone.{}", self.name).into()
     }
+}
+
+/// Whether a spare is as [`TaskDir::empty`] left it: an empty `message.json` and an empty
+/// `out/`, nothing else.
+fn holds_nothing(dir: &Dir) -> bool {
+    let empty_file = |name: &str| dir.read_small(name, 0).is_ok_and(|f| f.bytes.is_empty());
+    let empty_dir = |name: &str| {
+        dir.open_child(name)
+            .is_ok_and(|d| d.names().is_ok_and(|n| n.is_empty()))
+    };
+    dir.names().is_ok_and(|names| {
+        names.iter().all(|name| match name.to_str() {
+            Some(MESSAGE) => empty_file(MESSAGE),
+            Some("out") => empty_dir("out"),
+            _ => false,
+        })
+    })
 }
 
 /// A file's bytes as a part: valid JSON in a `*.json` file is data, anything else raw.

@@ -97,14 +97,21 @@ fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> io::Result<OsString
         .iter()
         .find(|(k, _)| k == "PATH")
         .map_or_else(|| OsString::from("/usr/bin:/bin"), |(_, v)| v.clone());
+    // A relative entry would be looked up here but run from the workdir: skipped.
     std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(program))
         .find(|candidate| {
             std::fs::metadata(candidate)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
         .map(std::path::PathBuf::into_os_string)
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no executable {:?} in PATH {:?}", program, path),
+            )
+        })
 }
 
 #[cfg(target_os = "linux")]
@@ -141,7 +148,7 @@ mod linux {
     use std::io;
     use std::os::fd::{AsRawFd, OwnedFd};
     use std::os::unix::ffi::OsStringExt;
-    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
     use super::Spec;
 
@@ -162,6 +169,8 @@ mod linux {
         parent: libc::pid_t,
         /// The errno of the step that failed in the child, 0 if it reached `execve`'s success.
         failed: AtomicI32,
+        /// Whether that step was entering `cwd` (else setting up or the exec itself).
+        in_cwd: AtomicBool,
     }
 
     pub(super) fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<u32> {
@@ -190,38 +199,47 @@ mod linux {
             // SAFETY: `getpid` takes no argument and cannot fail.
             parent: unsafe { libc::getpid() },
             failed: AtomicI32::new(0),
+            in_cwd: AtomicBool::new(false),
         };
         let mut stack: Vec<u128> = Vec::with_capacity(STACK_WORDS);
         // SAFETY: the top of the stack buffer: one past its last 16-byte word, so aligned to 16;
         // the buffer outlives the child's use of it (the clone returns only after the exec or
         // the child's exit, and `stack` is dropped after that).
         let top = unsafe { stack.as_mut_ptr().add(STACK_WORDS) }.cast::<libc::c_void>();
-        let pid = {
+        let (pid, clone_error) = {
             let _blocked = BlockedSignals::all()?;
             // SAFETY: `child` is an `extern "C"` function that only makes async-signal-safe
             // calls on `plan`, which lives on this frame until the clone returns; CLONE_VFORK
             // suspends this thread until the child has exec'd or exited, so nothing here moves
             // or frees `plan`, `stack` or the strings meanwhile. Every signal is blocked.
-            unsafe {
+            let pid = unsafe {
                 libc::clone(
                     child,
                     top,
                     libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
                     (&raw mut plan).cast(),
                 )
-            }
+            };
+            // Read before anything else can set errno.
+            (pid, io::Error::last_os_error())
         };
         drop(stack);
         drop(stdio);
         if pid < 0 {
-            return Err(io::Error::last_os_error());
+            return Err(clone_error);
         }
         match plan.failed.load(Ordering::Acquire) {
             0 => Ok(pid as u32),
             errno => {
                 // It exited 127 before its exec: reap it, it names nothing else.
                 let _ = super::wait(pid as u32);
-                Err(io::Error::from_raw_os_error(errno))
+                let err = io::Error::from_raw_os_error(errno);
+                Err(if plan.in_cwd.load(Ordering::Acquire) {
+                    let cwd = spec.cwd.display();
+                    io::Error::new(err.kind(), format!("cannot enter the workdir {cwd}: {err}"))
+                } else {
+                    err
+                })
             }
         }
     }
@@ -341,6 +359,7 @@ mod linux {
                 }
             }
             if libc::chdir(plan.cwd.as_ptr()) != 0 {
+                plan.in_cwd.store(true, Ordering::Release);
                 return last_errno();
             }
             let mut none: libc::sigset_t = std::mem::zeroed();
@@ -428,11 +447,18 @@ mod tests {
         let err = spawn(&spec("/nonexistent/handler", &[])).err().unwrap();
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
         let err = spawn(&spec("no-such-program-anywhere", &[])).err().unwrap();
-        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        assert_eq!(
+            err.to_string(),
+            r#"no executable "no-such-program-anywhere" in PATH "/usr/bin:/bin""#
+        );
         let mut bad_cwd = spec("true", &[]);
         bad_cwd.cwd = Path::new("/nonexistent");
         let err = spawn(&bad_cwd).err().unwrap();
-        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        assert!(
+            err.to_string()
+                .starts_with("cannot enter the workdir /nonexistent: "),
+            "{err}"
+        );
     }
 
     #[test]

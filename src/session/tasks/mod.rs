@@ -360,19 +360,19 @@ impl Engine {
         }
     }
 
-    /// Run one turn of task `id` to its end and record the outcome; then start the next queued
-    /// task.
+    /// Run one turn of task `id` to its end and record the outcome; then give back its slot
+    /// (whatever happened: a task gone before its turn ran still held one) and start the next
+    /// queued task.
     fn execute(self: Arc<Self>, id: String) {
-        let Some(turn) = self.turn_of(&id) else {
-            return;
-        };
-        let (outcome, files) = match &self.capsule {
+        let ran = self.turn_of(&id).map(|turn| match &self.capsule {
             Capsule::Echo => (Outcome::Completed(turn.message.text()), Vec::new()),
             Capsule::Handler { argv, workdir } => self.run_turn(&id, argv, workdir, &turn),
-        };
+        });
         let mut tasks = self.lock();
         tasks.running -= 1;
-        if let Some(mut entry) = tasks.by_id.remove(&id) {
+        if let Some((outcome, files)) = ran
+            && let Some(mut entry) = tasks.by_id.remove(&id)
+        {
             self.record(&mut entry, outcome, files);
             if entry.task.state.is_final() {
                 insert_finished(&mut tasks, entry);
@@ -391,8 +391,8 @@ impl Engine {
     }
 
     /// Empty (to keep as spares) or remove the directories of the tasks that have ended,
-    /// outside the lock: that may wait on the disk. The session's watch loop calls this too (through
-    /// [`Engine::expire`]), for tasks ended where no removal follows.
+    /// outside the lock: that may wait on the disk. The session's watch loop calls this too
+    /// (through [`Engine::expire`]), for tasks ended where no removal follows.
     fn remove_retired(&self) {
         let retired = std::mem::take(&mut self.lock().retired);
         if let Some(dirs) = &self.dirs {
