@@ -324,11 +324,20 @@ const REFUSED: &str = r#"
 - message/send params.message.parts[0] {"message":{"kind":"message","messageId":"m","role":"user","parts":[{"text":"x","data":{}}]}}
 - message/send params.message.parts[0].file {"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"file","file":{"bytes":"aGk=","uri":"https://x"}}]}}
 - message/send params.message params.message
+- message/send params.message.parts[0] {"message":{"kind":"message","messageId":"m","role":"user","parts":[{}]}}
+- message/send params.message.parts[0].file.bytes {"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"file","file":{"bytes":"%%%"}}]}}
+- message/send params.message.parts[0].file.uri {"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"file","file":{"uri":"not a url"}}]}}
+- message/send params.message.parts[0].file.name {"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"file","file":{"bytes":"aGk=","name":"x/y"}}]}}
+- message/send params.message.parts[0].data {"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"data","data":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}]}}
+- message/send params.message.contextId {"message":{"kind":"message","messageId":"m","role":"user","contextId":"a\u0000b","parts":[{"kind":"text","text":"x"}]}}
+- message/send params.message.metadata {"message":{"kind":"message","messageId":"m","role":"user","metadata":{"deep":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]},"parts":[{"kind":"text","text":"x"}]}}
 - tasks/get params.historyLength {"id":"tsk_0190f0f0f0f07000800000000000abcd","historyLength":"two"}
 - tasks/get params.id {"taskId":"tsk_0190f0f0f0f07000800000000000abcd"}
 1.0 SendMessage params.message.role {"message":{"messageId":"m","role":"user","parts":[{"text":"x"}]}}
 1.0 SendMessage params.message.parts[0] {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x","url":"https://x"}]}}
 1.0 SendMessage params.message.parts[0].raw {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"%%%"}]}}
+1.0 SendMessage params.message.parts[0] {"message":{"messageId":"m","role":"ROLE_USER","parts":[{}]}}
+1.0 SendMessage params.message.contextId {"message":{"messageId":"m","role":"ROLE_USER","contextId":"ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc","parts":[{"text":"x"}]}}
 1.0 SendMessage params.message.parts[0].url {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"url":"not a url"}]}}
 1.0 SendMessage params.message.parts[0].filename {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"aGk=","filename":"a/b"}]}}
 1.0 SendMessage params.configuration.returnImmediately {"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"returnImmediately":"yes"}}

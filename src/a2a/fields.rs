@@ -59,14 +59,60 @@ pub fn count(map: &Fields, key: &str, at: &str) -> Result<Option<usize>, RpcErro
     }
 }
 
-/// `metadata`, moved out of `map`: an object, kept as sent.
+/// The longest id a client may name (a `contextId`): it becomes a handler's `MUR_CONTEXT_ID`.
+const MAX_ID: usize = 256;
+
+/// An id the client chose: a non-empty string of at most [`MAX_ID`] bytes without control
+/// characters (a NUL could not reach a handler's environment; a newline would split a line).
+pub fn id<'a>(map: &'a Fields, key: &str, at: &str) -> Result<Option<&'a str>, RpcError> {
+    let Some(id) = string(map, key, at)? else {
+        return Ok(None);
+    };
+    if id.is_empty() || id.len() > MAX_ID || id.chars().any(char::is_control) {
+        return Err(RpcError::invalid(
+            format!("{at}.{key}"),
+            format!("must be 1 to {MAX_ID} bytes without control characters"),
+        ));
+    }
+    Ok(Some(id))
+}
+
+/// `metadata`, moved out of `map`: an object, kept as sent, within [`MAX_DEPTH`].
 pub fn take_metadata(map: &mut Fields, at: &str) -> Result<Option<Value>, RpcError> {
     match map.remove("metadata") {
         None | Some(Value::Null) => Ok(None),
-        Some(value @ Value::Object(_)) => Ok(Some(value)),
+        Some(value @ Value::Object(_)) => {
+            within_depth(&value, &format!("{at}.metadata"))?;
+            Ok(Some(value))
+        }
         Some(_) => Err(RpcError::invalid(
             format!("{at}.metadata"),
             "must be an object",
         )),
+    }
+}
+
+/// How deep a client's free-form JSON (`data`, `metadata`) may nest: what the handler is handed
+/// in `message.json` stays readable by a parser with a modest recursion limit.
+pub const MAX_DEPTH: usize = 64;
+
+/// `value` (the member at `at`) nests at most [`MAX_DEPTH`] arrays and objects deep.
+pub fn within_depth(value: &Value, at: &str) -> Result<(), RpcError> {
+    if depth(value) > MAX_DEPTH {
+        return Err(RpcError::invalid(
+            at,
+            format!("nests deeper than {MAX_DEPTH} levels"),
+        ));
+    }
+    Ok(())
+}
+
+/// How many arrays and objects deep `value` nests (a scalar is 0). Recursion is bounded by the
+/// JSON parser's own limit (128).
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        _ => 0,
     }
 }

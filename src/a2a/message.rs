@@ -11,12 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::RpcError;
-use super::fields::{Fields, into_object, object, string, take_metadata};
+use super::fields::{Fields, id, into_object, object, string, take_metadata, within_depth};
 use super::version::Generation;
 
-/// How deep a `data` part may nest: deeper is refused, so no reader downstream (a handler's JSON
-/// parser among them) meets a structure built to exhaust its stack.
-pub const MAX_DATA_DEPTH: usize = 64;
 /// The longest `filename` kept (a common file system's limit).
 const MAX_FILENAME: usize = 255;
 
@@ -113,7 +110,7 @@ impl Message {
                 format!("must be \"{user}\": a message sent to an agent is the user's"),
             ));
         }
-        let context_id = string(map, "contextId", at)?.map(str::to_string);
+        let context_id = id(map, "contextId", at)?.map(str::to_string);
         let task_id = string(map, "taskId", at)?.map(str::to_string);
         let message_id = message_id.to_string();
         let parts = match map.remove("parts") {
@@ -345,22 +342,8 @@ fn url(map: &Fields, key: &str, at: &str) -> Result<Content, RpcError> {
 /// `data`, moved out of `map` once its depth is checked.
 fn data(map: &mut Fields, at: &str) -> Result<Content, RpcError> {
     let value = map.remove("data").unwrap_or_default();
-    if depth(&value) > MAX_DATA_DEPTH {
-        return Err(RpcError::invalid(
-            format!("{at}.data"),
-            format!("nests deeper than {MAX_DATA_DEPTH} levels"),
-        ));
-    }
+    within_depth(&value, &format!("{at}.data"))?;
     Ok(Content::Data(value))
-}
-
-/// How many arrays and objects deep `value` nests (a scalar is 0).
-fn depth(value: &Value) -> usize {
-    match value {
-        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
-        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
-        _ => 0,
-    }
 }
 
 /// An absolute URI as RFC 3986 shapes it: a scheme (a letter, then letters, digits, `+-.`), a
