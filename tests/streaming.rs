@@ -19,7 +19,7 @@ use common::{
     home::Home,
     session::send_params,
     sse::Sse,
-    wait::{WAIT, wait_for},
+    wait::{WAIT, wait_for, wait_until},
 };
 use serde_json::{Value, json};
 
@@ -201,11 +201,11 @@ fn a_reader_that_never_reads_costs_only_its_own_stream() {
     let other = session.send(None, "me too", true);
     assert_eq!(other["status"]["state"], "completed", "{other}");
     session.assert_still_serving();
-    let listed = session.call(None, "ListTasks", json!({"status": "TASK_STATE_COMPLETED"}));
-    assert_eq!(
-        listed["totalSize"], 2,
-        "the stalled reader's task completed too: {listed}"
-    );
+    // (Both tasks run at once; the stalled reader's may end a moment after the other.)
+    wait_until(WAIT, "the stalled reader's task completed too", || {
+        let listed = session.call(None, "ListTasks", json!({"status": "TASK_STATE_COMPLETED"}));
+        listed["totalSize"] == 2
+    });
     drop(stalled);
 }
 
@@ -265,4 +265,33 @@ fn a_reader_that_keeps_up_gets_a_four_mib_answer_to_the_end() {
     let chunks = events.iter().filter(|e| e["kind"] == "artifact-update");
     let streamed: usize = chunks.map(|e| chunk_text(e).len()).sum();
     assert_eq!(streamed, 4 << 20, "the whole answer, to its 4 MiB bound");
+}
+
+/// `mur run --task` whose stdout is read late (a slow consumer): its stream falls more than its
+/// 1 MiB behind and is cut, but the task is not — the rest of the answer comes from the task
+/// itself, all of it printed once, and the run exits 0.
+#[test]
+fn mur_run_task_with_a_slow_stdout_still_prints_the_whole_answer() {
+    let home = Home::new();
+    // 3 MiB of 'x' in one burst, then a line end.
+    let script = "#!/bin/sh\ncat >/dev/null\nhead -c 3145728 /dev/zero | tr '\\0' x\necho\n";
+    let manifest = json!({"name": "burst", "version": "1.0.0"});
+    let path = home.write_capsule("burst", manifest, Some(script));
+    let said = home.path().join("stderr");
+    let mut child = home
+        .command(&["run", path.to_str().unwrap(), "--task", "go"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&said).unwrap())
+        .spawn()
+        .unwrap();
+    // Not reading for a while: the pipe fills, mur's writer blocks, the feed overflows.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    let status = child.wait().unwrap();
+    let stderr = std::fs::read_to_string(&said).unwrap_or_default();
+    assert!(status.success(), "{status}; stderr: {stderr}");
+    assert_eq!(out.len(), 3 * 1024 * 1024 + 1, "stderr: {stderr}");
+    assert!(out[..out.len() - 1].iter().all(|&b| b == b'x'));
+    assert_eq!(out.last(), Some(&b'\n'));
 }

@@ -292,9 +292,10 @@ fn a_waiting_task_can_be_canceled_refuses_a_stranger_context_and_times_out() {
         refused["error"]["data"]["field"], "params.message.contextId",
         "{refused}"
     );
-
-    // No input within a second: failed, saying why.
     let id = waiting["id"].as_str().unwrap().to_string();
+
+    // No input within a second: failed, saying why — so the refusal left it waiting (a task
+    // the refusal had ended or continued would not fail for want of input).
     let failed = wait_for(Duration::from_secs(10), "the input timeout", || {
         let task = session.get_task(None, &id);
         (task["status"]["state"] == "failed").then_some(task)

@@ -64,9 +64,8 @@ pub struct Message {
     pub metadata: Option<Value>,
 }
 
-#[cfg(test)]
 impl Message {
-    /// A user's message of one text part, as the engine's tests submit.
+    /// A user's message of one text part (`mur run --task`'s).
     pub fn user_text(text: &str) -> Self {
         Self {
             message_id: "m".into(),

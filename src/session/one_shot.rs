@@ -8,7 +8,7 @@ use std::sync::mpsc::Receiver;
 
 use super::feed::Next;
 use super::tasks::Engine;
-use crate::a2a::message::{Content, Message, Part, Role};
+use crate::a2a::message::{Content, Message};
 use crate::a2a::stream::Event;
 use crate::a2a::task::State;
 
@@ -35,34 +35,21 @@ pub fn start(engine: &Arc<Engine>, text: String) -> Result<Receiver<Ended>, Stri
 }
 
 fn run(engine: &Arc<Engine>, text: String) -> Ended {
-    let message = Message {
-        message_id: "task".into(),
-        role: Role::User,
-        parts: vec![Part::text(text)],
-        context_id: None,
-        task_id: None,
-        metadata: None,
-    };
-    let feed = match engine.submit("operator", None, message, true) {
-        Ok(taken) => taken.feed,
+    let taken = match engine.submit("operator", None, Message::user_text(&text), true) {
+        Ok(taken) => taken,
         Err(refused) => return (State::Failed, refused.to_string()),
     };
-    let Some(feed) = feed else {
+    let Some(feed) = taken.feed else {
         return (State::Failed, "the task has no stream".into());
     };
-    let mut out = std::io::stdout().lock();
-    // Whether the last thing printed ended a line: the answer is closed with a newline if not.
-    let mut open_line = false;
-    let mut ended = (State::Failed, "the task was lost".to_string());
+    let mut out = Printer::default();
+    let mut ended = None;
     loop {
         match feed.next(WAIT) {
             Next::Event(Event::Artifact { parts, .. }) => {
                 for part in parts {
-                    if let Content::Text(text) = part.content
-                        && !text.is_empty()
-                    {
-                        open_line = !text.ends_with('\n');
-                        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+                    if let Content::Text(text) = part.content {
+                        out.print(&text);
                     }
                 }
             }
@@ -71,17 +58,54 @@ fn run(engine: &Arc<Engine>, text: String) -> Ended {
                 message,
                 settled: true,
                 ..
-            }) => {
-                ended = (state, message.map(|m| m.text()).unwrap_or_default());
-            }
+            }) => ended = Some((state, message.map(|m| m.text()).unwrap_or_default())),
             Next::Event(_) | Next::Idle => {}
             Next::End => break,
         }
     }
-    if open_line {
-        let _ = writeln!(out).and_then(|()| out.flush());
+    // A feed cut before the task settled (its reader — a slow stdout — fell a MiB behind) does
+    // not end the task: how it ends comes from its claim, and the answer's text not yet printed
+    // from the task.
+    let ended = ended.unwrap_or_else(|| {
+        let task = engine.wait(&taken.settled);
+        let answer = match task.answer.first().map(|p| &p.content) {
+            Some(Content::Text(answer)) => answer.as_str(),
+            _ => "",
+        };
+        if let Some(rest) = answer.get(out.printed..) {
+            out.print(rest);
+        }
+        let text = match task.state {
+            State::Completed | State::InputRequired => answer.to_string(),
+            _ => task.note.clone().unwrap_or_default(),
+        };
+        (task.state, text)
+    });
+    if out.open_line {
+        out.print("\n");
     }
     ended
+}
+
+/// The answer's text on stdout, each piece flushed as it comes.
+#[derive(Default)]
+struct Printer {
+    /// How many bytes of it are printed.
+    printed: usize,
+    /// Whether they end mid-line (the answer is closed with a newline if so).
+    open_line: bool,
+}
+
+impl Printer {
+    fn print(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.printed += text.len();
+        self.open_line = !text.ends_with('\n');
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    }
 }
 
 /// Say on stderr why a task that did not complete ended so; whether it completed.
