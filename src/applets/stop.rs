@@ -28,8 +28,9 @@ matches exactly one session or formation.
 
 A session is first asked to stop at its door (session/stop, with its operator
 token; a door of the original runtime, which speaks only A2A 1.0, is asked
-murmur.StopSession with A2A-Version: 1.0); if it has not gone within 2 s (at most half the timeout) it gets
-SIGTERM, and SIGKILL once the timeout has passed. Every signal goes to the
+murmur.StopSession with A2A-Version: 1.0); if it has not gone within 2 s (at
+most half the timeout) it gets SIGTERM, and SIGKILL once the timeout has
+passed. Every signal goes to the
 recorded process only: its start time is checked first (through a pidfd where
 the kernel has one), so a pid that now belongs to another process is never
 signalled. Whatever a record says, mur signals only your own processes, and
@@ -52,8 +53,7 @@ Options:
 Exit status: 0 when everything named was stopped; 1 when an address matched
 nothing, or something could not be stopped (its record is kept: a live pid
 whose start time cannot be read, a process mur may not signal, or a record
-this user does not own);
-2 on a usage error.
+this user does not own); 2 on a usage error.
 ",
     main,
 };
