@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::error::RpcError;
+use super::error::{RpcError, quoted};
 use super::fields::{Fields, id, into_object, object, string, take_metadata, within_depth};
 use super::version::Generation;
 
@@ -270,7 +270,7 @@ fn content_0_3(map: &mut Fields, at: &str) -> Result<Content, RpcError> {
     {
         return Err(RpcError::invalid(
             format!("{at}.kind"),
-            format!("says \"{}\" but the part holds {kind}", said.escape_debug()),
+            format!("says \"{}\" but the part holds {kind}", quoted(said)),
         ));
     }
     Ok(match kind {
@@ -454,5 +454,16 @@ mod tests {
         assert!(parse(message(nested(64)), Generation::V1_0).is_ok());
         let refused = parse(message(nested(65)), Generation::V1_0).unwrap_err();
         assert_eq!(refused, "params.message.parts[0].data");
+    }
+
+    #[test]
+    fn a_refusal_quotes_at_most_a_hundred_escaped_characters_of_what_was_sent() {
+        let kind = format!("\u{1b}{}", "k".repeat(100_000));
+        let part = json!({"kind": kind, "text": "x"});
+        let message = json!({"messageId": "m", "role": "user", "parts": [part]});
+        let err = Message::parse(message, Generation::V0_3, "params.message").unwrap_err();
+        let said = err.message;
+        assert!(said.len() < 300 && !said.contains('\u{1b}'), "{said}");
+        assert!(said.contains("\\u{1b}kkk"), "{said}");
     }
 }

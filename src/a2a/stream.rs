@@ -133,13 +133,16 @@ impl Chunker {
     /// The text `bytes` adds, if any is ready.
     pub fn push(&mut self, bytes: &[u8]) -> Option<String> {
         self.held.extend_from_slice(bytes);
-        let ready = match std::str::from_utf8(&self.held) {
-            Ok(_) => self.held.len(),
-            // Up to a character cut short at the end; a byte that can never be UTF-8 is let
-            // through (lossily), as the kept answer does.
-            Err(err) if err.error_len().is_none() => err.valid_up_to(),
-            Err(_) => self.held.len(),
-        };
+        // Up to a character cut short at the end (it starts in the last three bytes, and is
+        // the start of a sequence, not yet all of it); a byte that can never be UTF-8 is let
+        // through (lossily), as the kept answer does.
+        let len = self.held.len();
+        let ready = (len.saturating_sub(3)..len)
+            .find(|&at| {
+                std::str::from_utf8(&self.held[at..])
+                    .is_err_and(|e| e.valid_up_to() == 0 && e.error_len().is_none())
+            })
+            .unwrap_or(len);
         if ready == 0 {
             return None;
         }
@@ -160,6 +163,9 @@ mod tests {
         let got: Vec<Option<String>> = pieces.iter().map(|p| chunker.push(p)).collect();
         let want = [Some("hel"), Some("lo\n"), None, Some("\u{e9}t\n")];
         assert_eq!(got, want.map(|w| w.map(String::from)));
+        // A byte that is never UTF-8, then half a character: the half still waits.
+        assert_eq!(chunker.push(b"\xff\xc3").as_deref(), Some("\u{fffd}"));
+        assert_eq!(chunker.push(b"\xa9").as_deref(), Some("\u{e9}"));
     }
 
     #[test]

@@ -42,7 +42,7 @@ impl Generation {
             ("1.0", true) => Ok(Generation::V1_0),
             _ => Err(format!(
                 "A2A-Version '{}' is not supported: this door speaks 1.0 and 0.3 (send \"A2A-Version: 1.0\", or no header for 0.3)",
-                text.chars().take(40).collect::<String>().escape_debug()
+                super::error::quoted(text)
             )),
         }
     }

@@ -26,7 +26,7 @@ use super::control::Control;
 use super::feed::{Feed, Next};
 use super::tasks::{Engine, FollowUp, Lookup, Refused, Taken};
 use crate::a2a::card::{CardFacts, agent_card};
-use crate::a2a::error::RpcError;
+use crate::a2a::error::{RpcError, quoted};
 use crate::a2a::params;
 use crate::a2a::rpc::{self, Method, Op};
 use crate::a2a::task::View;
@@ -312,7 +312,7 @@ impl Door {
                     rpc::UNSUPPORTED_OPERATION,
                     format!(
                         "task {} has ended ({}): there is nothing more to stream; read it with {read_with}",
-                        shown(&asked.id),
+                        quoted(&asked.id),
                         state.wire(generation),
                     ),
                 ),
@@ -397,7 +397,7 @@ fn envelope(body: &Value) -> Result<(Value, &str), (Value, RpcError)> {
 /// The method called `name`, if the door answers it under `generation`; else the error and the
 /// shape to send it in.
 fn resolve(name: &str, generation: Generation) -> Result<&'static Method, (RpcError, Generation)> {
-    let shown = shown(name);
+    let shown = quoted(name);
     let Some(method) = rpc::method(name) else {
         let err = RpcError::new(rpc::METHOD_NOT_FOUND, format!("method not found: {shown}"));
         return Err((err, generation));
@@ -426,15 +426,6 @@ fn resolve(name: &str, generation: Generation) -> Result<&'static Method, (RpcEr
     }
 }
 
-/// Client text quoted in an answer: at most 100 characters, escaped.
-fn shown(text: &str) -> String {
-    text.chars()
-        .take(100)
-        .collect::<String>()
-        .escape_debug()
-        .to_string()
-}
-
 fn lookup<T>(found: Result<T, Lookup>, id: &str, generation: Generation) -> Result<T, RpcError> {
     found.map_err(|l| match l {
         Lookup::NotFound => not_found(),
@@ -442,7 +433,7 @@ fn lookup<T>(found: Result<T, Lookup>, id: &str, generation: Generation) -> Resu
             rpc::TASK_NOT_CANCELABLE,
             format!(
                 "task {} has already ended ({})",
-                shown(id),
+                quoted(id),
                 state.wire(generation)
             ),
         ),
@@ -457,7 +448,7 @@ fn not_found() -> RpcError {
 
 /// The error for a message the engine would not take; `named` is the `taskId` it gave, if any.
 fn refusal(refused: Refused, named: &str, generation: Generation) -> RpcError {
-    let task = shown(named);
+    let task = quoted(named);
     match refused {
         Refused::NotAccepted(why) => RpcError::new(rpc::UNSUPPORTED_OPERATION, why),
         Refused::Busy(why) | Refused::Internal(why) => RpcError::new(rpc::INTERNAL_ERROR, why),
