@@ -261,9 +261,40 @@ fn invalid_utf8_in_the_body_is_a_parse_error() {
 
     let (code, _) = rpc_error(&session, b"\xff\xfe\xfd");
     assert_eq!(code, -32700);
-    let (code, _) = rpc_error(&session, b"{\"jsonrpc\": \"2.0\", ");
+    let (code, answer) = rpc_error(&session, b"{\"jsonrpc\": \"2.0\", ");
     assert_eq!(code, -32700, "truncated JSON");
+    let said = answer["error"]["message"].as_str().unwrap();
+    assert!(said.contains("line 1 column"), "says where: {said}");
     session.assert_still_serving();
+}
+
+#[test]
+fn a_malformed_envelope_is_refused_saying_which_rule_it_breaks() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    for (body, says) in [
+        (
+            json!([{"jsonrpc": "2.0", "id": 1, "method": "tasks/get"}]),
+            "a batch",
+        ),
+        (
+            json!({"jsonrpc": "1.0", "id": 1, "method": "tasks/get"}),
+            "\"jsonrpc\" must be \"2.0\"",
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": 1, "method": 7}),
+            "\"method\" must be a string",
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": {}, "method": "tasks/get"}),
+            "\"id\" must be",
+        ),
+    ] {
+        let (code, answer) = rpc_error(&session, body.to_string().as_bytes());
+        assert_eq!(code, -32600, "{answer}");
+        let said = answer["error"]["message"].as_str().unwrap();
+        assert!(said.contains(says), "{body}: {said}");
+    }
 }
 
 #[test]

@@ -141,8 +141,9 @@ impl Door {
                 let why = format!("invalid request: {err}; send each key once");
                 return answer(RpcError::new(rpc::INVALID_REQUEST, why).answer(Value::Null, shape));
             }
-            Err(_) => {
-                let why = "parse error: the body is not JSON";
+            Err(err) => {
+                // serde's words say where: "expected value at line 1 column 7".
+                let why = format!("parse error: the body is not JSON ({err})");
                 return answer(RpcError::new(rpc::PARSE_ERROR, why).answer(Value::Null, shape));
             }
         };
@@ -384,13 +385,21 @@ fn envelope(body: &Value) -> Result<(Value, &str), (Value, RpcError)> {
         scalar_id,
     ) {
         (true, Some(method), true) => Ok((id, method)),
-        _ => Err((
-            if scalar_id { id } else { Value::Null },
-            RpcError::new(
-                rpc::INVALID_REQUEST,
-                "invalid request: needs \"jsonrpc\": \"2.0\", a string method and a scalar id",
-            ),
-        )),
+        (version, method, _) => {
+            let missing = if body.is_array() {
+                "a batch (an array) is not served: send one request at a time"
+            } else if !version {
+                "\"jsonrpc\" must be \"2.0\""
+            } else if method.is_none() {
+                "\"method\" must be a string"
+            } else {
+                "\"id\" must be a string, a number or null"
+            };
+            Err((
+                if scalar_id { id } else { Value::Null },
+                RpcError::new(rpc::INVALID_REQUEST, format!("invalid request: {missing}")),
+            ))
+        }
     }
 }
 

@@ -146,7 +146,13 @@ impl TaskDir {
                 return (parts, notes);
             }
         };
-        let mut names = out.names().unwrap_or_default();
+        let mut names = match out.names() {
+            Ok(names) => names,
+            Err(err) => {
+                notes.push(format!("out/ could not be listed: {err}"));
+                return (parts, notes);
+            }
+        };
         names.sort();
         let mut left = budget;
         for name in names {
@@ -229,9 +235,12 @@ fn holds_nothing(dir: &Dir) -> bool {
 /// A file's bytes as a part: valid JSON in a `*.json` file is data, anything else raw.
 fn part_of(name: &str, bytes: Vec<u8>) -> Part {
     let media_type = media_type(name);
-    let content = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(value) if media_type == "application/json" => Content::Data(value),
-        _ => Content::Raw(crate::b64::encode_standard(&bytes)),
+    let json = (media_type == "application/json")
+        .then(|| serde_json::from_slice::<Value>(&bytes).ok())
+        .flatten();
+    let content = match json {
+        Some(value) => Content::Data(value),
+        None => Content::Raw(crate::b64::encode_standard(&bytes)),
     };
     Part {
         content,

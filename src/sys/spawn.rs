@@ -11,8 +11,9 @@
 //!
 //! The child runs on a stack of its own in memory it shares with every thread of the session, so
 //! it may only make raw system calls on values prepared beforehand: no allocation, no lock, no
-//! unwinding. Every signal is blocked across the clone, and the child puts each caught signal
-//! back to its default before unblocking — so no session signal handler can ever run in it.
+//! unwinding. Every signal is blocked across the clone (but the two glibc keeps for itself, which
+//! only its own threads send), and the child puts each caught signal back to its default before
+//! unblocking — so no session signal handler can ever run in it.
 //! A failure before the exec is written to a slot the parent reads once the clone returns, and
 //! the child exits 127 (the parent reaps it): the caller sees the `io::Error`, ETXTBSY included.
 //!

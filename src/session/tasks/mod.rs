@@ -6,9 +6,10 @@
 //! `entry.rs`, running a turn in `turn.rs`, reading tasks in `query.rs`.
 //!
 //! The engine owns the registry of running handler groups: a group is registered under the
-//! engine's lock in the same step as its spawn, and forgotten only after its leader is reaped, so
-//! the orphan sweep (which SIGKILLs every child of the session that is no registered leader)
-//! never mistakes a handler that has just started for an orphan.
+//! engine's lock in the same step as its spawn, so `kill_all` (an immediate end) never misses a
+//! handler that has just started, and forgotten just before its leader is reaped, so no group is
+//! signalled once its pgid may name another. (The orphan sweep cannot take a running handler
+//! for an orphan: it reads the main thread's children, and a handler is its task thread's.)
 
 mod entry;
 mod query;
