@@ -363,12 +363,7 @@ fn two_hundred_one_mib_requests_keep_the_session_under_200_mib() {
         let id = serde_json::from_slice::<Value>(&answer.body).unwrap()["result"]["id"].clone();
         first.get_or_insert(id);
     }
-    let status = fs::read_to_string(format!("/proc/{}/status", session.pid)).unwrap();
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .expect("VmHWM");
+    let peak_kib = common::process::status_field(session.pid, "VmHWM").expect("VmHWM");
     eprintln!(
         "peak RSS after 200 one-MiB requests: {} MiB",
         peak_kib / 1024

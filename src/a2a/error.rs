@@ -69,6 +69,16 @@ impl RpcError {
     }
 }
 
+/// Text a client sent, quoted back in an error: at most 100 characters, escaped, so no answer
+/// repeats a megabyte of input or carries a control character to a terminal.
+pub fn quoted(text: &str) -> String {
+    text.chars()
+        .take(100)
+        .collect::<String>()
+        .escape_debug()
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,14 +116,4 @@ mod tests {
                 .starts_with("params.message.role: ")
         );
     }
-}
-
-/// Text a client sent, quoted back in an error: at most 100 characters, escaped, so no answer
-/// repeats a megabyte of input or carries a control character to a terminal.
-pub fn quoted(text: &str) -> String {
-    text.chars()
-        .take(100)
-        .collect::<String>()
-        .escape_debug()
-        .to_string()
 }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::http::find;
+
 /// One open stream.
 pub struct Sse {
     pub stream: TcpStream,
@@ -88,8 +90,4 @@ impl Sse {
             .map(|e| e["result"].clone())
             .collect()
     }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
