@@ -133,11 +133,26 @@ fn both_generations_send_and_read_the_same_task() {
     assert_eq!(new["status"]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(new["history"], json!([]));
     assert_eq!(new["artifacts"][0]["parts"], json!([{"text": "old"}]));
+}
 
-    // returnImmediately is accepted (echo has ended by then anyway).
+#[test]
+fn return_immediately_answers_before_the_handler_has_ended() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let session = home.start(&[&gated_capsule(&home, &gate)]);
     let mut quick = v1_send(json!([{"text": "q"}]));
     quick["configuration"] = json!({"returnImmediately": true});
-    assert!(session.call(None, "SendMessage", quick)["task"]["id"].is_string());
+    let task = session.call(None, "SendMessage", quick)["task"].clone();
+    // Answered while the handler still waits on its gate.
+    let state = task["status"]["state"].as_str().unwrap().to_string();
+    std::fs::write(gate.join("release"), "").unwrap();
+    assert!(
+        ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"].contains(&state.as_str()),
+        "{task}"
+    );
+    let id = task["id"].as_str().unwrap();
+    let done = session.wait_task(None, id, WAIT);
+    assert_eq!(done["status"]["state"], "completed", "{done}");
 }
 
 #[test]
