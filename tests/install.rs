@@ -24,6 +24,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use common::home::repo;
 use common::skip::skipped;
 
 const APPLETS: [&str; 5] = ["run", "ps", "stop", "token", "formation"];
@@ -122,7 +123,7 @@ fn install_target_dir() -> PathBuf {
 fn run_script(script: &str, cwd: &Path, args: &[&str]) -> Output {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
+    Command::new(repo().join(script))
         .args(args)
         .current_dir(cwd)
         .env("CARGO_TARGET_DIR", install_target_dir())
@@ -277,7 +278,7 @@ fn static_busybox() -> Result<PathBuf, String> {
 /// a static busybox with a link per applet in `/bin` (the recipe's `busybox --install -s /bin`)
 /// and `examples/shout` at `/capsule` — and runs a task there: the handler's shell is busybox.
 fn assert_runs_a_capsule_with_a_handler(root: &Path) {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = repo();
     // The tree below is the recipe's: keep them in step.
     let recipe = fs::read_to_string(repo.join("examples/container/Containerfile")).unwrap();
     for line in [
@@ -414,11 +415,7 @@ fn a_prefix_this_user_cannot_write_is_refused_and_nothing_is_created() {
     let work = TempDir::new("install-ro");
     fs::set_permissions(work.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let script = work.path().join("install.sh");
-    fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh"),
-        &script,
-    )
-    .unwrap();
+    fs::copy(repo().join("install.sh"), &script).unwrap();
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
     let locked = work.path().join("locked");
     fs::create_dir(&locked).unwrap();

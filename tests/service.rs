@@ -12,9 +12,9 @@
 mod common;
 
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use common::home::Home;
+use common::home::{Home, repo};
 use common::http::http;
 use common::run::{mur_bin, mur_command, wait_child};
 use common::skip::skipped;
@@ -22,10 +22,6 @@ use common::wait::WAIT;
 
 /// Where the unit expects mur, as installed by `./install.sh /usr/local`.
 const INSTALLED: &str = "/usr/local/bin/mur";
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn unit() -> String {
     std::fs::read_to_string(repo().join("examples/systemd/mur.service")).unwrap()

@@ -224,3 +224,8 @@ pub fn mode_of(path: &Path) -> u32 {
         .mode()
         & 0o7777
 }
+
+/// The repository's root (what `examples/`, `install.sh` and `tests/sdk/` are under).
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::home::Home;
+use crate::common::home::{Home, repo};
 use crate::common::run::{Drain, run_to_end, wait_child};
 use crate::common::session::Session;
 use crate::common::skip::skipped;
@@ -153,10 +153,6 @@ pub static JS1: Sdk = Sdk::new(
     "@a2a-js/sdk 1.",
     A2A_1_0,
 );
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 impl Sdk {
     const fn new(

@@ -1,0 +1,94 @@
+//! The example capsules under `examples/` do what README's "Writing a capsule" says: `countdown`
+//! streams its lines as it writes them, `greeter` asks a question and is answered in a second
+//! turn, `parts` reads every part from `message.json` and sends files back from `out/`.
+
+// The shared test helpers signal the sessions they start; `unsafe` stays denied in the product.
+#![allow(unsafe_code)]
+
+#[allow(dead_code)] // each test file uses a subset of the shared helpers
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Instant;
+
+use common::home::{Home, repo};
+use common::session::send_params;
+use serde_json::{Value, json};
+
+fn example(name: &str) -> String {
+    repo()
+        .join("examples")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn countdown_prints_each_line_as_it_is_written() {
+    let home = Home::new();
+    let mut child = home
+        .command(&["run", &example("countdown"), "--task", "go"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let lines: Vec<(String, f64)> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|line| (line.unwrap(), started.elapsed().as_secs_f64()))
+        .collect();
+    assert!(child.wait().unwrap().success());
+    let texts: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(texts, ["3", "2", "1", "liftoff"]);
+    // The handler sleeps 1.5 s in all: the first line came well before the last.
+    assert!(lines[3].1 - lines[0].1 >= 1.0, "{lines:?}");
+}
+
+#[test]
+fn greeter_asks_and_is_answered_in_a_second_turn() {
+    let home = Home::new();
+    let session = home.start(&[&example("greeter")]);
+    let asked = session.send(None, "hi", true);
+    assert_eq!(asked["status"]["state"], "input-required", "{asked}");
+    assert_eq!(
+        asked["status"]["message"]["parts"][0]["text"],
+        "what is your name?"
+    );
+    let mut params = send_params(&["Ann"], true);
+    params["message"]["taskId"] = asked["id"].clone();
+    let done = session.call(None, "message/send", params);
+    assert_eq!(done["status"]["state"], "completed", "{done}");
+    assert_eq!(
+        done["artifacts"][0]["parts"][0]["text"],
+        "hello, Ann (turn 2)"
+    );
+}
+
+#[test]
+fn parts_sends_every_part_back_as_a_file() {
+    let home = Home::new();
+    let session = home.start(&[&example("parts")]);
+    let message = json!({"messageId": "m", "role": "ROLE_USER", "parts": [
+        {"text": "hi"},
+        {"data": {"n": 1}},
+        {"raw": "aGk=", "filename": "hi.txt", "mediaType": "text/plain"},
+    ]});
+    let task = session.call(None, "SendMessage", json!({"message": message}))["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let parts = task["artifacts"][0]["parts"].as_array().unwrap();
+    let named = |name: &str| {
+        parts
+            .iter()
+            .find(|p| p["filename"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {task}"))
+    };
+    let received = &named("received.json")["data"];
+    assert_eq!(received["parts"], message["parts"], "every part, 1.0 shape");
+    let note = named("note.txt")["raw"].as_str().unwrap();
+    assert!(!note.is_empty());
+    assert_eq!(
+        parts[0]["text"],
+        Value::from("your message came back as received.json, with a note")
+    );
+}
