@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 
 use super::message::{Message, Part};
-use super::task::{State, Task, View};
+use super::task::{State, Task, View, answer_json, status_json};
 use super::version::Generation;
 
 /// One event of a task's stream.
@@ -69,13 +69,7 @@ impl Event {
                 timestamp,
                 settled,
             } => {
-                let mut status = json!({
-                    "state": state.wire(generation),
-                    "timestamp": crate::time::format_rfc3339(*timestamp),
-                });
-                if let Some(message) = message {
-                    status["message"] = message.render(generation);
-                }
+                let status = status_json(*state, message.as_ref(), *timestamp, generation);
                 let update = json!({"taskId": task_id, "contextId": context_id, "status": status});
                 if v1 {
                     json!({"statusUpdate": update})
@@ -91,12 +85,7 @@ impl Event {
                 append,
                 last,
             } => {
-                let parts: Vec<Value> = parts.iter().map(|p| p.render(generation)).collect();
-                let artifact = json!({
-                    "artifactId": Task::artifact_id(task_id),
-                    "name": "answer",
-                    "parts": parts,
-                });
+                let artifact = answer_json(task_id, parts, generation);
                 let update = json!({
                     "taskId": task_id,
                     "contextId": context_id,

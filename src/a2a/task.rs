@@ -133,13 +133,8 @@ impl Task {
     }
 
     pub fn render(&self, generation: Generation, view: View) -> Value {
-        let mut status = json!({
-            "state": self.state.wire(generation),
-            "timestamp": crate::time::format_rfc3339(self.updated),
-        });
-        if let Some(message) = self.status_message() {
-            status["message"] = message.render(generation);
-        }
+        let message = self.status_message();
+        let status = status_json(self.state, message.as_ref(), self.updated, generation);
         let keep = view
             .history_length
             .unwrap_or(usize::MAX)
@@ -164,15 +159,37 @@ impl Task {
             _ => false,
         };
         if view.artifacts && answered {
-            let parts: Vec<Value> = self.answer.iter().map(|p| p.render(generation)).collect();
-            task["artifacts"] = json!([{
-                "artifactId": Task::artifact_id(self.id.as_str()),
-                "name": "answer",
-                "parts": parts,
-            }]);
+            task["artifacts"] = json!([answer_json(self.id.as_str(), &self.answer, generation)]);
         }
         task
     }
+}
+
+/// A task's status on the wire, as a read and a stream's status update both carry it.
+pub fn status_json(
+    state: State,
+    message: Option<&Message>,
+    updated: i64,
+    generation: Generation,
+) -> Value {
+    let mut status = json!({
+        "state": state.wire(generation),
+        "timestamp": crate::time::format_rfc3339(updated),
+    });
+    if let Some(message) = message {
+        status["message"] = message.render(generation);
+    }
+    status
+}
+
+/// Task `task_id`'s one artifact, the answer (or a stream's piece of it), on the wire.
+pub fn answer_json(task_id: &str, parts: &[Part], generation: Generation) -> Value {
+    let parts: Vec<Value> = parts.iter().map(|p| p.render(generation)).collect();
+    json!({
+        "artifactId": Task::artifact_id(task_id),
+        "name": "answer",
+        "parts": parts,
+    })
 }
 
 #[cfg(test)]
