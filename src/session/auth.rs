@@ -9,7 +9,7 @@
 
 use serde_json::json;
 
-use crate::a2a::rpc::{self, OPERATOR_SCOPES, Op};
+use crate::a2a::rpc::{self, Op};
 use crate::net::server::{Request, Response};
 use crate::secret::Secret;
 use crate::token::{self, Key};
@@ -98,7 +98,10 @@ impl DoorAuth {
 
     /// The operator token: every door method.
     pub fn mint_operator(&self) -> Secret {
-        let all: Vec<String> = OPERATOR_SCOPES.iter().map(|m| m.to_string()).collect();
+        let all: Vec<String> = rpc::operator_scopes()
+            .iter()
+            .map(|m| m.to_string())
+            .collect();
         self.mint("operator", &all)
     }
 
