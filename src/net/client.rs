@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 /// The most of a response head or body this client reads; an agent card is a few KiB.
 pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
+/// The most bytes of one response read off the wire, by every reader of whole responses: its
+/// body's bound, and room for its head.
+pub const MAX_RESPONSE_READ: usize = MAX_RESPONSE_BYTES + 64 * 1024;
 
 /// How long to wait for the connection, and for the whole response once connected.
 #[derive(Debug, Clone, Copy)]
@@ -131,7 +134,7 @@ pub fn send_streaming(
             return Ok(Answer::Whole(response));
         }
         match super::read_by(&mut stream, &mut chunk, deadline) {
-            super::Received::Bytes(n) if buf.len() + n <= MAX_RESPONSE_BYTES => {
+            super::Received::Bytes(n) if buf.len() + n <= MAX_RESPONSE_READ => {
                 buf.extend_from_slice(&chunk[..n]);
             }
             super::Received::Bytes(_) => return Err(format!("{addr}: response larger than 1 MiB")),

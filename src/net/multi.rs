@@ -20,8 +20,8 @@
 //!   exchange's error.
 //! - **Every exchange ends exactly once**, by its deadlines at the latest, with the response or a
 //!   sentence naming the address and what failed; its socket is closed before its job is told.
-//! - **Bounded memory per exchange**: its request, and at most [`MAX_RESPONSE_BYTES`] plus one
-//!   read of response; every read goes through one shared scratch buffer.
+//! - **Bounded memory per exchange**: its request, and at most [`MAX_RESPONSE_READ`] of response;
+//!   every read goes through one shared scratch buffer.
 //! - **A request is never shown.** It may carry a bearer token: no error quotes it, and
 //!   [`Exchange`]'s `Debug` gives only its length.
 
@@ -31,7 +31,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::client::{self, Deadlines, MAX_RESPONSE_BYTES, Response};
+use super::client::{self, Deadlines, MAX_RESPONSE_READ, Response};
 use crate::sys::poll::{Poller, Want};
 use crate::sys::socket;
 
@@ -43,8 +43,7 @@ const OPEN_IF_UNKNOWN: usize = 16;
 /// The most exchanges started between two looks at those in flight, so answers are read while a
 /// long queue is still being started rather than only after.
 const START_BATCH: usize = 256;
-/// The shared scratch buffer each read goes through; also how far past [`MAX_RESPONSE_BYTES`] a
-/// response may run (its head) before it is refused.
+/// The shared scratch buffer each read goes through.
 const READ_CHUNK: usize = 64 * 1024;
 
 /// One request to send on a connection of its own, and whose whole response to read.
@@ -322,7 +321,7 @@ impl Flight {
             match self.stream.read(scratch) {
                 Ok(0) => return Some(client::finish_at_eof(&self.received).map_err(bad)),
                 Ok(n) => {
-                    if self.received.len() + n > MAX_RESPONSE_BYTES + READ_CHUNK {
+                    if self.received.len() + n > MAX_RESPONSE_READ {
                         return Some(Err(format!("{addr}: response larger than 1 MiB")));
                     }
                     self.received.extend_from_slice(&scratch[..n]);
@@ -358,6 +357,7 @@ fn write_some(stream: &mut TcpStream, request: &[u8], sent: &mut usize) -> std::
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::client::MAX_RESPONSE_BYTES;
     use std::net::{Shutdown, TcpListener};
     use std::thread;
 
