@@ -101,10 +101,7 @@ fn formations_and_sessions_leave_nothing_behind_whatever_is_struck_and_when() {
         }
     };
     println!("chaos: seed {seed}, {iterations} iterations (replay: MUR_CHAOS_SEED={seed})");
-    assert!(
-        mur::sys::child::become_subreaper(),
-        "cannot become a child subreaper"
-    );
+    common::process::become_subreaper();
 
     let mut failures: Vec<String> = Vec::new();
     let mut failed_iterations = 0;

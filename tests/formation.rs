@@ -401,7 +401,7 @@ fn an_entry_member_killed_by_a_signal_ends_the_formation_with_128_plus_it() {
 fn members_outlive_a_sigkilled_launcher_by_at_most_two_seconds() {
     // Orphans are reparented to the nearest subreaper: make that this test process, so the
     // members become our children once the launcher is gone and their exits can be timed.
-    assert!(mur::sys::child::become_subreaper());
+    common::process::become_subreaper();
     let env = FormationFixture::new();
     let started = env.project.join("slow-started");
     let lead = "#!/bin/sh\nset -eu\n\"$MUR\" formation call slow \"$(cat)\"\n";

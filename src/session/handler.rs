@@ -7,11 +7,11 @@
 //! `completed`, exit 10 `input-required` (stdout the question), anything else `failed` with the
 //! tail of its stderr.
 //!
-//! Each handler leads its own process group. On timeout or cancel the group gets SIGTERM, then
-//! SIGKILL [`KILL_GRACE`] later. The one ordering rule, kept by [`reap`]: once the leader has
-//! exited, the group is SIGKILLed and unwatched *before* the leader is reaped — until it is
-//! reaped, its pid (the pgid) can name nothing but this handler's group, so no signal can reach
-//! a stranger that reused the number.
+//! Each handler leads its own process group, under a subreaper of its own
+//! ([`crate::sys::shim`]) that everything it orphans is reparented to. On timeout or cancel the
+//! handler's group and the task's orphans get SIGTERM, then the whole tree SIGKILL [`KILL_GRACE`]
+//! later. When the handler exits, whatever it left running is killed, at any depth; the task
+//! ends once all of it is gone.
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::tasks::CallService;
 use crate::json::contract::env;
-use crate::sys::child::{ChildWatch, GroupReaper, Pump, signal_group};
+use crate::sys::child::Pump;
 use crate::sys::spawn::{Spawned, Spec};
 
 /// The most of a handler's stdout kept as its answer.
@@ -55,8 +55,8 @@ pub enum Outcome {
 
 /// What starts one task's handler: its argv, cwd the workdir, and the session's environment less
 /// the session's own inherited formation descriptors, plus `vars`. It leads its own process
-/// group and dies with the task thread that starts and waits for it ([`crate::sys::spawn`]), so
-/// a SIGKILLed session, which runs no teardown, leaves no handler running.
+/// group under its own subreaper ([`crate::sys::spawn`]), which kills its whole tree when the
+/// session is gone, so a SIGKILLed session, which runs no teardown, leaves nothing running.
 pub fn spec<'a>(argv: &'a [String], workdir: &'a Path, vars: &[(String, OsString)]) -> Spec<'a> {
     let hidden = [env::LIFELINE, env::CHANNEL, env::CALL_FD, "NOTIFY_SOCKET"];
     let mut environment: Vec<(OsString, OsString)> = std::env::vars_os()
@@ -131,76 +131,75 @@ impl Serving {
 
 /// Why supervision stopped the handler, if it did.
 #[derive(Clone, Copy)]
-pub enum Stopped {
+enum Stopped {
     Canceled,
     TimedOut,
 }
 
-/// Feed `stdin` to the handler and collect its output until its leader exits, stopping its
-/// group when `canceled()` says so or `timeout` passes (SIGTERM, then SIGKILL after
-/// [`KILL_GRACE`]). Each piece of stdout goes to `on_output` as it arrives (within the answer's
-/// bound). The leader is left unreaped: [`reap`] is next. The `Err` is a handler whose pipes
-/// could not be set up; its group has been SIGKILLed.
-pub fn supervise(
-    child: Spawned,
+/// Feed `stdin` to the handler and collect its output until it and everything it started are
+/// gone, stopping them when `canceled()` says so or `timeout` passes (SIGTERM, then SIGKILL
+/// after [`KILL_GRACE`]); then reap it and say how it ended. Each piece of stdout goes to
+/// `on_output` as it arrives (within the answer's bound).
+pub fn run(
+    spawned: Spawned,
     stdin: Vec<u8>,
     timeout: Duration,
     canceled: impl Fn() -> bool,
     on_output: &mut dyn FnMut(&[u8]),
-) -> Result<(Pump, Option<Stopped>), String> {
-    let pgid = child.pid;
-    let watch = ChildWatch::new(pgid);
-    let pipes = [child.stdin, child.stdout, child.stderr];
-    let mut pump = Pump::new(pipes, stdin, MAX_ANSWER, STDERR_TAIL).map_err(|err| {
-        let _ = signal_group(pgid, libc::SIGKILL);
-        format!("the handler's pipes could not be set up: {err}")
-    })?;
+) -> Outcome {
+    let Spawned {
+        mut shim,
+        stdin: input,
+        stdout,
+        stderr,
+    } = spawned;
+    let remote = shim.remote();
+    let mut pump = match Pump::new([input, stdout, stderr], stdin, MAX_ANSWER, STDERR_TAIL) {
+        Ok(pump) => pump,
+        Err(err) => {
+            remote.kill();
+            let _ = shim.reap();
+            return Outcome::Failed(format!("the handler's pipes could not be set up: {err}"));
+        }
+    };
     let deadline = Instant::now() + timeout;
     let mut term_sent: Option<Instant> = None;
+    let mut kill_sent = false;
     let mut stopped = None;
     let mut seen = 0;
     loop {
-        let exited = pump.step(&watch, WATCH_TICK);
+        pump.step(shim.exit_fd(), WATCH_TICK);
         if pump.out.len() > seen {
             on_output(&pump.out[seen..]);
             seen = pump.out.len();
         }
-        if exited {
+        if shim.wait_exit(Duration::ZERO) {
             break;
         }
         if term_sent.is_none() {
-            let why = if canceled() {
+            stopped = if canceled() {
                 Some(Stopped::Canceled)
             } else if Instant::now() >= deadline {
                 Some(Stopped::TimedOut)
             } else {
                 None
             };
-            if why.is_some() {
-                stopped = why;
-                let _ = signal_group(pgid, libc::SIGTERM);
+            if stopped.is_some() {
+                remote.terminate();
                 term_sent = Some(Instant::now());
             }
         }
-        if term_sent.is_some_and(|at| at.elapsed() >= KILL_GRACE) {
-            let _ = signal_group(pgid, libc::SIGKILL);
+        if !kill_sent && term_sent.is_some_and(|at| at.elapsed() >= KILL_GRACE) {
+            remote.kill();
+            kill_sent = true;
         }
     }
-    Ok((pump, stopped))
-}
-
-/// The leader `pgid` has exited: SIGKILL what is left of its group and stop the reaper watching
-/// it — both while the unreaped leader still holds the pgid — then reap it.
-pub fn reap(pgid: u32, reaper: Option<&GroupReaper>) -> std::io::Result<ExitStatus> {
-    let _ = signal_group(pgid, libc::SIGKILL);
-    if let Some(reaper) = reaper {
-        reaper.unwatch(pgid);
-    }
-    crate::sys::spawn::wait(pgid)
+    let status = shim.reap();
+    outcome(pump, stopped, status, timeout)
 }
 
 /// What the handler's end means, once its pipes are drained.
-pub fn outcome(
+fn outcome(
     mut pump: Pump,
     stopped: Option<Stopped>,
     status: std::io::Result<ExitStatus>,

@@ -14,6 +14,7 @@ pub mod handler;
 pub mod member;
 pub mod one_shot;
 pub mod store;
+pub mod supervisor;
 pub mod taskdir;
 pub mod tasks;
 
@@ -138,10 +139,6 @@ pub fn run(options: &Options) -> Result<i32, String> {
     crate::sys::proc::protect_memory();
     let declared = declare(options)?;
     let running = running_dir()?;
-    if matches!(declared.capsule, Capsule::Handler { .. }) {
-        // Orphans of handlers are reparented here, where the engine can end them.
-        crate::sys::child::become_subreaper();
-    }
     let lifeline = inherited_lifeline()?;
     let member = inherited_membership(&declared)?;
     let session_id = SessionId::mint()?;
@@ -228,6 +225,9 @@ pub fn run(options: &Options) -> Result<i32, String> {
         }
         crate::sys::wake::wait(None, WATCH_INTERVAL);
         engine.expire();
+        // A child this session did not start (a wrapper's sidecar, an orphan adopted as pid 1)
+        // is reaped once it has exited, never signalled.
+        crate::sys::child::reap_strangers();
     };
 
     door.stop_requested.store(true, Ordering::Release);
@@ -378,7 +378,8 @@ fn watch_lifeline(mut pipe: std::fs::File) -> Result<Arc<AtomicBool>, String> {
 }
 
 /// Stop taking tasks and cancel live ones, waiting for them to end; a second signal, or
-/// [`STOP_GRACE`], makes it immediate (every handler group SIGKILLed). Then end any orphan.
+/// [`STOP_GRACE`], makes it immediate (every handler's tree killed). The task directories go
+/// once no handler runs.
 fn wind_down(engine: &Engine) {
     engine.begin_shutdown();
     let signals_at_stop = signal::termination_count();
@@ -388,19 +389,15 @@ fn wind_down(engine: &Engine) {
         let second_signal = signal::termination_count() > signals_at_stop;
         if second_signal || Instant::now() >= give_up {
             engine.kill_all();
-            // SIGKILLed leaders exit at once; their task threads reap them, each telling the
-            // group reaper first.
+            // Each subreaper kills its tree and exits; its task thread reaps it.
             engine.wait_idle(KILL_WAIT);
             break;
         }
     }
-    engine.sweep_orphans();
-    // Only with no handler left: closing the reaper's pipe makes it SIGKILL every group still
-    // registered, and a task thread reaping its leader after that could no longer unregister
-    // it first. A handler stuck past KILL_WAIT (in the kernel) keeps the pipe open until this
-    // process exits.
+    // A handler stuck past KILL_WAIT (in the kernel) keeps its directory: its subreaper, which
+    // holds its tree, ends it when this process exits (its control socket closes).
     if engine.wait_idle(Duration::ZERO) {
-        engine.finish_reaper();
+        engine.finish();
     }
 }
 

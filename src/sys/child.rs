@@ -1,5 +1,5 @@
-//! Handler processes this process started: waiting for them without reaping, and signalling
-//! their process groups.
+//! Child processes: waiting for one without reaping it, signalling its process group, moving a
+//! handler's pipes, and reaping the children no one waits for.
 //!
 //! A handler leads its own process group (its pgid is its pid). While the leader is unreaped —
 //! exited or not — the kernel keeps its pid, and so its pgid, from being handed out again, so a
@@ -132,17 +132,17 @@ impl Pump {
         Ok(pump)
     }
 
-    /// Move whatever is ready within `timeout`, also waking when `watch`'s child exits. Whether
-    /// the child has exited.
-    pub fn step(&mut self, watch: &ChildWatch, timeout: Duration) -> bool {
+    /// Move whatever is ready within `timeout`, also waking when `exit_fd` (readable once the
+    /// child's processes are gone) is; without one, the wait is a short tick.
+    pub fn step(&mut self, exit_fd: Option<std::os::fd::RawFd>, timeout: Duration) {
         use std::os::fd::AsRawFd;
         let fds = [
-            watch.pidfd().unwrap_or(-1),
+            exit_fd.unwrap_or(-1),
             self.stdout.as_ref().map_or(-1, AsRawFd::as_raw_fd),
             self.stderr.as_ref().map_or(-1, AsRawFd::as_raw_fd),
         ];
         let out_fd = self.stdin.as_ref().map_or(-1, AsRawFd::as_raw_fd);
-        let tick = if watch.pidfd().is_some() {
+        let tick = if exit_fd.is_some() {
             timeout
         } else {
             timeout.min(Duration::from_millis(5))
@@ -152,7 +152,6 @@ impl Pump {
             std::thread::sleep(tick.min(Duration::from_millis(5)));
         }
         self.move_bytes();
-        watch.wait_exit(Duration::ZERO)
     }
 
     /// After the child's group is gone: read what is left, until both pipes reach EOF or `grace`
@@ -236,221 +235,28 @@ fn read_available(pipe: Option<&mut impl std::io::Read>, mut keep: impl FnMut(&[
     }
 }
 
-/// Make this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`), so a
-/// handler's child that escaped its process group (`setsid`) is reparented here when the handler
-/// exits, where [`children`] finds it and the session can end it. `false` where unsupported.
-pub fn become_subreaper() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: prctl with integer arguments only.
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
-    }
-}
-
-/// The pids of the children the kernel hands this process: orphans reparented to it as a
-/// subreaper, and children whose spawning thread has exited. Both go to the first live thread of
-/// the process, which is the main thread for as long as the process runs (it never exits before
-/// the process does), so its one `children` file lists them all — four system calls, however many
-/// threads the door runs. Children a live thread spawned itself (running handlers) are listed
-/// under that thread, not here. Empty without procfs (macOS), where no orphan is reparented to us
-/// anyway: there is no subreaper there, and what escapes a handler's group goes to launchd.
-pub fn children() -> Vec<u32> {
+/// Reap every child of this process that has exited and that no thread of it waits for: a
+/// wrapper's sidecar this process inherited from before `exec mur`, an orphan reparented to it
+/// as a namespace's pid 1. Never signals one: a process the session did not start is only ever
+/// reaped, once it has exited on its own.
+///
+/// They are the children the kernel lists under the main thread (where it reparents orphans and
+/// where a child of an exited thread goes; the main thread lives as long as the process and
+/// starts no child itself in a session); a running handler's subreaper is listed under the task
+/// thread that started it and waits for it. Reaped by pid, so no other child's status is taken.
+/// Nothing without procfs (macOS), where no orphan is reparented to a session.
+pub fn reap_strangers() {
     // SAFETY: `getpid` takes no argument and cannot fail.
     let pid = unsafe { libc::getpid() };
     let Ok(list) = std::fs::read_to_string(format!("/proc/self/task/{pid}/children")) else {
-        return Vec::new();
-    };
-    list.split_ascii_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
-/// How long [`kill_and_reap_orphan`] waits for a SIGKILLed orphan to exit before leaving it to
-/// the next sweep (a process in uninterruptible sleep can take a while to die).
-const ORPHAN_REAP_WAIT: Duration = Duration::from_millis(100);
-
-/// SIGKILL and reap `pid`, a child of ours that no `Child` handle owns (an orphan reparented to
-/// this subreaper). Reaped by pid only, so no other child's status is taken; never blocks longer
-/// than `ORPHAN_REAP_WAIT` — one that has not exited by then stays our zombie-to-be, and the
-/// next sweep reaps it.
-pub fn kill_and_reap_orphan(pid: u32) {
-    let Some(raw) = super::proc::as_pid_t(pid) else {
         return;
     };
-    // SAFETY: integers only; `pid` is our own unreaped child, so the number cannot have been
-    // handed to another process.
-    unsafe { libc::kill(raw, libc::SIGKILL) };
-    if ChildWatch::new(pid).wait_exit(ORPHAN_REAP_WAIT) {
-        // SAFETY: as above, and a null status pointer; it has exited, so this does not block.
-        unsafe { libc::waitpid(raw, std::ptr::null_mut(), libc::WNOHANG) };
-    }
-}
-
-/// A process forked from a session that outlives it just long enough to SIGKILL the handler
-/// groups still registered with it: what ends a handler's children when the session itself is
-/// SIGKILLed (the handler leader dies by its parent-death signal, [`super::spawn`]; what it
-/// started would not).
-///
-/// The session writes `+pgid` when a handler starts and `-pgid` before the leader is reaped (so
-/// a registered pgid can only name that handler's group) over a pipe whose write end only the
-/// session holds. EOF — the session gone, however — makes the reaper SIGKILL every group still
-/// registered and exit. It holds no other descriptor. An orderly end closes the pipe and reaps
-/// it ([`GroupReaper::finish`]), so nothing the session started is left once it returns.
-pub struct GroupReaper {
-    /// `None` once [`GroupReaper::finish`] has closed it.
-    write: std::sync::Mutex<Option<OwnedFd>>,
-    pid: u32,
-}
-
-/// How long [`GroupReaper::finish`] gives the reaper to exit on EOF before SIGKILLing it.
-const REAPER_EXIT_WAIT: Duration = Duration::from_secs(1);
-
-/// The most handler groups a [`GroupReaper`] tracks at once (the manifest allows 1024 at once).
-const REAPER_SLOTS: usize = 1024;
-
-impl GroupReaper {
-    /// Fork the reaper; `None` if it could not be started.
-    pub fn start() -> Option<Self> {
-        use std::os::fd::AsRawFd;
-        let (read, write) = super::pipe::pipe().ok()?;
-        let keep = read.as_raw_fd();
-        // SAFETY: the child calls only async-signal-safe functions (close, read, kill, _exit;
-        // close_range through syscall), allocates nothing and takes no lock, as a child forked
-        // from a multithreaded process must.
-        match unsafe { libc::fork() } {
-            -1 => None,
-            // SAFETY: this is the forked child, which is what `reaper_main` requires.
-            0 => unsafe { reaper_main(keep) },
-            pid => Some(Self {
-                write: std::sync::Mutex::new(Some(write)),
-                pid: pid as u32,
-            }),
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// Register handler group `pgid`.
-    pub fn watch(&self, pgid: u32) {
-        self.send(pgid as i32);
-    }
-
-    /// Forget handler group `pgid`; before its leader is reaped.
-    pub fn unwatch(&self, pgid: u32) {
-        self.send(-(pgid as i32));
-    }
-
-    /// The session is ending in order and no handler runs: close the pipe (the reaper exits on
-    /// EOF, having no group left to kill), wait for it — SIGKILL after `REAPER_EXIT_WAIT` —
-    /// and reap it. Later calls do nothing.
-    pub fn finish(&self) {
-        let closed = self.write.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if closed.is_none() {
-            return;
-        }
-        drop(closed);
-        let Some(raw) = super::proc::as_pid_t(self.pid) else {
-            return;
-        };
-        if !ChildWatch::new(self.pid).wait_exit(REAPER_EXIT_WAIT) {
-            // SAFETY: integers only; the reaper is our unreaped child, so its pid names it alone.
-            unsafe { libc::kill(raw, libc::SIGKILL) };
-        }
-        // SAFETY: a null status pointer is allowed; `raw` is our own child, so this reaps only it.
-        unsafe { libc::waitpid(raw, std::ptr::null_mut(), 0) };
-    }
-
-    fn send(&self, value: i32) {
-        use std::os::fd::AsRawFd;
-        let bytes = value.to_ne_bytes();
-        let write = self.write.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(fd) = write.as_ref() else {
-            return;
-        };
-        // SAFETY: a write of 4 bytes from a live buffer to our own pipe (atomic: under PIPE_BUF).
+    for child in list.split_ascii_whitespace().filter_map(|p| p.parse().ok()) {
+        // SAFETY: a zeroed `siginfo_t` the kernel fills; `child` is our own child, and WNOHANG
+        // reaps it only if it has already exited.
         unsafe {
-            libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
-        }
-    }
-}
-
-/// The reaper's whole life, in the forked child.
-///
-/// # Safety
-///
-/// Call only in a child just forked from a (possibly multithreaded) process, with `keep` the
-/// read end of the reaper's pipe: it closes every other descriptor, calls only async-signal-safe
-/// functions and never returns.
-unsafe fn reaper_main(keep: libc::c_int) -> ! {
-    // SAFETY: plain system calls on integers and a stack buffer, each async-signal-safe, as the
-    // caller's contract (a freshly forked child) requires.
-    unsafe {
-        // A group of its own, so no signal meant for the session's group (a terminal's ^C, the
-        // launcher's SIGKILL to a peer's group) ends it before the session.
-        libc::setpgid(0, 0);
-        // Every descriptor but the pipe goes: the door, the handlers' pipes, stdio.
-        close_all_but(keep);
-        let mut groups = [0 as libc::pid_t; REAPER_SLOTS];
-        let mut buf = [0u8; 4];
-        let mut have = 0usize;
-        loop {
-            let n = libc::read(keep, buf.as_mut_ptr().add(have).cast(), 4 - have);
-            // Reading errno builds no heap value: async-signal-safe.
-            let interrupted = std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
-            if n == 0 || (n < 0 && !interrupted) {
-                break;
-            }
-            if n < 0 {
-                continue;
-            }
-            have += n as usize;
-            if have < 4 {
-                continue;
-            }
-            have = 0;
-            let value = i32::from_ne_bytes(buf);
-            if value > 0 {
-                if let Some(slot) = groups.iter_mut().find(|g| **g == 0) {
-                    *slot = value;
-                }
-            } else if let Some(slot) = groups.iter_mut().find(|g| **g == -value) {
-                *slot = 0;
-            }
-        }
-        for &pgid in &groups {
-            if pgid > 0 {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
-        }
-        libc::_exit(0)
-    }
-}
-
-/// Close every descriptor but `keep`, in a freshly forked child: `close_range(2)` where the
-/// kernel has it (Linux ≥ 5.9), else one `close` per number below 65536 (a reaper forked under a
-/// higher descriptor limit may keep one of those open: harmless, it only holds it).
-///
-/// # Safety
-///
-/// Only in a child about to live on `keep` alone: every other descriptor is gone afterwards.
-unsafe fn close_all_but(keep: libc::c_int) {
-    let keep = keep.max(0) as u32;
-    let below = keep.checked_sub(1).map(|high| (0, high));
-    for (low, high) in below.into_iter().chain([(keep + 1, u32::MAX)]) {
-        #[cfg(target_os = "linux")]
-        // SAFETY: three integers; the caller's contract: nothing in the range is needed any more.
-        if unsafe { libc::syscall(libc::SYS_close_range, low, high, 0u32) } == 0 {
-            continue;
-        }
-        for fd in low..=high.min(65535) {
-            // SAFETY: as above; closing a number that is not open fails harmlessly.
-            unsafe { libc::close(fd as libc::c_int) };
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, child, &mut info, libc::WEXITED | libc::WNOHANG);
         }
     }
 }

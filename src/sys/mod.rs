@@ -14,6 +14,9 @@ pub mod pipe;
 pub mod poll;
 pub mod proc;
 pub mod random;
+#[cfg(target_os = "linux")]
+pub mod raw;
+pub mod shim;
 pub mod signal;
 pub mod socket;
 pub mod spawn;

@@ -56,6 +56,18 @@ pub fn deepen_backlog(listener: &std::net::TcpListener, backlog: u16) -> std::io
     }
 }
 
+/// Send one byte on `stream` without blocking and without `SIGPIPE`; a full buffer or a closed
+/// peer drops it (the callers' peers read every byte they are sent, or are gone).
+pub fn send_byte(stream: &std::os::unix::net::UnixStream, byte: u8) {
+    use std::os::fd::AsRawFd;
+    #[cfg(target_os = "linux")]
+    let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
+    #[cfg(not(target_os = "linux"))]
+    let flags = libc::MSG_DONTWAIT;
+    // SAFETY: a one-byte buffer that outlives the call, on a socket the stream owns.
+    unsafe { libc::send(stream.as_raw_fd(), (&raw const byte).cast(), 1, flags) };
+}
+
 /// Whether a failure to create a socket is for want of descriptors (this process's limit, or
 /// the system's): a reason to wait for one to close, not that the door is unreachable.
 pub fn is_out_of_descriptors(err: &std::io::Error) -> bool {

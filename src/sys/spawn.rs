@@ -1,24 +1,17 @@
-//! Starting a handler process: in its own process group, its stdio three fresh pipes, one named
-//! descriptor inherited, and — on Linux — dying with the thread that started it.
+//! Starting a handler: in its own process group, its stdio three fresh pipes, one named
+//! descriptor inherited, and — on Linux — under a subreaper of its own ([`super::shim`]) that
+//! answers for everything it starts and ends it all with the task.
 //!
 //! Why not `std::process::Command`: the parent-death signal (`PR_SET_PDEATHSIG`) has to be set in
 //! the child, and any `pre_exec` makes std `fork` the whole session — page tables and all, with a
 //! copy-on-write fault for every page either side touches before the child execs. On a session
 //! that cost about a quarter of a millisecond per task, as much as the rest of mur's work on it.
-//! Here the child is `clone(CLONE_VM | CLONE_VFORK)`, what `posix_spawn` does inside glibc and
-//! musl: it borrows the parent's memory for the few calls before `execve`, and the spawning thread
-//! sleeps until the exec (or the child's exit) — and the child still sets its parent-death signal.
-//!
-//! The child runs on a stack of its own in memory it shares with every thread of the session, so
-//! it may only make raw system calls on values prepared beforehand: no allocation, no lock, no
-//! unwinding. Every signal is blocked across the clone (but the two glibc keeps for itself, which
-//! only its own threads send), and the child puts each caught signal back to its default before
-//! unblocking — so no session signal handler can ever run in it.
-//! A failure before the exec is written to a slot the parent reads once the clone returns, and
-//! the child exits 127 (the parent reaps it): the caller sees the `io::Error`, ETXTBSY included.
+//! Here both the subreaper and the handler are `clone`s sharing the session's memory
+//! (`CLONE_VM`), the handler's with `CLONE_VFORK` as `posix_spawn` does inside glibc and musl.
 //!
 //! Elsewhere (macOS) this is `std::process::Command`, whose `posix_spawn` or fork is the only
-//! way there; no parent-death signal exists, and the group reaper covers for it.
+//! way there; no parent-death signal or subreaper exists, and the handler's group is what is
+//! signalled.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -40,31 +33,31 @@ pub struct Spec<'a> {
     pub keep: Option<RawFd>,
 }
 
-/// A started child: its pid (also its process group), and our ends of its stdio.
+/// A started handler: what answers for its processes, and our ends of its stdio.
 pub struct Spawned {
-    pub pid: u32,
+    pub shim: super::shim::Shim,
     pub stdin: File,
     pub stdout: File,
     pub stderr: File,
 }
 
-/// Start `spec` as an unreaped child of this process, leading its own process group. Reap it with
-/// [`wait`].
+/// Start `spec`, leading its own process group, under its own subreaper where there is one.
+/// Returns once it has been exec'd; reap it with [`super::shim::Shim::reap`].
 pub fn spawn(spec: &Spec<'_>) -> io::Result<Spawned> {
     let pipe = || super::pipe::pipe().map_err(io::Error::other);
     let (stdin_read, stdin_write) = pipe()?;
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
-    let pid = start(spec, [stdin_read, stdout_write, stderr_write])?;
+    let shim = start(spec, [stdin_read, stdout_write, stderr_write])?;
     Ok(Spawned {
-        pid,
+        shim,
         stdin: stdin_write.into(),
         stdout: stdout_read.into(),
         stderr: stderr_read.into(),
     })
 }
 
-/// Wait for our child `pid` to exit, and reap it.
+/// Wait for our child `pid` to exit, and reap it (`EINTR` retried).
 pub fn wait(pid: u32) -> io::Result<ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
     let Some(raw) = super::proc::as_pid_t(pid) else {
@@ -116,16 +109,26 @@ fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> io::Result<OsString
 }
 
 #[cfg(target_os = "linux")]
-fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<u32> {
-    linux::start(spec, stdio)
+fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<super::shim::Shim> {
+    use std::os::fd::AsRawFd;
+    let path = resolve(spec.program, &spec.env)?;
+    let argv = std::iter::once(spec.program.to_os_string())
+        .chain(spec.args.iter().map(OsString::from))
+        .collect();
+    let cwd = spec.cwd.as_os_str().to_os_string();
+    let fds = stdio.each_ref().map(AsRawFd::as_raw_fd);
+    let exec = super::shim::Exec::new(path, argv, &spec.env, cwd, fds, spec.keep)?;
+    // The subreaper is cloned with a copy of this descriptor table; ours close after.
+    let shim = super::shim::start(exec, spec.cwd);
+    drop(stdio);
+    shim
 }
 
 #[cfg(not(target_os = "linux"))]
-fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<u32> {
+fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<super::shim::Shim> {
     use std::os::unix::process::CommandExt;
-    let path = resolve(spec.program, &spec.env)?;
     let [stdin, stdout, stderr] = stdio;
-    let mut command = std::process::Command::new(path);
+    let mut command = std::process::Command::new(resolve(spec.program, &spec.env)?);
     command
         .arg0(spec.program)
         .args(spec.args)
@@ -139,247 +142,14 @@ fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<u32> {
     if let Some(fd) = spec.keep {
         super::pipe::keep_open_in_child(&mut command, vec![fd]);
     }
-    // The child is reaped by pid ([`wait`]): dropping std's handle neither waits nor kills.
-    Ok(command.spawn()?.id())
-}
-
-#[cfg(target_os = "linux")]
-mod linux {
-    use std::ffi::{CString, OsString};
-    use std::io;
-    use std::os::fd::{AsRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStringExt;
-    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-
-    use super::Spec;
-
-    /// The child's stack: its calls are a handful of thin libc wrappers, each a few hundred bytes
-    /// of frame at most.
-    const STACK_WORDS: usize = 64 * 1024 / 16;
-    /// Above the highest signal number (64 on Linux).
-    const SIGNALS: libc::c_int = 65;
-
-    /// Everything the child reads, made before the clone; and the one thing it writes.
-    struct Plan {
-        path: CString,
-        argv: Vec<*const libc::c_char>,
-        envp: Vec<*const libc::c_char>,
-        cwd: CString,
-        stdio: [libc::c_int; 3],
-        keep: libc::c_int,
-        parent: libc::pid_t,
-        /// The errno of the step that failed in the child, 0 if it reached `execve`'s success.
-        failed: AtomicI32,
-        /// Whether that step was entering `cwd` (else setting up or the exec itself).
-        in_cwd: AtomicBool,
-    }
-
-    pub(super) fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<u32> {
-        let path = cstring(super::resolve(spec.program, &spec.env)?)?;
-        let argv_owned: Vec<CString> = std::iter::once(Ok(spec.program.to_os_string()))
-            .chain(spec.args.iter().map(|a| Ok(OsString::from(a))))
-            .map(|a: io::Result<OsString>| cstring(a?))
-            .collect::<io::Result<_>>()?;
-        let envp_owned: Vec<CString> = spec
-            .env
-            .iter()
-            .map(|(k, v)| {
-                let mut pair = k.clone();
-                pair.push("=");
-                pair.push(v);
-                cstring(pair)
-            })
-            .collect::<io::Result<_>>()?;
-        let mut plan = Plan {
-            path,
-            argv: null_terminated(&argv_owned),
-            envp: null_terminated(&envp_owned),
-            cwd: cstring(spec.cwd.as_os_str().to_os_string())?,
-            stdio: stdio.each_ref().map(AsRawFd::as_raw_fd),
-            keep: spec.keep.unwrap_or(-1),
-            // SAFETY: `getpid` takes no argument and cannot fail.
-            parent: unsafe { libc::getpid() },
-            failed: AtomicI32::new(0),
-            in_cwd: AtomicBool::new(false),
-        };
-        let mut stack: Vec<u128> = Vec::with_capacity(STACK_WORDS);
-        // SAFETY: the top of the stack buffer: one past its last 16-byte word, so aligned to 16;
-        // the buffer outlives the child's use of it (the clone returns only after the exec or
-        // the child's exit, and `stack` is dropped after that).
-        let top = unsafe { stack.as_mut_ptr().add(STACK_WORDS) }.cast::<libc::c_void>();
-        let (pid, clone_error) = {
-            let _blocked = BlockedSignals::all()?;
-            // SAFETY: `child` is an `extern "C"` function that only makes async-signal-safe
-            // calls on `plan`, which lives on this frame until the clone returns; CLONE_VFORK
-            // suspends this thread until the child has exec'd or exited, so nothing here moves
-            // or frees `plan`, `stack` or the strings meanwhile. Every signal is blocked.
-            let pid = unsafe {
-                libc::clone(
-                    child,
-                    top,
-                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                    (&raw mut plan).cast(),
-                )
-            };
-            // Read before anything else can set errno.
-            (pid, io::Error::last_os_error())
-        };
-        drop(stack);
-        drop(stdio);
-        if pid < 0 {
-            return Err(clone_error);
-        }
-        match plan.failed.load(Ordering::Acquire) {
-            0 => Ok(pid as u32),
-            errno => {
-                // It exited 127 before its exec: reap it, it names nothing else.
-                let _ = super::wait(pid as u32);
-                let err = io::Error::from_raw_os_error(errno);
-                Err(if plan.in_cwd.load(Ordering::Acquire) {
-                    let cwd = spec.cwd.display();
-                    io::Error::new(err.kind(), format!("cannot enter the workdir {cwd}: {err}"))
-                } else {
-                    err
-                })
-            }
-        }
-    }
-
-    fn cstring(s: OsString) -> io::Result<CString> {
-        CString::new(s.into_vec()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
-    }
-
-    fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
-        strings
-            .iter()
-            .map(|s| s.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect()
-    }
-
-    /// Every signal blocked on this thread until dropped, when the old mask comes back: no
-    /// handler may run in a child that shares our memory before it has reset them.
-    struct BlockedSignals(libc::sigset_t);
-
-    impl BlockedSignals {
-        fn all() -> io::Result<Self> {
-            // SAFETY: both sets are zeroed `sigset_t`s the calls fill; no other pointer.
-            unsafe {
-                let mut all: libc::sigset_t = std::mem::zeroed();
-                let mut old: libc::sigset_t = std::mem::zeroed();
-                libc::sigfillset(&mut all);
-                match libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) {
-                    0 => Ok(Self(old)),
-                    errno => Err(io::Error::from_raw_os_error(errno)),
-                }
-            }
-        }
-    }
-
-    impl Drop for BlockedSignals {
-        fn drop(&mut self) {
-            // SAFETY: restores the mask read in `all`; no other pointer.
-            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
-        }
-    }
-
-    /// The child, from clone to exec.
-    extern "C" fn child(plan: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: `plan` is the parent's `Plan`, alive and unmoved while the parent sleeps.
-        let plan = unsafe { &*plan.cast::<Plan>() };
-        // SAFETY: only thin system-call wrappers on integers and the plan's prepared strings;
-        // nothing allocates, locks or unwinds. Whatever fails is recorded and ends the child.
-        unsafe {
-            let errno = prepare(plan);
-            if errno == 0 {
-                libc::execve(plan.path.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
-            }
-            let errno = if errno == 0 { last_errno() } else { errno };
-            plan.failed.store(errno.max(1), Ordering::Release);
-            libc::_exit(127)
-        }
-    }
-
-    /// The child's steps before `execve`: 0, or the errno of the step that failed.
-    ///
-    /// # Safety
-    ///
-    /// Only in the cloned child, on the plan made for it.
-    unsafe fn prepare(plan: &Plan) -> libc::c_int {
-        // SAFETY: each call takes integers, zeroed structs on this stack, or the plan's strings.
-        unsafe {
-            // Caught signals back to their default (the handlers are the session's); SIGPIPE too,
-            // which the Rust runtime ignores and a program expects at its default.
-            for signal in 1..SIGNALS {
-                // Never caught here (a panic aborts with it at its default), and musl's
-                // `sigaction` takes a process-wide lock for it: not a call for this child.
-                if signal == libc::SIGABRT {
-                    continue;
-                }
-                let mut old: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
-                    continue;
-                }
-                let caught = old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN;
-                if caught || signal == libc::SIGPIPE {
-                    let mut default: libc::sigaction = std::mem::zeroed();
-                    default.sa_sigaction = libc::SIG_DFL;
-                    if libc::sigaction(signal, &default, std::ptr::null_mut()) != 0 {
-                        return last_errno();
-                    }
-                }
-            }
-            if libc::setpgid(0, 0) != 0 {
-                return last_errno();
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return last_errno();
-            }
-            // The session died before the line above: nothing would end this child.
-            if libc::getppid() != plan.parent {
-                return libc::ESRCH;
-            }
-            // Lifted above 2 first, so no dup2 below overwrites one still to be moved.
-            let mut high = [-1; 3];
-            for (slot, &fd) in high.iter_mut().zip(&plan.stdio) {
-                *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
-                if *slot < 0 {
-                    return last_errno();
-                }
-            }
-            for (target, &fd) in (0..).zip(&high) {
-                if libc::dup2(fd, target) < 0 {
-                    return last_errno();
-                }
-            }
-            if plan.keep >= 0 {
-                let flags = libc::fcntl(plan.keep, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(plan.keep, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0
-                {
-                    return last_errno();
-                }
-            }
-            if libc::chdir(plan.cwd.as_ptr()) != 0 {
-                plan.in_cwd.store(true, Ordering::Release);
-                return last_errno();
-            }
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut())
-        }
-    }
-
-    fn last_errno() -> libc::c_int {
-        // Reads errno; builds no heap value.
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    }
+    super::shim::start(command)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
+    use std::io::BufRead;
     use std::io::{Read, Write};
 
     fn spec<'a>(program: &'a str, args: &'a [String]) -> Spec<'a> {
@@ -395,12 +165,29 @@ mod tests {
         }
     }
 
+    fn sh(script: &str) -> [String; 2] {
+        ["-c".to_string(), script.to_string()]
+    }
+
+    /// How many processes have `marker` in their command line.
+    #[cfg(target_os = "linux")]
+    fn alive_with(marker: &str) -> usize {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .filter(|cmdline| String::from_utf8_lossy(cmdline).contains(marker))
+            .count()
+    }
+
+    /// A `sleep` argument no other process has: seconds, a fraction unique to this test run.
+    #[cfg(target_os = "linux")]
+    fn marker(seconds: u32) -> String {
+        format!("{seconds}.{}{}", std::process::id(), line!())
+    }
+
     #[test]
     fn a_child_reads_its_stdin_writes_its_stdout_and_sees_only_its_environment() {
-        let args = [
-            "-c".to_string(),
-            "cat; echo \"$X $HOME\" >&2; pwd; exit 3".into(),
-        ];
+        let args = sh("cat; echo \"$X $HOME\" >&2; pwd; exit 3");
         let mut child = spawn(&spec("sh", &args)).unwrap();
         child.stdin.write_all(b"in\n").unwrap();
         drop(child.stdin);
@@ -409,44 +196,108 @@ mod tests {
         child.stderr.read_to_string(&mut err).unwrap();
         assert_eq!(out, "in\n/\n");
         assert_eq!(err, "y \n", "X set, HOME not inherited");
-        assert_eq!(wait(child.pid).unwrap().code(), Some(3));
+        assert_eq!(child.shim.reap().unwrap().code(), Some(3));
     }
 
     #[test]
-    fn a_child_leads_its_own_group_with_default_signals() {
-        let args = [
-            "-c".to_string(),
-            "cut -d' ' -f5 /proc/$$/stat; grep SigIgn /proc/self/status".into(),
-        ];
+    fn a_child_leads_its_own_group_with_default_signals_none_blocked() {
+        // Read by the shell's builtins, so no fork of its own (which blocks signals around it)
+        // is under way while its status is read.
+        let args = sh(
+            "echo $$; read -r a b c d pgid rest < /proc/$$/stat; echo $pgid; \
+             while read -r k v; do case $k in SigBlk:|SigIgn:) echo $v;; esac; done < /proc/$$/status",
+        );
         let mut child = spawn(&spec("sh", &args)).unwrap();
         let mut out = String::new();
         child.stdout.read_to_string(&mut out).unwrap();
-        assert_eq!(wait(child.pid).unwrap().code(), Some(0));
+        assert_eq!(child.shim.reap().unwrap().code(), Some(0));
         let mut lines = out.lines();
-        let pgid: u32 = lines.next().unwrap().trim().parse().unwrap();
-        assert_eq!(pgid, child.pid);
+        let pid = lines.next().unwrap();
+        assert_eq!(lines.next().unwrap(), pid, "its pgid is its pid");
+        let mut mask = || u64::from_str_radix(lines.next().unwrap(), 16).unwrap();
+        // The spawn blocks every signal around its clones; the handler gets none blocked.
+        assert_eq!(mask(), 0, "SigBlk");
         // SIGPIPE (bit 13) is not ignored in the child although this test process ignores it.
-        let ignored =
-            u64::from_str_radix(lines.next().unwrap().split_whitespace().nth(1).unwrap(), 16);
-        assert_eq!(ignored.unwrap() & (1 << (libc::SIGPIPE - 1)), 0);
+        assert_eq!(mask() & (1 << (libc::SIGPIPE - 1)), 0, "SigIgn");
     }
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_child_dies_with_the_thread_that_started_it() {
-        use std::os::unix::process::ExitStatusExt;
-        let args = ["30".to_string()];
-        let pid = std::thread::spawn(move || spawn(&spec("sleep", &args)).unwrap().pid)
-            .join()
+    fn what_a_handler_leaves_running_at_any_depth_is_gone_when_it_is_reaped() {
+        let (deep, side) = (marker(301), marker(302));
+        // A setsid'd chain three deep, a double fork, and the handler exits at once.
+        let script = format!(
+            "setsid sh -c 'setsid sh -c \"setsid sleep {deep} & sleep {deep}\" & sleep {deep}' &
+             (sleep {side} &)
+             while [ $(grep -l {deep} /proc/[0-9]*/cmdline 2>/dev/null | wc -l) -lt 3 ]; do sleep 0.01; done
+             echo ready"
+        );
+        let args = sh(&script);
+        let mut child = spawn(&spec("sh", &args)).unwrap();
+        let mut ready = String::new();
+        std::io::BufReader::new(&mut child.stdout)
+            .read_line(&mut ready)
             .unwrap();
-        // The thread has ended without waiting: the parent-death signal ends the child.
-        assert_eq!(wait(pid).unwrap().signal(), Some(libc::SIGKILL));
+        assert_eq!(ready, "ready\n");
+        assert_eq!(child.shim.reap().unwrap().code(), Some(0));
+        assert_eq!(alive_with(&deep), 0, "the setsid chain");
+        assert_eq!(alive_with(&side), 0, "the double fork");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_remote_terminates_the_group_then_kills_the_tree() {
+        let hidden = marker(303);
+        let script = format!(
+            "setsid sleep {hidden} & trap 'echo term; exit 7' TERM; echo ready;
+             while :; do sleep 0.01; done"
+        );
+        let args = sh(&script);
+        let mut child = spawn(&spec("sh", &args)).unwrap();
+        let mut reader = std::io::BufReader::new(&mut child.stdout);
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        let remote = child.shim.remote();
+        remote.terminate();
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        assert_eq!(line, "term\n");
+        assert_eq!(child.shim.reap().unwrap().code(), Some(7));
+        assert_eq!(alive_with(&hidden), 0, "killed once the handler ended");
+        // After the end a remote reaches nothing, and says nothing.
+        remote.kill();
+
+        let stubborn = marker(304);
+        let script =
+            format!("trap '' TERM; setsid sleep {stubborn} & echo ready; exec sleep {stubborn}");
+        let args = sh(&script);
+        let mut child = spawn(&spec("sh", &args)).unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(&mut child.stdout)
+            .read_line(&mut line)
+            .unwrap();
+        child.shim.remote().kill();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(child.shim.reap().unwrap().signal(), Some(libc::SIGKILL));
+        assert_eq!(alive_with(&stubborn), 0);
     }
 
     #[test]
     fn a_program_that_cannot_run_or_a_missing_directory_is_an_error() {
+        #[cfg(target_os = "linux")]
+        // SAFETY: an integer write through libc's own errno location for this thread.
+        unsafe {
+            *libc::__errno_location() = 4242
+        };
         let err = spawn(&spec("/nonexistent/handler", &[])).err().unwrap();
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        #[cfg(target_os = "linux")]
+        assert_eq!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(4242),
+            "the failed exec (on this thread's TLS) wrote no errno"
+        );
         let err = spawn(&spec("no-such-program-anywhere", &[])).err().unwrap();
         assert_eq!(
             err.to_string(),
@@ -468,12 +319,14 @@ mod tests {
         let (_other_read, other_write) = crate::sys::pipe::pipe().unwrap();
         use std::os::fd::AsRawFd;
         let (kept, other) = (keep_write.as_raw_fd(), other_write.as_raw_fd());
-        // Through /proc: `sh` may not take a descriptor above 9 in a redirection.
+        // Through /proc: `sh` may not take a descriptor above 9 in a redirection. Nothing else
+        // above 2 is open in the handler: not the subreaper's control socket, not its signalfd.
         let script = format!(
             "echo kept > /proc/self/fd/{kept}; \
-             (echo other > /proc/self/fd/{other}) 2>/dev/null || echo closed"
+             (echo other > /proc/self/fd/{other}) 2>/dev/null || echo closed; \
+             ls /proc/$$/fd | sort -n | tr '\\n' ' '"
         );
-        let args = ["-c".to_string(), script];
+        let args = sh(&script);
         let mut with_keep = spec("sh", &args);
         with_keep.keep = Some(kept);
         let mut child = spawn(&with_keep).unwrap();
@@ -487,8 +340,8 @@ mod tests {
         drop(keep_write);
         let mut out = String::new();
         child.stdout.read_to_string(&mut out).unwrap();
-        assert_eq!(wait(child.pid).unwrap().code(), Some(0));
-        assert_eq!(out, "closed\n");
+        assert_eq!(child.shim.reap().unwrap().code(), Some(0));
+        assert_eq!(out, format!("closed\n0 1 2 {kept} "));
         let mut kept_text = String::new();
         File::from(keep_read)
             .read_to_string(&mut kept_text)

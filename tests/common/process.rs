@@ -105,6 +105,19 @@ pub fn alive(pid: u32) -> bool {
     found && !matches!(proc_state(pid), None | Some('Z') | Some('X'))
 }
 
+/// Make this test process a child subreaper: orphans of the processes it starts are reparented
+/// to it, so a test can see them, time their exits and reap them.
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with integer arguments only.
+        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        assert_eq!(rc, 0, "cannot become a child subreaper");
+    }
+    #[cfg(not(target_os = "linux"))]
+    panic!("no child subreaper on this system");
+}
+
 /// Gone: no such process, or a zombie nobody has reaped yet.
 pub fn pid_dead(pid: u32) -> bool {
     !alive(pid)

@@ -5,11 +5,8 @@
 //! module owns its life: taking messages and scheduling turns here, one live task in
 //! `entry.rs`, running a turn in `turn.rs`, reading tasks in `query.rs`.
 //!
-//! The engine owns the registry of running handler groups: a group is registered under the
-//! engine's lock in the same step as its spawn, so `kill_all` (an immediate end) never misses a
-//! handler that has just started, and forgotten just before its leader is reaped, so no group is
-//! signalled once its pgid may name another. (The orphan sweep cannot take a running handler
-//! for an orphan: it reads the main thread's children, and a handler is its task thread's.)
+//! Running handlers are the [`Supervisor`]'s: started, registered and ended there, under its own
+//! lock, so this engine's lock is never held across a spawn or a wait.
 
 mod entry;
 mod query;
@@ -24,6 +21,7 @@ use std::time::{Duration, Instant};
 use super::feed::Feed;
 use super::handler::Outcome;
 use super::store::Store;
+use super::supervisor::Supervisor;
 use super::taskdir::{SessionTasks, TaskDir};
 use crate::a2a::message::{Message, Part};
 use crate::a2a::task::{State, Task};
@@ -121,9 +119,7 @@ pub struct Engine {
     dirs: Option<SessionTasks>,
     state: Mutex<Tasks>,
     changed: Condvar,
-    /// Started with the first handler: SIGKILLs the running handlers' groups if this session
-    /// is SIGKILLed.
-    reaper: std::sync::OnceLock<Option<crate::sys::child::GroupReaper>>,
+    supervisor: Supervisor,
 }
 
 #[derive(Default)]
@@ -134,9 +130,6 @@ struct Tasks {
     queue: VecDeque<String>,
     running: u32,
     stopping: bool,
-    /// Process group of each running handler, by task id, present from spawn until just before
-    /// the leader is reaped: while it is here, its pgid can name nothing but that handler's group.
-    groups: BTreeMap<String, u32>,
     /// The next task's arrival number.
     next_seq: u64,
     /// Directories of ended tasks, already off their paths, to recycle or remove once the lock
@@ -172,7 +165,7 @@ impl Engine {
             dirs,
             state: Mutex::new(Tasks::default()),
             changed: Condvar::new(),
-            reaper: std::sync::OnceLock::new(),
+            supervisor: Supervisor::default(),
         })
     }
 
@@ -282,6 +275,7 @@ impl Engine {
         message.context_id = Some(entry.task.context_id.clone());
         entry.task.history.push(message);
         entry.turn += 1;
+        entry.cancel = false;
         entry.input_until = None;
         entry.chunked = false;
         entry.task.answer.clear();
@@ -402,8 +396,15 @@ impl Engine {
     }
 
     /// Record how a turn ended. A question keeps the task (its directory too) for the next
-    /// turn, holding no slot, until the input timeout.
+    /// turn, holding no slot, until the input timeout. A turn a cancel was taken for ends the
+    /// task `canceled` however its handler ended: the cancel was answered as taken, and must not
+    /// carry into a later turn.
     fn record(&self, entry: &mut Entry, outcome: Outcome, files: Vec<Part>) {
+        let outcome = if entry.cancel {
+            Outcome::Canceled
+        } else {
+            outcome
+        };
         match outcome {
             Outcome::Completed(answer) => {
                 let mut parts = Vec::new();
@@ -482,7 +483,11 @@ impl Engine {
         }
         let entry = tasks.by_id.get_mut(id).ok_or(Lookup::NotFound)?;
         entry.cancel = true;
-        Ok(entry.task.clone())
+        // Answered once the turn has ended — its processes gone — and the task with it: a
+        // cancel taken while the turn runs always ends it `canceled` ([`Engine::record`]).
+        let settled = entry.settled.clone();
+        drop(tasks);
+        Ok(self.wait(&settled))
     }
 
     /// Stop taking tasks, end every queued one and every one waiting for input, and ask every

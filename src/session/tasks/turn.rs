@@ -1,5 +1,5 @@
 //! Running one turn of a task: its directory and environment, the handler from spawn to reap,
-//! its stdout streamed to readers as it arrives, and the orphans it may leave swept.
+//! its stdout streamed to readers as it arrives.
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -12,11 +12,6 @@ use super::entry::Turn;
 use crate::a2a::message::{Content, Part};
 use crate::a2a::stream::{Chunker, Event};
 use crate::json::contract::env;
-use crate::sys::child::signal_group;
-use crate::sys::spawn;
-
-/// The most generations of a handler's escaped descendants one orphan sweep ends.
-const SWEEP_ROUNDS: usize = 32;
 
 /// The largest chunk one stream event carries: a handler writing megabytes at once is streamed
 /// in pieces a reader's buffer can hold.
@@ -156,8 +151,8 @@ impl Engine {
         }
     }
 
-    /// Run the handler for task `id` to its end: spawned and registered in one step, supervised,
-    /// reaped (its group killed first), forgotten, and any orphan it left swept.
+    /// Run the handler for task `id` to its end: started under its own subreaper and registered
+    /// with the supervisor, watched, and reaped once it and everything it started are gone.
     fn run_handler(
         &self,
         id: &str,
@@ -176,116 +171,47 @@ impl Engine {
             Some(Err(why)) => return Outcome::Failed(why),
             attached => attached.and_then(Result::ok),
         };
-        let reaper = self
-            .reaper
-            .get_or_init(crate::sys::child::GroupReaper::start)
-            .as_ref();
-        // ETXTBSY is passing: the handler file is open for writing somewhere — just written, or
-        // its writer's descriptor inherited by a child another thread forked and has not yet
-        // exec'd. A few short retries (outside the lock) ride it out.
-        let mut busy_retries = 0;
-        let spawned = loop {
-            let spawned = {
-                let mut tasks = self.lock();
-                spawn::spawn(&spec).inspect(|child| {
-                    tasks.groups.insert(id.to_string(), child.pid);
-                    if let Some(reaper) = reaper {
-                        reaper.watch(child.pid);
-                    }
-                })
-            };
-            match spawned {
-                Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) && busy_retries < 20 => {
-                    busy_retries += 1;
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                spawned => break spawned,
-            }
-        };
+        let started = self.supervisor.start(&spec);
         let serving = call_socket.map(CallSocket::serve);
-        let child = match spawned {
-            Ok(child) => child,
+        let (spawned, registration) = match started {
+            Ok(started) => started,
             Err(err) => {
                 return Outcome::Failed(format!("the handler {} could not start: {err}", argv[0]));
             }
         };
-        let pid = child.pid;
         let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
-        let supervised = match &serving {
+        let outcome = match &serving {
             // No thread to serve its calls: the handler is stopped at once, as on cancel.
-            Some(Err(_)) => handler::supervise(child, Vec::new(), timeout, || true, on_output),
-            _ => handler::supervise(
-                child,
+            Some(Err(_)) => handler::run(spawned, Vec::new(), timeout, || true, on_output),
+            _ => handler::run(
+                spawned,
                 text.into_bytes(),
                 timeout,
                 || self.lock().by_id.get(id).is_some_and(|e| e.cancel),
                 on_output,
             ),
         };
-        // Forgotten before the reap: once reaped, its pgid may name a stranger's group, and
-        // `kill_all` signals every group still listed. (The reap SIGKILLs the group itself.)
-        self.lock().groups.remove(id);
-        let status = handler::reap(pid, reaper);
-        let outcome = match supervised {
-            Ok((pump, stopped)) => handler::outcome(pump, stopped, status, timeout),
-            Err(why) => Outcome::Failed(why),
-        };
-        let outcome = match serving {
+        drop(registration);
+        match serving {
             Some(Ok(serving)) => {
                 serving.close();
                 outcome
             }
             Some(Err(why)) => Outcome::Failed(why),
             None => outcome,
-        };
-        self.sweep_orphans();
-        outcome
-    }
-
-    /// SIGKILL and reap every child of ours that is no running handler: processes that escaped a
-    /// finished handler's group and were reparented to this session (a subreaper), so that
-    /// nothing a handler started outlives its task.
-    ///
-    /// An orphan's own children are reparented here only once it dies, so the sweep repeats —
-    /// at most `SWEEP_ROUNDS` times — until a round finds no orphan: a double fork or a
-    /// `setsid` at any depth is ended, one generation a round.
-    pub fn sweep_orphans(&self) {
-        let tasks = self.lock();
-        let reaper = self.reaper.get().and_then(Option::as_ref).map(|r| r.pid());
-        for _ in 0..SWEEP_ROUNDS {
-            let orphans: Vec<u32> = crate::sys::child::children()
-                .into_iter()
-                .filter(|&pid| {
-                    Some(pid) != reaper && !tasks.groups.values().any(|&leader| leader == pid)
-                })
-                .collect();
-            if orphans.is_empty() {
-                return;
-            }
-            orphans
-                .into_iter()
-                .for_each(crate::sys::child::kill_and_reap_orphan);
         }
     }
 
-    /// The session ends in order and no handler runs: the group reaper, if one was started, is
-    /// told so and reaped, so nothing this session started outlives it; and the session's task
-    /// directories go.
-    pub fn finish_reaper(&self) {
-        if let Some(reaper) = self.reaper.get().and_then(Option::as_ref) {
-            reaper.finish();
-        }
+    /// The session ends in order and no handler runs: its task directories go.
+    pub fn finish(&self) {
         if let Some(dirs) = &self.dirs {
             dirs.remove();
         }
     }
 
-    /// SIGKILL every running handler's process group now: the session is ending at once.
+    /// Kill every running handler's whole tree now: the session is ending at once.
     pub fn kill_all(&self) {
-        let tasks = self.lock();
-        for &pgid in tasks.groups.values() {
-            let _ = signal_group(pgid, libc::SIGKILL);
-        }
+        self.supervisor.kill_all();
     }
 }
 

@@ -1,0 +1,109 @@
+//! Supervision of a session's handlers: each started under a subreaper of its own
+//! ([`crate::sys::shim`]), the registry of those running, ending them all at once, and reaping
+//! the children of the session that no task owns.
+//!
+//! It has its own lock, held only to register, forget or signal a task's tree — never across a
+//! spawn, a wait or a `/proc` walk — so no door read, stream chunk or task record ever waits on
+//! a fork.
+//!
+//! # The session's threads and locks
+//!
+//! Threads: **main** runs the watch loop (signals, `session/stop`, the lifeline, `--task`'s end,
+//! input timeouts, and [`crate::sys::child::reap_strangers`] each tick) and winds the session down; **door**
+//! accepts, and one **connection** thread per client parses and dispatches, and writes streams;
+//! one **task** thread per running turn starts its handler here, pumps its pipes and records its
+//! outcome; a **calls** thread per handler of a formation member that calls peers; a **lifeline**
+//! thread for a member; a **one-shot** thread for `--task`. Outside the session, one subreaper
+//! process per running handler.
+//!
+//! Locks: the engine's task state (with its condition variable, `changed`, that blocking callers
+//! and the wind-down wait on); a stream feed's queue (with its condition variable); the control
+//! values; a member's peer addresses; and this registry. Order: a feed's queue may be taken under
+//! the engine's state (a task publishing to its readers), never the other way; the registry, the
+//! control values and the addresses are leaves — nothing is taken while one is held, and none is
+//! taken while holding another.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::sys::shim::Remote;
+use crate::sys::spawn::{self, Spawned, Spec};
+
+/// How many times a spawn failing with ETXTBSY is tried again, [`BUSY_WAIT`] apart.
+const BUSY_RETRIES: u32 = 20;
+const BUSY_WAIT: Duration = Duration::from_millis(10);
+
+/// The running handlers' trees, each reachable through its subreaper.
+#[derive(Default)]
+pub struct Supervisor {
+    running: Mutex<Running>,
+}
+
+#[derive(Default)]
+struct Running {
+    trees: BTreeMap<u64, Remote>,
+    next: u64,
+    /// Set by [`Supervisor::kill_all`]: a tree registered after it is killed at once.
+    killed: bool,
+}
+
+/// A running handler's place in the registry, given up when dropped.
+pub struct Registration<'a> {
+    supervisor: &'a Supervisor,
+    key: u64,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.supervisor.lock().trees.remove(&self.key);
+    }
+}
+
+impl Supervisor {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
+        // panic = "abort": a poisoned lock cannot be observed half-updated.
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Start the handler `spec` describes and register its tree, which [`Supervisor::kill_all`]
+    /// then reaches — killed at once if that has already been called. ETXTBSY is passing (the
+    /// handler file is open for writing somewhere: just written, or its writer's descriptor held
+    /// by a child another process forked and has not yet exec'd): tried again a few times.
+    pub fn start(&self, spec: &Spec<'_>) -> io::Result<(Spawned, Registration<'_>)> {
+        let mut retries = 0;
+        let spawned = loop {
+            match spawn::spawn(spec) {
+                Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) && retries < BUSY_RETRIES => {
+                    retries += 1;
+                    std::thread::sleep(BUSY_WAIT);
+                }
+                spawned => break spawned?,
+            }
+        };
+        let remote = spawned.shim.remote();
+        let mut running = self.lock();
+        if running.killed {
+            remote.kill();
+        }
+        let key = running.next;
+        running.next += 1;
+        running.trees.insert(key, remote);
+        Ok((
+            spawned,
+            Registration {
+                supervisor: self,
+                key,
+            },
+        ))
+    }
+
+    /// Kill every running handler's whole tree now, and any started from now on: the session is
+    /// ending at once.
+    pub fn kill_all(&self) {
+        let mut running = self.lock();
+        running.killed = true;
+        running.trees.values().for_each(Remote::kill);
+    }
+}

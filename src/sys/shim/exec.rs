@@ -1,0 +1,177 @@
+//! A handler from its clone to its `execve`: everything it needs prepared beforehand, and the
+//! few raw system calls it makes in between.
+//!
+//! The child is cloned by the task's subreaper with `CLONE_VM | CLONE_VFORK`, what `posix_spawn`
+//! does inside glibc and musl: it borrows the memory it shares with the session for the few calls
+//! before `execve`, while the subreaper sleeps until the exec (or the child's exit). So it may
+//! only make raw system calls ([`crate::sys::raw`]: no `errno`, which is a session thread's) on
+//! values prepared here: no allocation, no lock, no unwinding. It finds every signal blocked and
+//! every disposition at its default (the subreaper saw to both), so nothing of the session's can
+//! run in it; it unblocks them just before the exec.
+//!
+//! A failure before the exec is written to [`Exec::failed`] and the child exits 127; the
+//! subreaper reaps it, and the session reads the slot once the clone has returned.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStringExt;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use crate::sys::raw;
+
+/// Everything the child reads, made before the clone; and what it writes.
+pub struct Exec {
+    path: CString,
+    /// Owned strings behind `argv` and `envp`, kept alive with them.
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    cwd: CString,
+    /// The child's ends of its stdin, stdout and stderr, in the subreaper's descriptor table.
+    pub stdio: [RawFd; 3],
+    /// The one other descriptor the handler inherits under its number, or -1.
+    pub keep: RawFd,
+    /// The subreaper's pid, set by it before the clone: the parent the child must find.
+    pub parent: AtomicI32,
+    /// The errno of the step that failed in the child, 0 if it reached `execve`'s success.
+    pub failed: AtomicI32,
+    /// Whether that step was entering `cwd` (else setting up, or the exec itself).
+    pub in_cwd: AtomicBool,
+}
+
+// SAFETY: the raw pointers point into `_strings` and the `CString`s this struct owns, which move
+// with it and are never mutated; the plan is read by the child while the session's thread that
+// built it is the only other holder.
+unsafe impl Send for Exec {}
+// SAFETY: as above; the fields written after construction are atomics.
+unsafe impl Sync for Exec {}
+
+impl Exec {
+    /// The plan for running `path` (already resolved) with `argv` and `envp` in `cwd`.
+    pub fn new(
+        path: OsString,
+        argv: Vec<OsString>,
+        env: &[(OsString, OsString)],
+        cwd: OsString,
+        stdio: [RawFd; 3],
+        keep: Option<RawFd>,
+    ) -> io::Result<Self> {
+        let argc = argv.len();
+        let mut strings: Vec<CString> = argv.into_iter().map(cstring).collect::<io::Result<_>>()?;
+        for (k, v) in env {
+            let mut pair = k.clone();
+            pair.push("=");
+            pair.push(v);
+            strings.push(cstring(pair)?);
+        }
+        let pointers = |range: &[CString]| -> Vec<*const libc::c_char> {
+            range
+                .iter()
+                .map(|s| s.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
+        };
+        Ok(Self {
+            path: cstring(path)?,
+            argv: pointers(&strings[..argc]),
+            envp: pointers(&strings[argc..]),
+            _strings: strings,
+            cwd: cstring(cwd)?,
+            stdio,
+            keep: keep.unwrap_or(-1),
+            parent: AtomicI32::new(0),
+            failed: AtomicI32::new(0),
+            in_cwd: AtomicBool::new(false),
+        })
+    }
+
+    /// What the child reported, once its clone has returned: `Ok` if it reached its exec.
+    pub fn outcome(&self, cwd: &std::path::Path) -> io::Result<()> {
+        match self.failed.load(Ordering::Acquire) {
+            0 => Ok(()),
+            errno => {
+                let err = io::Error::from_raw_os_error(errno);
+                Err(if self.in_cwd.load(Ordering::Acquire) {
+                    let cwd = cwd.display();
+                    io::Error::new(err.kind(), format!("cannot enter the workdir {cwd}: {err}"))
+                } else {
+                    err
+                })
+            }
+        }
+    }
+}
+
+fn cstring(s: OsString) -> io::Result<CString> {
+    CString::new(s.into_vec()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+/// The child, from clone to exec: the entry [`raw::clone`] runs, on the plan's address.
+pub extern "C" fn child(plan: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `plan` is the subreaper's `Exec`, alive and unmoved while it sleeps in the clone.
+    let plan = unsafe { &*plan.cast::<Exec>() };
+    let errno = match prepare(plan) {
+        Ok(()) => {
+            let argv = plan.argv.as_ptr() as usize;
+            let envp = plan.envp.as_ptr() as usize;
+            let args = [plan.path.as_ptr() as usize, argv, envp, 0, 0, 0];
+            // SAFETY: the path, argv and envp are NUL-terminated strings and null-terminated
+            // pointer arrays the plan owns.
+            let exec = unsafe { raw::call(libc::SYS_execve, args) };
+            match exec {
+                Ok(_) => libc::EIO,
+                Err(errno) => errno,
+            }
+        }
+        Err(errno) => errno,
+    };
+    plan.failed.store(errno.max(1), Ordering::Release);
+    127
+}
+
+/// The child's steps before `execve`.
+fn prepare(plan: &Exec) -> Result<(), libc::c_int> {
+    let call = |number, args: [usize; 6]| {
+        // SAFETY: each call below passes integers, or the plan's NUL-terminated `cwd`.
+        unsafe { raw::call(number, args) }
+    };
+    call(libc::SYS_setpgid, [0; 6])?;
+    let pdeath = [
+        libc::PR_SET_PDEATHSIG as usize,
+        libc::SIGKILL as usize,
+        0,
+        0,
+        0,
+        0,
+    ];
+    call(libc::SYS_prctl, pdeath)?;
+    // The subreaper died before the line above: nothing would end this child.
+    if call(libc::SYS_getppid, [0; 6])? != plan.parent.load(Ordering::Acquire) as usize {
+        return Err(libc::ESRCH);
+    }
+    // Lifted above 2 first, so no dup below overwrites one still to be moved.
+    let mut high = [0usize; 3];
+    for (slot, &fd) in high.iter_mut().zip(&plan.stdio) {
+        let dup = [fd as usize, libc::F_DUPFD_CLOEXEC as usize, 3, 0, 0, 0];
+        *slot = call(libc::SYS_fcntl, dup)?;
+    }
+    for (target, &fd) in (0usize..).zip(&high) {
+        // dup3 clears close-on-exec on the copy (and exists on every architecture; dup2 not).
+        call(libc::SYS_dup3, [fd, target, 0, 0, 0, 0])?;
+    }
+    if plan.keep >= 0 {
+        let keep = plan.keep as usize;
+        let flags = call(libc::SYS_fcntl, [keep, libc::F_GETFD as usize, 0, 0, 0, 0])?;
+        let cleared = flags & !(libc::FD_CLOEXEC as usize);
+        call(
+            libc::SYS_fcntl,
+            [keep, libc::F_SETFD as usize, cleared, 0, 0, 0],
+        )?;
+    }
+    if let Err(errno) = call(libc::SYS_chdir, [plan.cwd.as_ptr() as usize, 0, 0, 0, 0, 0]) {
+        plan.in_cwd.store(true, Ordering::Release);
+        return Err(errno);
+    }
+    raw::set_signal_mask(0).map(|_| ())
+}

@@ -1,0 +1,209 @@
+//! A task's processes as one thing: the handler and everything it starts, at any depth, ended
+//! together and never mistaken for anything else.
+//!
+//! On Linux every handler runs under a subreaper of its own (`reaper.rs`): a small process cloned
+//! from the session that starts the handler, is reparented everything the handler orphans
+//! (`setsid`, double forks, any depth), and kills that whole tree — its own children only,
+//! generation after generation, until none is left — when the handler exits, when the session
+//! asks ([`Remote`]), or when the session is gone (its control socket reaches EOF: a SIGKILLed
+//! session leaves nothing behind either). The session itself is no subreaper: a process it did
+//! not start — a wrapper's sidecar from before `exec mur`, an orphan it adopts as a container's
+//! pid 1 — is never attributed to a task, never signalled ([`crate::sys::child::reap_strangers`]
+//! only reaps them).
+//!
+//! Chosen over the alternatives by what each guarantees here and what it costs:
+//! - a PID namespace per task makes the kernel kill the tree when its init dies, but unprivileged
+//!   it needs a user namespace too, the handler becomes pid 1 of its namespace (SIGTERM ignored
+//!   unless it installs a handler, so cancel's grace would be lost) and sees `/proc` of another
+//!   namespace unless it gets a mount namespace as well — a different program from the one the
+//!   user wrote;
+//! - a cgroup per task (`cgroup.kill`) needs a delegated cgroup v2 subtree, which a session
+//!   started from cron, a shell or a container usually lacks.
+//!
+//! The subreaper needs neither and costs one `clone` without a copy of the session's memory
+//! (`CLONE_VM`). What it cannot do: outlive a SIGKILL aimed at itself (only the user can send
+//! one): its handler then dies by its parent-death signal, but what the handler orphaned is
+//! reparented past it, to init.
+//!
+//! Elsewhere (macOS) the handler is a direct child leading its own group (`group.rs`), signalled
+//! as a group — what escapes its group escapes the session.
+
+#[cfg(target_os = "linux")]
+mod exec;
+#[cfg(not(target_os = "linux"))]
+mod group;
+#[cfg(target_os = "linux")]
+mod reaper;
+#[cfg(target_os = "linux")]
+mod stack;
+
+#[cfg(target_os = "linux")]
+pub use exec::Exec;
+#[cfg(target_os = "linux")]
+pub use linux::{Shim, start};
+
+#[cfg(not(target_os = "linux"))]
+pub use group::{Shim, start};
+
+use std::sync::Arc;
+
+/// How a task's tree is signalled from any thread: through its supervisor, which only ever
+/// signals its own processes — so a remote may be used at any time, even after the task ended
+/// (it then reaches nothing).
+#[derive(Clone)]
+pub struct Remote(Arc<dyn Fn(Ask) + Send + Sync>);
+
+/// What a [`Remote`] asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// SIGTERM to the handler's group and every orphan the task left.
+    Terminate,
+    /// SIGKILL to the whole tree, until it is empty.
+    Kill,
+}
+
+impl Remote {
+    pub fn terminate(&self) {
+        (self.0)(Ask::Terminate);
+    }
+
+    pub fn kill(&self) {
+        (self.0)(Ask::Kill);
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::io::{self, Read};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+    use std::time::Duration;
+
+    use super::exec::Exec;
+    use super::reaper::{self, Frame};
+    use super::stack::Stacks;
+    use super::{Ask, Remote};
+    use crate::sys::raw;
+
+    /// A running task's subreaper, as the session holds it. Reap it with [`Shim::reap`]; one
+    /// dropped unreaped is told to kill its tree, and its frame and stacks are leaked — it may
+    /// still be reading them.
+    pub struct Shim {
+        pid: libc::pid_t,
+        ctl: Arc<UnixStream>,
+        frame: Option<Box<Frame>>,
+        stacks: Option<Stacks>,
+    }
+
+    /// Start the handler `exec` describes under a subreaper of its own; `cwd` names its workdir
+    /// in errors. Returns once the handler has been exec'd, or with why it could not be.
+    pub fn start(exec: Exec, cwd: &std::path::Path) -> io::Result<Shim> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let stacks = Stacks::map()?;
+        let frame = Box::new(Frame {
+            exec,
+            ctl: theirs.as_raw_fd(),
+            handler_stack: stacks.handler_top(),
+            status: AtomicI32::new(0),
+            reaped: AtomicBool::new(false),
+        });
+        let arg = (&raw const *frame).cast_mut().cast();
+        // No handler of the session's may run in the subreaper: it starts with every signal
+        // blocked (libc's internal ones too) and keeps them so.
+        let old = raw::set_signal_mask(raw::ALL_SIGNALS).map_err(io::Error::from_raw_os_error)?;
+        // SAFETY: `reaper::main` makes raw calls only, on its guarded stack and the frame, both
+        // of which this `Shim` keeps until the subreaper is reaped (or leaks).
+        let cloned = unsafe {
+            raw::clone(
+                libc::CLONE_VM | libc::SIGCHLD,
+                stacks.reaper_top(),
+                reaper::main,
+                arg,
+            )
+        };
+        let _ = raw::set_signal_mask(old);
+        drop(theirs);
+        let pid = cloned.map_err(io::Error::from_raw_os_error)? as libc::pid_t;
+        let mut shim = Shim {
+            pid,
+            ctl: Arc::new(ours),
+            frame: Some(frame),
+            stacks: Some(stacks),
+        };
+        // One byte once the handler's clone has returned (EOF: the subreaper died first).
+        let mut byte = [0u8];
+        loop {
+            match (&*shim.ctl).read(&mut byte) {
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                _ => break,
+            }
+        }
+        let started = shim.frame.as_ref().map(|f| f.exec.outcome(cwd));
+        if let Some(Err(err)) = started {
+            let _ = shim.reap();
+            return Err(err);
+        }
+        Ok(shim)
+    }
+
+    impl Shim {
+        /// The subreaper's pid (not the handler's).
+        pub fn pid(&self) -> u32 {
+            self.pid as u32
+        }
+
+        /// What signals this task's tree from any thread.
+        pub fn remote(&self) -> Remote {
+            let ctl = self.ctl.clone();
+            Remote(Arc::new(move |ask| {
+                let byte = match ask {
+                    Ask::Terminate => reaper::TERMINATE,
+                    Ask::Kill => reaper::KILL,
+                };
+                crate::sys::socket::send_byte(&ctl, byte);
+            }))
+        }
+
+        /// A descriptor that turns readable when the whole tree is gone (the subreaper's end
+        /// of the control socket closed as it exited), for a caller polling it beside others.
+        pub fn exit_fd(&self) -> Option<std::os::fd::RawFd> {
+            Some(self.ctl.as_raw_fd())
+        }
+
+        /// Whether the handler and everything it started are gone, waiting at most `timeout`.
+        pub fn wait_exit(&self, timeout: Duration) -> bool {
+            crate::sys::poll::poll_readable(&*self.ctl, timeout).unwrap_or(false)
+        }
+
+        /// Wait for the subreaper to exit (it does once the tree is empty, or it gave up on a
+        /// process stuck in the kernel) and reap it; the handler's wait status.
+        pub fn reap(&mut self) -> io::Result<ExitStatus> {
+            let status = crate::sys::spawn::wait(self.pid as u32);
+            let frame = self.frame.take();
+            self.stacks = None;
+            status?;
+            match frame {
+                Some(f) if f.reaped.load(Ordering::Acquire) => {
+                    Ok(ExitStatus::from_raw(f.status.load(Ordering::Acquire)))
+                }
+                _ => Err(io::Error::other(
+                    "the handler did not end: still in the kernel after 10 s of SIGKILL",
+                )),
+            }
+        }
+    }
+
+    impl Drop for Shim {
+        fn drop(&mut self) {
+            if let Some(frame) = self.frame.take() {
+                self.remote().kill();
+                std::mem::forget(frame);
+                std::mem::forget(self.stacks.take());
+            }
+        }
+    }
+}
