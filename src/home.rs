@@ -156,6 +156,11 @@ pub fn private_dir(name: &str) -> Result<Dir, HomeError> {
 /// directories of a session that ended without removing them itself (SIGKILLed), found when its
 /// record is pruned as gone. Best effort, through directory descriptors, following no link; a
 /// home or `tasks/` that is missing or not trusted is left alone.
+///
+/// Invariant: `session_id` comes from a record that is what its name says (`running::prune`
+/// checks it, and `running::scan` yields no other): the id is the only thing that says whose
+/// directories these are, and a stale copy of a live session's record under another name must
+/// never take the live session's directories.
 pub fn remove_task_dirs(session_id: &crate::id::SessionId) {
     let Ok(Some(home)) = murmur(false) else {
         return;

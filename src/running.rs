@@ -26,6 +26,9 @@
 //! no read, write or removal. And a record is trusted only as ssh's `StrictModes` trusts a file
 //! ([`check_trust`]): owned by the effective uid and writable by no one else. An untrusted record
 //! is reported, never signalled and never removed — `mur` does not remove what it does not trust.
+//! Nor is a record whose `session_id` is not the one its file name says ([`check_name`]): every
+//! act on a record (a signal, a prune, the removal of `tasks/<session_id>/`) is done in the
+//! name of the session it holds, so a record must be what its name says before anything is.
 
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
@@ -128,13 +131,46 @@ enum Refused {
     Untrusted(String),
 }
 
-/// One record file, read through `dir` and checked for trust before it is parsed.
+/// One record file, read through `dir` and checked for trust before it is parsed, then checked
+/// against its name ([`check_name`]).
 fn read_file(dir: &Dir, name: &OsString) -> Result<Result<RunningRecord, Refused>, ReadRefusal> {
     let small = dir.read_small(name, MAX_RECORD_BYTES)?;
-    if let Err(why) = check_trust(&small, &dir.join(name)) {
+    let path = dir.join(name);
+    if let Err(why) = check_trust(&small, &path) {
         return Ok(Err(Refused::Untrusted(why)));
     }
-    Ok(RunningRecord::from_slice(&small.bytes).map_err(Refused::NotARecord))
+    let record = match RunningRecord::from_slice(&small.bytes) {
+        Ok(record) => record,
+        Err(why) => return Ok(Err(Refused::NotARecord(why))),
+    };
+    Ok(check_name(&record, name, &path)
+        .map(|()| record)
+        .map_err(Refused::Untrusted))
+}
+
+/// A record is what its name says: `<session_id>.json` holds the record of `session_id`, or the
+/// `Err` says it does not, and what to do.
+///
+/// Why a mismatch is not trusted rather than pruned or believed: everything done *for* a record
+/// is done in the name of the session it holds — its pid signalled, `tasks/<session_id>/`
+/// removed when it is pruned as gone. A copy of a live session's record under another name
+/// (a backup put back, a stale file from another tool) with a pid that has since died would
+/// otherwise be pruned as gone, taking the *live* session's task directories with it. Nothing
+/// proves which of the two names is right, so neither is acted on: the file is reported and
+/// kept (DESIGN.md §5: "a record that disagrees is reported, never acted on"), like any
+/// untrusted file — `mur` does not remove what it does not trust, and removing it would be
+/// acting on it. Its owner removes it; the record under the right name is unaffected.
+fn check_name(record: &RunningRecord, name: &OsString, path: &Path) -> Result<(), String> {
+    if *name == record_name(record.session_id.as_str()) {
+        return Ok(());
+    }
+    Err(format!(
+        "holds the record of session {}, which its file name does not say: not trusted, so \
+         never signalled nor removed, and nothing it names is touched; fix: remove {} if it is \
+         a stale copy",
+        record.session_id,
+        path.display()
+    ))
 }
 
 /// The trust rule for a file in the running directory (DESIGN.md §3, as ssh's `StrictModes`):
@@ -371,8 +407,12 @@ pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
 
 /// Remove one record and its control token file, through the directory it was read from, and
 /// the session's task directories if it left any. For a [`Liveness::Gone`] reading only. The
-/// `Err` is the OS error that kept the record in place (a read-only filesystem, say).
+/// `Err` is the OS error that kept the record in place (a read-only filesystem, say), or an
+/// entry whose name is not its record's ([`check_name`]): then nothing is removed, whoever
+/// built the entry — [`scan`] never yields one, and [`Entry::new`] is public.
 pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
+    check_name(&entry.record, &entry.name, &entry.path)
+        .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidData, why))?;
     let removed = entry.dir.unlink(&entry.name);
     let _ = entry.dir.unlink(entry.control_name());
     if removed.is_ok() {
@@ -644,6 +684,43 @@ mod tests {
         let _record = RecordGuard::write(&d.1, &rec).unwrap();
         drop(ControlGuard::write(&d.1, &id, &token).unwrap());
         assert!(!record_path(&d.0, &id).exists());
+    }
+
+    /// A live session's record copied under another session's name, with a pid that is gone
+    /// (as a stale backup put back would be): reported and kept, never pruned — so nothing in
+    /// the live session's name is removed — and `prune` refuses such an entry however it was
+    /// built.
+    #[test]
+    fn a_record_under_another_sessions_name_is_reported_kept_and_never_pruned() {
+        let d = dir("misnamed");
+        let live = record('8');
+        let _guard = RecordGuard::write(&d.1, &live).unwrap();
+        let mut copy = live.clone();
+        copy.pid = 0;
+        let other = record('9').session_id;
+        let copy_name = record_name(other.as_str());
+        d.1.write_private(&copy_name, &copy.to_bytes()).unwrap();
+
+        let swept = sweep(&d.1, Depth::Process).unwrap();
+        let kept: Vec<_> = swept.kept.iter().map(|k| k.entry.record.clone()).collect();
+        assert_eq!(kept, vec![live.clone()], "the record under its own name");
+        assert!(swept.pruned.is_empty(), "{:?}", swept.pruned);
+        assert_eq!(swept.unreadable.len(), 1, "{:?}", swept.unreadable);
+        let reported = &swept.unreadable[0];
+        assert_eq!(reported.path, d.0.join(&copy_name));
+        assert!(!reported.invalid, "kept, not removed as junk");
+        assert!(
+            reported.reason.contains(live.session_id.as_str())
+                && reported.reason.contains("file name"),
+            "{}",
+            reported.reason
+        );
+        assert!(d.0.join(&copy_name).exists(), "reported, never removed");
+        assert!(read(&d.1, other.as_str()).is_none());
+
+        let built = Entry::new(&d.1, copy_name.clone(), copy);
+        assert!(prune(&built).is_err(), "prune checks the name too");
+        assert!(d.0.join(&copy_name).exists());
     }
 
     #[test]

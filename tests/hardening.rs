@@ -278,11 +278,16 @@ fn an_ipv4_peer_of_a_dual_stack_door_is_loopback_for_secrets() {
 /// A home for uid 65534 under `home` (`<home>/nobody`, theirs), with a `cat` capsule in it at
 /// `nobody/<name>`: the capsule's manifest path.
 fn nobodys_capsule(home: &Home, name: &str) -> std::path::PathBuf {
+    nobodys_capsule_running(home, name, "#!/bin/sh\ncat\n")
+}
+
+/// [`nobodys_capsule`] with `script` as its handler.
+fn nobodys_capsule_running(home: &Home, name: &str, script: &str) -> std::path::PathBuf {
     let nobody = home.dir("nobody");
     let manifest = home.write_capsule(
         &format!("nobody/{name}"),
         serde_json::json!({"name": name, "version": "1"}),
-        Some("#!/bin/sh\ncat\n"),
+        Some(script),
     );
     for path in [home.path(), &nobody, manifest.parent().unwrap(), &manifest] {
         std::os::unix::fs::chown(path, Some(65534), Some(65534)).unwrap();
@@ -386,6 +391,53 @@ fn a_launcher_without_a_thread_refuses_instead_of_panicking() {
     out.expect_code(1);
     assert!(
         out.stderr.contains("cannot await member 'helper'"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Leaves directories chmod-ed to `000`, nested three deep, in `$MUR_TASK_DIR` and in its
+/// `out/`, then `out/` and the task directory themselves at `000`; says so only if every step
+/// worked.
+const LOCKING_HANDLER: &str = r#"#!/bin/sh
+set -e
+cat >/dev/null
+cd "$MUR_TASK_DIR"
+for top in . out; do
+    mkdir -p "$top/locked/inner/deepest"
+    echo x > "$top/locked/inner/deepest/f"
+    echo y > "$top/locked/f"
+    chmod 000 "$top/locked/inner/deepest" "$top/locked/inner" "$top/locked"
+done
+chmod 000 out .
+echo locked
+"#;
+
+/// A handler running as a user modes bind (not root) leaves directories it chmod-ed to `000`,
+/// nested, in its task directory and its `out/`: once the session ends, nothing of
+/// `~/.murmur/tasks/<session>/` is left.
+#[test]
+fn directories_a_handler_chmods_to_000_do_not_outlive_the_session() {
+    if !may_become_nobody("directories_a_handler_chmods_to_000_do_not_outlive_the_session") {
+        return;
+    }
+    let home = Home::new();
+    let manifest = nobodys_capsule_running(&home, "locker", LOCKING_HANDLER);
+    let out = run_as_nobody(
+        &home,
+        4096,
+        &["run", manifest.to_str().unwrap(), "--task", "hi"],
+    );
+    out.expect_code(0);
+    assert_eq!(out.stdout, "locked\n", "{}", out.stderr);
+    let tasks = home.path().join("nobody/.murmur/tasks");
+    assert!(
+        tasks.is_dir(),
+        "the session made its task directories there"
+    );
+    assert_eq!(
+        common::home::list_dir(&tasks),
+        Vec::<String>::new(),
         "{}",
         out.stderr
     );

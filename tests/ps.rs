@@ -876,3 +876,59 @@ fn home_unset_or_relative_is_a_clear_error() {
         "nothing created under a relative HOME"
     );
 }
+
+/// A live session's record copied under another session's name with the pid of a process that
+/// has exited (a stale backup put back): `mur ps` reports the copy, names it and why, keeps it,
+/// and acts on nothing it names — the live session's task directories stay, and its next task
+/// completes. `mur stop` finds nothing under the copy's name.
+#[test]
+fn a_stale_copy_of_a_live_record_under_another_name_is_reported_and_never_acted_on() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "cat",
+        json!({"name": "cat", "version": "1.0.0"}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    let first = session.send(None, "first", true);
+    assert_eq!(first["status"]["state"], "completed", "{first}");
+    let tasks = home.murmur().join("tasks").join(&session.id);
+    assert!(tasks.is_dir(), "the live session's task directories");
+
+    let mut copy = home.record(&session.id);
+    let (dead, dead_start) = exited_pid();
+    copy["pid"] = json!(dead);
+    copy["process_start"] = json!(dead_start);
+    let other = session_id();
+    let copy_path = home.running_dir().join(format!("{other}.json"));
+    write_private(&copy_path, &serde_json::to_vec(&copy).unwrap());
+
+    let ps = home.mur(&["ps"]);
+    ps.expect_code(0);
+    let named = format!(
+        "kept {}: holds the record of session {}",
+        copy_path.display(),
+        session.id
+    );
+    assert!(ps.stderr.contains(&named), "{}", ps.stderr);
+    assert!(pruned_lines(&ps.stderr).is_empty() && !ps.stderr.contains("pruned"));
+    assert!(row(&ps.stdout, &session.id).is_some(), "{}", ps.stdout);
+    assert!(row(&ps.stdout, &other).is_none(), "{}", ps.stdout);
+    assert!(copy_path.exists(), "reported, not removed");
+    assert!(tasks.is_dir(), "nothing the copy names is removed");
+
+    let stop = home.mur(&["stop", &other]);
+    assert_ne!(stop.code, Some(0), "{stop:?}");
+    assert!(session.alive(), "no signal through the copy");
+
+    let second = session.send(None, "second", true);
+    assert_eq!(second["status"]["state"], "completed", "{second}");
+    assert_eq!(
+        second["artifacts"][0]["parts"][0]["text"], "second",
+        "{second}"
+    );
+    session.signal(libc::SIGTERM);
+    session.wait_exit(WAIT);
+    assert!(!tasks.exists(), "the session's own end takes them");
+    assert!(copy_path.exists(), "and still leaves the copy alone");
+}

@@ -185,10 +185,16 @@ impl TaskDir {
     /// Everything the task left removed, but an empty `out/` and `message.json` emptied in place
     /// (its inode kept for the next task's). The `Err` is anything that would not go, or an
     /// `out/` that is not a directory: such a directory is removed instead of kept.
+    ///
+    /// The handler may have chmod-ed the directory, `out/` or anything below to `000`: each
+    /// directory gets its owner's `rwx` back through its own descriptor before it is emptied
+    /// ([`Dir::open_child_to_empty`], [`Dir::remove_tree`]), so no mode keeps a spare — or,
+    /// through it, the session's `tasks/<session>/` — in place.
     fn empty(&self) -> std::io::Result<()> {
+        self.dir.restore_owner_access()?;
         for name in self.dir.names()? {
             if name == "out" {
-                let out = self.dir.open_child("out")?;
+                let out = self.dir.open_child_to_empty("out")?;
                 for entry in out.names()? {
                     out.remove_tree(entry)?;
                 }

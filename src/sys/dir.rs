@@ -11,6 +11,9 @@
 //!   away and replaced by a link after it was opened redirects nothing.
 //! - Files are opened `O_NOFOLLOW|O_NONBLOCK`: a link is refused, a FIFO never blocks a reader.
 //! - The path a [`Dir`] keeps is for messages only; nothing re-resolves it.
+//! - A directory is re-moded only through a descriptor of that very directory (`fchmod`, or
+//!   `/proc/self/fd/<fd>` of an `O_PATH|O_NOFOLLOW` one), after `fstat` on it shows it ours;
+//!   never by a name, which a link could redirect.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fs::{File, Metadata, Permissions};
@@ -84,6 +87,9 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
         Ok(ret)
     }
 }
+
+/// The owner's read, write and search bits: what emptying a directory takes.
+const OWNER_RWX: u32 = 0o700;
 
 const DIR_FLAGS: libc::c_int =
     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
@@ -297,6 +303,71 @@ impl Dir {
         ours.then_some(file)
     }
 
+    /// The subdirectory `name`, opened as [`Dir::open_child`] does, to be emptied: with its
+    /// owner's `rwx` given back first when it is ours and lacks any, so that it can be listed
+    /// and its entries unlinked. One that cannot even be opened for want of them (`000`,
+    /// `0300`: `EACCES`) is given them by [`Dir::grant_owner`] and opened again; a link is
+    /// refused as ever, never followed.
+    ///
+    /// Why: a handler owns what is in its task directory and may chmod any of it; the
+    /// directory is still mur's to remove, and the owner can always re-mode what it owns (as
+    /// `chmod -R u+rwx` then `rm -rf` would). Nothing of another uid is re-moded.
+    pub fn open_child_to_empty(&self, name: impl AsRef<OsStr>) -> io::Result<Self> {
+        let name = name.as_ref();
+        let dir = match self.open_child(name) {
+            Err(err) if err.raw_os_error() == Some(libc::EACCES) => {
+                self.grant_owner(name).map_err(|_| err)?;
+                self.open_child(name)?
+            }
+            opened => opened?,
+        };
+        // Best effort: where it cannot be re-moded (a read-only filesystem), the removal's own
+        // error says what kept it.
+        let _ = dir.restore_owner_access();
+        Ok(dir)
+    }
+
+    /// Give this directory back its owner's `rwx` (`fchmod` through its own descriptor) when it
+    /// is ours and lacks any; one of another uid, or already `u+rwx`, is left as it is.
+    pub fn restore_owner_access(&self) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = self.stat()?;
+        if meta.uid() != super::proc::euid() || meta.mode() & OWNER_RWX == OWNER_RWX {
+            return Ok(());
+        }
+        self.set_mode(meta.mode() & 0o777 | OWNER_RWX)
+    }
+
+    /// Give the subdirectory `name` its owner's `rwx` when it is ours, without being able to
+    /// read it: opened `O_PATH|O_DIRECTORY|O_NOFOLLOW` (which takes no permission on it, and
+    /// refuses a link or a non-directory), checked by `fstat` on that descriptor, and re-moded
+    /// through it. `fchmod` refuses an `O_PATH` descriptor (`EBADF`), so the mode is set
+    /// through `/proc/self/fd/<fd>`, which names that very inode whatever is at `name` by
+    /// then — the way systemd's `fchmod_opath` does. The `Err` is `EACCES` for a directory of
+    /// another uid, or whatever failed (no `/proc` mounted: `ENOENT`).
+    #[cfg(target_os = "linux")]
+    fn grant_owner(&self, name: &OsStr) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let held = File::from(self.open_at(name, flags, 0)?);
+        let meta = held.metadata()?;
+        if !meta.is_dir() || meta.uid() != super::proc::euid() {
+            return Err(io::Error::from_raw_os_error(libc::EACCES));
+        }
+        let by_descriptor = format!("/proc/self/fd/{}", held.as_raw_fd());
+        std::fs::set_permissions(
+            by_descriptor,
+            Permissions::from_mode(meta.mode() & 0o777 | OWNER_RWX),
+        )
+    }
+
+    /// Without `O_PATH` there is no way to re-mode a directory we cannot open by a descriptor
+    /// of its own, and a re-mode by name could be sent through a link: refused (`EACCES`).
+    #[cfg(not(target_os = "linux"))]
+    fn grant_owner(&self, _name: &OsStr) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::EACCES))
+    }
+
     /// `renameat(self, from, self, to)`.
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
         self.rename_into(from, self, to)
@@ -323,6 +394,11 @@ impl Dir {
     /// inside is first renamed up to the top of the tree being removed (`.flat.<n>`), then
     /// emptied from there. A handler's task directory is the handler's to fill — a nest ten
     /// thousand deep would otherwise exhaust a task thread's stack or the descriptor table.
+    ///
+    /// Modes do not keep a tree of ours in place: a directory of ours that a handler chmod-ed
+    /// to `000` (or `0500`) is given back its owner's `rwx` on the way down, as the owner
+    /// could by hand, and only through a descriptor of that very directory
+    /// ([`Dir::open_child_to_empty`]). A directory owned by another uid is never re-moded.
     pub fn remove_tree(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
         let name = name.as_ref();
         match self.unlink_at(name, 0) {
@@ -330,7 +406,7 @@ impl Dir {
             Err(err) if matches!(err.raw_os_error(), Some(libc::EISDIR | libc::EPERM)) => {}
             Err(err) => return absent_is_ok(err),
         }
-        let top = match self.open_child(name) {
+        let top = match self.open_child_to_empty(name) {
             Ok(top) => top,
             Err(err) => return absent_is_ok(err),
         };
@@ -338,7 +414,7 @@ impl Dir {
         let mut moved = 0;
         top.flatten(None, &mut pending, &mut moved)?;
         while let Some(sub) = pending.pop() {
-            match top.open_child(&sub) {
+            match top.open_child_to_empty(&sub) {
                 Ok(dir) => dir.flatten(Some(&top), &mut pending, &mut moved)?,
                 Err(err) => absent_is_ok(err)?,
             }
@@ -367,29 +443,35 @@ impl Dir {
                     continue;
                 }
             }
-            let Some(top) = top else {
-                pending.push(entry);
-                continue;
-            };
-            // A name the tree already uses (a handler may have made one) is skipped.
-            loop {
-                let fresh = OsString::from(format!(".flat.{moved}"));
-                *moved += 1;
-                match self.rename_into(&entry, top, &fresh) {
-                    Ok(()) => {
-                        pending.push(fresh);
-                        break;
-                    }
-                    Err(err)
-                        if matches!(err.raw_os_error(), Some(libc::EEXIST | libc::ENOTEMPTY)) => {}
-                    Err(err) => {
-                        absent_is_ok(err)?;
-                        break;
-                    }
-                }
+            match top {
+                Some(top) => pending.extend(self.move_up(&entry, top, moved)?),
+                None => pending.push(entry),
             }
         }
         Ok(())
+    }
+
+    /// Rename the directory `entry` up into `top` under a fresh name (`.flat.<n>`), skipping
+    /// names the tree already uses (a handler may have made one): the new name, or `None` when
+    /// `entry` vanished meanwhile.
+    fn move_up(&self, entry: &OsStr, top: &Dir, moved: &mut u64) -> io::Result<Option<OsString>> {
+        let mut granted = false;
+        loop {
+            let fresh = OsString::from(format!(".flat.{moved}"));
+            *moved += 1;
+            match self.rename_into(entry, top, &fresh) {
+                Ok(()) => return Ok(Some(fresh)),
+                Err(err) if matches!(err.raw_os_error(), Some(libc::EEXIST | libc::ENOTEMPTY)) => {}
+                // Moving a directory to another parent rewrites its `..`, which takes write
+                // permission on it: give the owner's back, then try again (once: a second
+                // EACCES is the error).
+                Err(err) if err.raw_os_error() == Some(libc::EACCES) && !granted => {
+                    self.grant_owner(entry).map_err(|_| err)?;
+                    granted = true;
+                }
+                Err(err) => return absent_is_ok(err).map(|()| None),
+            }
+        }
     }
 
     /// `renameat(self, from, to_dir, to)`.
@@ -464,6 +546,7 @@ mod tests {
     use super::*;
     use std::fs;
     use std::os::unix::fs::MetadataExt;
+    use std::os::unix::process::CommandExt;
 
     struct Scratch(PathBuf);
     impl Drop for Scratch {
@@ -504,6 +587,94 @@ mod tests {
             .unwrap();
         assert!(!root.0.join("nest").exists());
         assert!(Path::new("/").exists(), "no link followed");
+    }
+
+    /// Under `root` (ours): a tree whose directories a handler chmod-ed — `000` nested three
+    /// deep, `0500` above a `000`, `0300`, the top itself `000` — holding a link to a `000`
+    /// directory outside. [`Dir::remove_tree`] takes it all and re-modes nothing outside.
+    fn remove_a_chmodded_tree(root: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let chmod = |path: &Path, mode: u32| {
+            fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap()
+        };
+        let outside = root.join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("keep"), "k").unwrap();
+        let tree = root.join("tree");
+        fs::create_dir_all(tree.join("a/b/c")).unwrap();
+        fs::write(tree.join("a/b/c/f"), "f").unwrap();
+        fs::create_dir_all(tree.join("d/e")).unwrap();
+        fs::write(tree.join("d/f"), "f").unwrap();
+        fs::create_dir(tree.join("w")).unwrap();
+        fs::write(tree.join("w/f"), "f").unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("a/link")).unwrap();
+        for (dir, mode) in [
+            ("a/b/c", 0o000),
+            ("a/b", 0o000),
+            ("a", 0o000),
+            ("d/e", 0o000),
+            ("d", 0o500),
+            ("w", 0o300),
+            ("", 0o000),
+        ] {
+            chmod(&tree.join(dir), mode);
+        }
+        chmod(&outside, 0o000);
+
+        let removed = Dir::open(root).unwrap().remove_tree("tree");
+        chmod(&outside, 0o700);
+        removed.unwrap();
+        assert!(fs::symlink_metadata(&tree).is_err(), "the whole tree goes");
+        assert_eq!(fs::read(outside.join("keep")).unwrap(), b"k");
+    }
+
+    /// The child half of the test below: runs only when that test re-executes this binary as
+    /// uid 65534, with the directory to work in named by `MUR_UNIT_OWNER_DIR`.
+    #[test]
+    fn a_chmodded_tree_as_uid_65534() {
+        if let Some(root) = std::env::var_os("MUR_UNIT_OWNER_DIR") {
+            assert_ne!(super::super::proc::euid(), 0, "the point is not being root");
+            remove_a_chmodded_tree(Path::new(&root));
+        }
+    }
+
+    /// Mode `000` keeps no directory of ours in place. Root is not bound by modes, so as root
+    /// the case that matters — a non-root owner, as a handler and its session are — is run by
+    /// this very test binary re-executed as uid 65534 on a directory that uid owns, and its
+    /// verdict read back; as another user it runs here, as that user.
+    #[test]
+    fn a_tree_chmodded_to_000_is_removed_by_its_owner_without_following_links() {
+        let root = scratch("chmodded");
+        if super::super::proc::euid() != 0 {
+            return remove_a_chmodded_tree(&root.0);
+        }
+        remove_a_chmodded_tree(&root.0);
+        let owned = root.0.join("nobody");
+        fs::create_dir(&owned).unwrap();
+        std::os::unix::fs::chown(&root.0, Some(65534), Some(65534)).unwrap();
+        std::os::unix::fs::chown(&owned, Some(65534), Some(65534)).unwrap();
+        let child = "sys::dir::tests::a_chmodded_tree_as_uid_65534";
+        let ran = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", child, "--nocapture", "--test-threads=1"])
+            .env("MUR_UNIT_OWNER_DIR", &owned)
+            .uid(65534)
+            .gid(65534)
+            .output();
+        let ran = match ran {
+            Ok(ran) => ran,
+            Err(err) => {
+                // (A test binary uid 65534 cannot execute: a private target directory.)
+                eprintln!("\n*** SKIPPED the uid 65534 half of this test: {err} ***\n");
+                return;
+            }
+        };
+        let said = String::from_utf8_lossy(&ran.stdout);
+        assert!(
+            ran.status.success() && said.contains(&format!("test {child} ... ok")),
+            "{}\n{said}\n{}",
+            ran.status,
+            String::from_utf8_lossy(&ran.stderr)
+        );
     }
 
     #[test]
