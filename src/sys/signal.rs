@@ -9,12 +9,29 @@ static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(
 /// How many termination signals have been caught.
 static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
+/// The handler: atomic operations and one `write(2)` only (async-signal-safe). It keeps the
+/// interrupted code's `errno`: the write can fail (a full wake-up pipe: `EAGAIN`) and would
+/// otherwise overwrite an errno the interrupted thread was about to read.
 extern "C" fn record_signal(signal: libc::c_int) {
     use std::sync::atomic::Ordering;
-    // Async-signal-safe: atomic operations only.
+    let errno = errno_location();
+    // SAFETY: this thread's own errno, read and later written back on this thread.
+    let saved = unsafe { *errno };
     let _ = CAUGHT.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
     COUNT.fetch_add(1, Ordering::SeqCst);
     super::wake::notify();
+    // SAFETY: as above.
+    unsafe { *errno = saved };
+}
+
+/// Where libc keeps this thread's `errno`.
+fn errno_location() -> *mut libc::c_int {
+    // SAFETY: returns a pointer to the calling thread's errno; no argument.
+    #[cfg(target_os = "linux")]
+    return unsafe { libc::__errno_location() };
+    // SAFETY: as above.
+    #[cfg(not(target_os = "linux"))]
+    return unsafe { libc::__error() };
 }
 
 /// Turn SIGINT, SIGTERM and SIGHUP into flags ([`caught_termination`], [`termination_count`])
@@ -110,5 +127,23 @@ pub fn kill(pid: libc::pid_t, signal: libc::c_int) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_handler_leaves_errno_as_it_found_it() {
+        super::super::wake::init().unwrap();
+        // Fill the wake-up pipe, so the handler's write fails with EAGAIN.
+        for _ in 0..100_000 {
+            super::super::wake::notify();
+        }
+        // SAFETY: this thread's errno, set to a marker.
+        unsafe { *errno_location() = 4242 };
+        record_signal(libc::SIGHUP);
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(4242));
     }
 }
