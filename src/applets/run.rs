@@ -39,6 +39,14 @@ Options:
                   refuse to start unless the manifest's sha256 is HEX
   -h, --help      this text
 
+Processes: each handler runs under a subreaper of its own (Linux), so whatever
+it starts (setsid, double forks, any depth) is that task's, and is killed when
+the handler exits, the task is canceled or times out (SIGTERM, SIGKILL 2 s
+later), or the session ends -- even by SIGKILL. A process this session did not
+start (a wrapper's sidecar before 'exec mur', an orphan it adopts as pid 1) is
+never signalled, only reaped once it exits. Without a subreaper (macOS) only
+the handler's process group is reached.
+
 An authenticated door's tokens are never printed: 'mur token' prints them.
 When NOTIFY_SOCKET is set, READY=1 is sent to it once the door listens and the
 record is written (systemd Type=notify).
