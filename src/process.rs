@@ -11,11 +11,14 @@
 //!
 //! Where `pidfd_open(2)` does not exist (Linux < 5.3, macOS) the fallback is the seed's
 //! check-then-kill, re-verified before every signal.
+//!
+//! And the one way mur ends a process, whatever it is ([`stop`]): asked, SIGTERM, SIGKILL,
+//! each rung only while it is still there — for a recorded session, a formation's launcher and
+//! a launcher's own members alike.
 
-use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-use crate::sys::poll::poll_readable;
+use crate::sys::pidref::PidRef;
 use crate::sys::{proc, signal as sys_signal};
 
 /// Why a process may not be signalled, before any signal is sent.
@@ -44,10 +47,9 @@ pub enum Sent {
 /// One process, verified to be the one recorded as `pid` started at `start`, that may be
 /// signalled and waited on.
 pub struct Target {
-    pid: u32,
+    /// Pinned by a pidfd when the kernel gave one; without, every signal re-verifies first.
+    held: PidRef,
     start: String,
-    /// The pidfd, when the kernel gave one; `None` means every signal re-verifies first.
-    pidfd: Option<OwnedFd>,
 }
 
 /// Layers 1 and 2 as a verdict on signalling: `Ok` only for a live pid whose start time reads as
@@ -102,16 +104,11 @@ pub fn may_signal(pid: u32) -> Result<(), String> {
 impl Target {
     /// Pin the process recorded as (`pid`, `start`): open a pidfd where possible, then verify.
     pub fn open(pid: u32, start: &str) -> Result<Self, NotSignallable> {
-        let Some(raw_pid) = proc::as_pid_t(pid) else {
-            return Err(NotSignallable::Gone(format!("no process holds pid {pid}")));
-        };
-        let pidfd = match sys_signal::pidfd_open(raw_pid) {
-            Ok(fd) => Some(fd),
+        let held = match PidRef::open(pid) {
+            Ok(held) => held,
             Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {
                 return Err(NotSignallable::Gone(format!("no process holds pid {pid}")));
             }
-            // Only ENOSYS (old kernel, other OS) means "no pidfds here": then check-then-kill.
-            Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => None,
             // ENOENT (a thread id, not a process), EMFILE and the like: never a fall-back to
             // kill(2), which would reach whatever else the number names. The check says why
             // where it can (a thread is named as one).
@@ -124,66 +121,117 @@ impl Target {
         };
         check(pid, start)?;
         Ok(Self {
-            pid,
+            held,
             start: start.to_string(),
-            pidfd,
         })
     }
 
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.held.pid()
     }
 
+    fn gone(&self) -> bool {
+        check(self.pid(), &self.start).is_err_and(|e| matches!(e, NotSignallable::Gone(_)))
+    }
+}
+
+impl Stoppable for Target {
     /// Send `signal` to this process and no other: never its group, never a later holder of
     /// its pid.
-    pub fn signal(&self, signal: libc::c_int) -> Sent {
-        let result = match &self.pidfd {
-            Some(fd) => sys_signal::pidfd_send_signal(fd, signal),
-            None => {
+    fn signal(&self, signal: libc::c_int) -> Sent {
+        let result = match self.held.signal(signal) {
+            Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => {
                 // Check-then-kill: the seed's window of two adjacent syscalls.
-                match check(self.pid, &self.start) {
+                match check(self.pid(), &self.start) {
                     Ok(()) => {}
                     Err(NotSignallable::Gone(_)) => return Sent::Gone,
                     Err(NotSignallable::Refused(why)) => return Sent::Refused(why),
                 }
-                sys_signal::kill(self.pid as libc::pid_t, signal)
+                sys_signal::kill(self.pid() as libc::pid_t, signal)
             }
+            sent => sent,
         };
-        match result {
-            Ok(()) => Sent::Delivered,
-            Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Sent::Gone,
-            Err(err) => Sent::Refused(err.to_string()),
-        }
+        sent(result)
     }
 
     /// Whether the process has exited (or become a zombie), waiting at most `timeout`.
-    pub fn wait_gone(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            match &self.pidfd {
-                Some(fd) => {
-                    match poll_readable(fd, remaining) {
-                        Ok(true) => return true,
-                        Ok(false) => {}
-                        // No evidence of an exit: look again, without spinning, until the deadline.
-                        Err(_) => std::thread::sleep(remaining.min(Duration::from_millis(10))),
-                    }
-                }
-                None => {
-                    if check(self.pid, &self.start)
-                        .is_err_and(|e| matches!(e, NotSignallable::Gone(_)))
-                    {
-                        return true;
-                    }
-                    std::thread::sleep(remaining.min(Duration::from_millis(10)));
-                }
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
+    fn wait_gone(&self, timeout: Duration) -> bool {
+        self.held.wait_exit(timeout, || self.gone())
+    }
+}
+
+/// What a signal's result means for the one who sent it.
+pub fn sent(result: std::io::Result<()>) -> Sent {
+    match result {
+        Ok(()) => Sent::Delivered,
+        Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Sent::Gone,
+        Err(err) => Sent::Refused(err.to_string()),
+    }
+}
+
+/// What [`stop`] does to a process: signal it (that process, or its own group, and nothing
+/// else) and see it go.
+pub trait Stoppable {
+    fn signal(&self, signal: libc::c_int) -> Sent;
+    /// Whether it has gone, waiting at most `timeout`.
+    fn wait_gone(&self, timeout: Duration) -> bool;
+}
+
+/// How long a process has to go after SIGKILL before [`stop`] gives up on it (one in the
+/// kernel's uninterruptible sleep can take a while).
+pub const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// The rung of [`stop`] that ended a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It went on the request made before (a door's `session/stop`, a closed lifeline).
+    Asked,
+    Term,
+    Kill,
+}
+
+impl Ended {
+    /// How it is said: `asked`, `SIGTERM`, `SIGKILL`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ended::Asked => "asked",
+            Ended::Term => "SIGTERM",
+            Ended::Kill => "SIGKILL",
         }
     }
+}
+
+/// The stop ladder, the one way mur ends a process (DESIGN.md §4, §6). A request to end may
+/// already have been made (a door's `session/stop`, a lifeline closed): the process then has
+/// until `asked_until` to honour it. Then SIGTERM, when `term`, and until `deadline`; then
+/// SIGKILL, and [`KILL_WAIT`]. Each rung is climbed only while the process is still there; each
+/// signal goes through `target`, which reaches that process (or its own group) and nothing else.
+/// The `Err` says which signal was refused and why, or that it did not go even after SIGKILL.
+pub fn stop(
+    target: &dyn Stoppable,
+    asked_until: Option<Instant>,
+    term: bool,
+    deadline: Instant,
+) -> Result<Ended, String> {
+    let left = |until: Instant| until.saturating_duration_since(Instant::now());
+    if let Some(until) = asked_until
+        && target.wait_gone(left(until))
+    {
+        return Ok(Ended::Asked);
+    }
+    let mut rungs = vec![(libc::SIGKILL, Ended::Kill, KILL_WAIT)];
+    if term {
+        rungs.insert(0, (libc::SIGTERM, Ended::Term, left(deadline)));
+    }
+    for (signal, rung, wait) in rungs {
+        match target.signal(signal) {
+            Sent::Gone => return Ok(rung),
+            Sent::Refused(why) => return Err(format!("{} refused: {why}", rung.name())),
+            Sent::Delivered if target.wait_gone(wait) => return Ok(rung),
+            Sent::Delivered => {}
+        }
+    }
+    Err("did not exit after SIGKILL".into())
 }
 
 #[cfg(test)]
@@ -204,6 +252,7 @@ mod tests {
         let pid = child.id();
         let start = proc::process_start_token(pid).unwrap();
         let target = Target::open(pid, &start).unwrap();
+        let target: &dyn Stoppable = &target;
         assert!(!target.wait_gone(Duration::from_millis(50)));
         assert_eq!(target.signal(libc::SIGTERM), Sent::Delivered);
         assert!(target.wait_gone(Duration::from_secs(10)));
@@ -221,6 +270,29 @@ mod tests {
         assert!(proc::pid_is_alive(pid));
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn the_ladder_stops_at_the_rung_that_ended_the_process() {
+        let rung = |script: &str, asked: bool, term: bool| {
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", script])
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            // Started: its start time is readable once the shell has run its first line.
+            std::thread::sleep(Duration::from_millis(50));
+            let target = Target::open(pid, &proc::process_start_token(pid).unwrap()).unwrap();
+            let asked_until = Instant::now() + Duration::from_millis(300);
+            let deadline = asked_until + Duration::from_millis(300);
+            let ended = stop(&target, asked.then_some(asked_until), term, deadline);
+            child.wait().unwrap();
+            ended
+        };
+        assert_eq!(rung("sleep 0.1", true, true), Ok(Ended::Asked));
+        assert_eq!(rung("exec sleep 30", true, true), Ok(Ended::Term));
+        assert_eq!(rung("trap '' TERM; sleep 30", false, true), Ok(Ended::Kill));
+        assert_eq!(rung("exec sleep 30", false, false), Ok(Ended::Kill));
     }
 
     #[test]

@@ -26,7 +26,7 @@
 //! no read, write or removal. And a record is trusted only as ssh's `StrictModes` trusts a file
 //! ([`check_trust`]): owned by the effective uid and writable by no one else. An untrusted record
 //! is reported, never signalled and never removed — `mur` does not remove what it does not trust.
-//! Nor is a record whose `session_id` is not the one its file name says ([`check_name`]): every
+//! Nor is a record whose `session_id` is not the one its file name says (`check_name`): every
 //! act on a record (a signal, a prune, the removal of `tasks/<session_id>/`) is done in the
 //! name of the session it holds, so a record must be what its name says before anything is.
 
@@ -132,7 +132,7 @@ enum Refused {
 }
 
 /// One record file, read through `dir` and checked for trust before it is parsed, then checked
-/// against its name ([`check_name`]).
+/// against its name (`check_name`).
 fn read_file(dir: &Dir, name: &OsString) -> Result<Result<RunningRecord, Refused>, ReadRefusal> {
     let small = dir.read_small(name, MAX_RECORD_BYTES)?;
     let path = dir.join(name);
@@ -408,7 +408,7 @@ pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
 /// Remove one record and its control token file, through the directory it was read from, and
 /// the session's task directories if it left any. For a [`Liveness::Gone`] reading only. The
 /// `Err` is the OS error that kept the record in place (a read-only filesystem, say), or an
-/// entry whose name is not its record's ([`check_name`]): then nothing is removed, whoever
+/// entry whose name is not its record's (`check_name`): then nothing is removed, whoever
 /// built the entry — [`scan`] never yields one, and [`Entry::new`] is public.
 pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
     check_name(&entry.record, &entry.name, &entry.path)

@@ -12,7 +12,7 @@ use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::json::record::ProcessIdentity;
 use crate::net::client::Deadlines;
-use crate::process::{NotSignallable, Sent, Target};
+use crate::process::{self, Ended, NotSignallable, Stoppable, Target};
 use crate::running::{self, Depth, Entry};
 
 pub const APPLET: Applet = Applet {
@@ -60,8 +60,6 @@ this user does not own); 2 on a usage error.
 
 /// How long a session asked at its door has before it is sent SIGTERM.
 const DOOR_GRACE: Duration = Duration::from_secs(2);
-/// How long a SIGKILLed process may take to be seen gone before we say it would not go.
-const KILL_WAIT: Duration = Duration::from_secs(5);
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut addresses = vec![];
@@ -160,70 +158,43 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
             return false;
         }
     };
-
-    let mut how = None;
+    // Asking is not signalling: the door is asked whatever the pid. The door and its grace get
+    // at most half the timeout, so SIGTERM always has the other half before SIGKILL.
+    let mut asked = None;
     if !timeout.is_zero() {
-        // The door and its grace get at most half the timeout, so SIGTERM always has the other
-        // half before SIGKILL.
         let door_budget = DOOR_GRACE.min(timeout / 2);
         let ask = Deadlines {
             connect: door_budget,
             response: door_budget,
         };
         let asked_at = Instant::now();
-        if let Ok((asked, _)) = door_client::call_either(
+        if let Ok((method, _)) = door_client::call_either(
             &record.url,
             record.door_token.as_ref(),
             [SESSION_STOP, STOP_SESSION],
             json!({}),
             ask,
-        ) && target.wait_gone(door_budget.saturating_sub(asked_at.elapsed()))
-        {
-            how = Some(asked);
-        }
-        if how.is_none() {
-            match target.signal(libc::SIGTERM) {
-                Sent::Delivered => {
-                    if target.wait_gone(remaining(deadline)) {
-                        how = Some("SIGTERM");
-                    }
-                }
-                Sent::Gone => how = Some("SIGTERM"),
-                Sent::Refused(why) => {
-                    cli::warn(
-                        "stop",
-                        &format!("{label}: SIGTERM refused: {why}; record kept"),
-                    );
-                    return false;
-                }
-            }
+        ) {
+            asked = Some((asked_at + door_budget, method));
         }
     }
-    if how.is_none() {
-        match target.signal(libc::SIGKILL) {
-            Sent::Delivered | Sent::Gone if target.wait_gone(KILL_WAIT) => how = Some("SIGKILL"),
-            Sent::Refused(why) => {
-                cli::warn(
-                    "stop",
-                    &format!("{label}: SIGKILL refused: {why}; record kept"),
-                );
-                return false;
-            }
-            _ => {
-                cli::warn(
-                    "stop",
-                    &format!(
-                        "{label}: pid {} did not exit after SIGKILL; record kept",
-                        target.pid()
-                    ),
-                );
-                return false;
-            }
+    let until = asked.map(|(until, _)| until);
+    match process::stop(&target, until, !timeout.is_zero(), deadline) {
+        Ok(ended) => {
+            forget(entry);
+            let how = match (ended, asked) {
+                (Ended::Asked, Some((_, method))) => method,
+                _ => ended.name(),
+            };
+            out.line(&format!("stopped: {label}  {how}"));
+            true
+        }
+        Err(why) => {
+            let pid = target.pid();
+            cli::warn("stop", &format!("{label}: pid {pid}: {why}; record kept"));
+            false
         }
     }
-    forget(entry);
-    out.line(&format!("stopped: {label}  {}", how.unwrap_or("SIGKILL")));
-    true
 }
 
 /// Remove the record of a process that is gone; a record that cannot be removed is said, and
@@ -288,28 +259,15 @@ fn stop_launcher(id: &str, launcher: &ProcessIdentity, timeout: Duration, out: &
             return false;
         }
     };
-    for (signal, name, wait) in [
-        (libc::SIGTERM, "SIGTERM", timeout),
-        (libc::SIGKILL, "SIGKILL", KILL_WAIT),
-    ] {
-        if signal == libc::SIGTERM && timeout.is_zero() {
-            continue;
+    let deadline = Instant::now() + timeout;
+    match process::stop(&target, None, !timeout.is_zero(), deadline) {
+        Ok(ended) => {
+            out.line(&format!("stopped: {label}  {}", ended.name()));
+            true
         }
-        match target.signal(signal) {
-            Sent::Refused(why) => {
-                cli::warn("stop", &format!("{label}: {name} refused: {why}"));
-                return false;
-            }
-            Sent::Gone => {}
-            Sent::Delivered => {
-                if !target.wait_gone(wait) {
-                    continue;
-                }
-            }
+        Err(why) => {
+            cli::warn("stop", &format!("{label}: {why}"));
+            false
         }
-        out.line(&format!("stopped: {label}  {name}"));
-        return true;
     }
-    cli::warn("stop", &format!("{label}: did not exit after SIGKILL"));
-    false
 }

@@ -20,7 +20,6 @@
 
 use std::io::Write;
 use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -180,9 +179,8 @@ impl Launch {
                 .to_path_buf();
             let pipes = pipes.take().expect("one set per member");
             write_line(pipes.channel(), &channel::line(&self.hello(member)))?;
-            let mut command = members::command(&self.exe, member, &workdir, &self.id, None);
-            command.process_group(0);
-            let (pid, stdout) = members.spawn(&member.name, false, command, pipes)?;
+            let spec = members::spec(&self.exe, member, &workdir, &self.id, None);
+            let (pid, stdout) = members.spawn(&member.name, false, spec, pipes)?;
             let deadline = Instant::now() + ready_timeout;
             pending.push(Pending {
                 name: member.name.clone(),
@@ -208,7 +206,7 @@ impl Launch {
         members: &mut Members,
         ready: &[(String, Ready)],
         options: &Options,
-    ) -> Result<Option<std::process::ChildStdout>, String> {
+    ) -> Result<std::fs::File, String> {
         let entry = formation.entry();
         let i = formation
             .members
@@ -218,14 +216,14 @@ impl Launch {
         let pipes = pipes[i].take().expect("one set per member");
         write_line(pipes.channel(), &channel::line(&self.hello(entry)))?;
         write_line(pipes.channel(), &channel::line(&addresses(entry, ready)))?;
-        let command = members::command(
+        let spec = members::spec(
             &self.exe,
             entry,
             &formation.project_dir,
             &self.id,
             options.task.as_deref(),
         );
-        Ok(members.spawn(&entry.name, true, command, pipes)?.1)
+        Ok(members.spawn(&entry.name, true, spec, pipes)?.1)
     }
 
     /// The first channel line for `member`: its own door key and one token per callee, each

@@ -10,17 +10,21 @@
 //! ([`MemberPipes`], `pipe2(O_CLOEXEC)`, all created before the first spawn and cleared of
 //! close-on-exec in that one child only), so no member can inherit another's.
 
+use std::ffi::OsString;
+use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::admission::Admitted;
 use crate::id::FormationId;
 use crate::json::contract::env;
-use crate::sys::child::{ChildWatch, signal_group};
+use crate::process::{self, Sent, Stoppable};
+use crate::sys::child::signal_group;
 use crate::sys::panic_kill::{self, Kill};
+use crate::sys::pidref::PidRef;
 use crate::sys::pipe;
+use crate::sys::spawn::{self, Spec};
 
 /// How long a member has, after its lifeline closes, to end in order.
 pub const MEMBER_STOP_GRACE: Duration = Duration::from_secs(25);
@@ -29,8 +33,7 @@ pub const MEMBER_STOP_GRACE: Duration = Duration::from_secs(25);
 struct Started {
     name: String,
     entry: bool,
-    child: Child,
-    watch: ChildWatch,
+    held: PidRef,
     /// The write end of its lifeline; dropping it is how the member is told to end.
     lifeline: Option<OwnedFd>,
     /// The write end of its channel.
@@ -42,29 +45,30 @@ struct Started {
 impl Started {
     /// A member just spawned, registered with the panic hook: a peer by its process group, the
     /// entry member (which shares ours) by its pid alone.
-    fn new(name: &str, entry: bool, child: Child, lifeline: OwnedFd, channel: OwnedFd) -> Self {
+    fn new(name: &str, entry: bool, held: PidRef, lifeline: OwnedFd, channel: OwnedFd) -> Self {
         let kill = if entry {
-            Kill::Process(child.id())
+            Kill::Process(held.pid())
         } else {
-            Kill::Group(child.id())
+            Kill::Group(held.pid())
         };
         Self {
             name: name.to_string(),
             entry,
-            watch: ChildWatch::new(child.id()),
             slot: panic_kill::register(kill),
-            child,
+            held,
             lifeline: Some(lifeline),
             channel: Some(channel),
             reaped: false,
         }
     }
-}
 
-impl Started {
+    fn exited(&self) -> bool {
+        self.held.wait_child_exit(Duration::ZERO)
+    }
+
     /// Wait for the member's process, and forget it in the panic registry.
     fn reap(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        let status = self.child.wait();
+        let status = spawn::wait(self.held.pid());
         self.reaped = true;
         if let Some(slot) = self.slot.take() {
             panic_kill::unregister(slot);
@@ -76,7 +80,7 @@ impl Started {
     /// code (128 + the signal that killed it).
     fn reap_if_exited(&mut self) -> Option<i32> {
         use std::os::unix::process::ExitStatusExt;
-        if !self.watch.wait_exit(Duration::ZERO) {
+        if !self.exited() {
             return None;
         }
         Some(match self.reap() {
@@ -89,6 +93,22 @@ impl Started {
     }
 }
 
+/// An unreaped member: its pid (and, for a peer, its pgid) names only it.
+impl Stoppable for Started {
+    /// A peer with its whole process group; the entry member, which shares ours, alone.
+    fn signal(&self, signal: libc::c_int) -> Sent {
+        process::sent(if self.entry {
+            self.held.signal_child(signal)
+        } else {
+            signal_group(self.held.pid(), signal)
+        })
+    }
+
+    fn wait_gone(&self, timeout: Duration) -> bool {
+        self.held.wait_child_exit(timeout)
+    }
+}
+
 /// The one owner of every started member.
 #[derive(Default)]
 pub struct Members {
@@ -96,32 +116,28 @@ pub struct Members {
 }
 
 impl Members {
-    /// Spawn `command` as member `name` with the read ends of `pipes` inherited (and named in its
-    /// environment), and own it from here on: registered with the panic hook, a peer by its
-    /// process group, the entry member (which shares ours) by its pid alone. Its pid and stdout.
+    /// Start `member` from `spec` with the read ends of `pipes` inherited (and named in its
+    /// environment), and own it from here on: registered with the panic hook, a peer leading its
+    /// own process group, the entry member in ours. Its pid and stdout.
     pub fn spawn(
         &mut self,
         name: &str,
         entry: bool,
-        mut command: Command,
+        mut spec: Spec<'_>,
         pipes: MemberPipes,
-    ) -> Result<(u32, Option<ChildStdout>), String> {
+    ) -> Result<(u32, File), String> {
         let MemberPipes { lifeline, channel } = pipes;
-        command
-            .env(env::LIFELINE, lifeline.0.as_raw_fd().to_string())
-            .env(env::CHANNEL, channel.0.as_raw_fd().to_string());
-        pipe::keep_open_in_child(
-            &mut command,
-            vec![lifeline.0.as_raw_fd(), channel.0.as_raw_fd()],
-        );
-        let child = command
-            .spawn()
+        let fd = |end: &OwnedFd| OsString::from(end.as_raw_fd().to_string());
+        spec.env.push((env::LIFELINE.into(), fd(&lifeline.0)));
+        spec.env.push((env::CHANNEL.into(), fd(&channel.0)));
+        spec.keep = vec![lifeline.0.as_raw_fd(), channel.0.as_raw_fd()];
+        let child = spawn::spawn_child(&spec, !entry)
             .map_err(|err| format!("member '{name}' could not be started: {err}"))?;
         // Our copies of the read ends close here: the member holds the only ones.
-        let mut started = Started::new(name, entry, child, lifeline.1, channel.1);
-        let out = (started.child.id(), started.child.stdout.take());
-        self.list.push(started);
-        Ok(out)
+        let pid = child.held.pid();
+        self.list
+            .push(Started::new(name, entry, child.held, lifeline.1, channel.1));
+        Ok((pid, child.stdout))
     }
 
     /// Close every lifeline, give each member up to the grace to end, SIGKILL what is left,
@@ -130,28 +146,23 @@ impl Members {
         let was_running: Vec<(String, u32)> = self
             .list
             .iter()
-            .filter(|m| !m.reaped && !m.watch.wait_exit(Duration::ZERO))
-            .map(|m| (m.name.clone(), m.child.id()))
+            .filter(|m| !m.reaped && !m.exited())
+            .map(|m| (m.name.clone(), m.held.pid()))
             .collect();
         for member in &mut self.list {
             member.lifeline = None;
             member.channel = None;
         }
+        // Closing the lifelines asked every member at once; each has until the one deadline.
         let deadline = Instant::now() + MEMBER_STOP_GRACE;
         for member in &mut self.list {
             if member.reaped {
                 continue;
             }
-            let exited = member
-                .watch
-                .wait_exit(deadline.saturating_duration_since(Instant::now()));
-            // Unreaped, so its pid (and, for a peer, its pgid) still names only it.
-            if member.entry {
-                if !exited {
-                    let _ = member.child.kill();
-                }
-            } else {
-                let _ = signal_group(member.child.id(), libc::SIGKILL);
+            // A peer's whole group is SIGKILLed even once its leader has gone: what it left.
+            let _ = process::stop(member, Some(deadline), false, deadline);
+            if !member.entry {
+                let _ = signal_group(member.held.pid(), libc::SIGKILL);
             }
             let _ = member.reap();
         }
@@ -170,7 +181,7 @@ impl Members {
 
     /// Whether member `name` has exited (it is not reaped here).
     pub fn has_exited(&self, name: &str) -> bool {
-        self.named(name).watch.wait_exit(Duration::ZERO)
+        self.named(name).exited()
     }
 
     /// The write end of member `name`'s channel, open until teardown.
@@ -187,7 +198,7 @@ impl Members {
         let entry = self.list.last_mut().expect("the entry was started last");
         debug_assert!(entry.entry);
         // Woken at once by the entry's exit where the kernel has pidfds.
-        crate::sys::wake::wait(entry.watch.pidfd(), timeout);
+        crate::sys::wake::wait(entry.held.pidfd(), timeout);
         entry.reap_if_exited()
     }
 }
@@ -221,35 +232,34 @@ impl MemberPipes {
 }
 
 /// `mur run` for `member`: its manifest bound to the digest it was admitted with, on loopback,
-/// its readiness line on a pipe, no stdin; the launcher's own lifeline and channel (if it is a
-/// member itself) not passed down.
-pub fn command(
-    exe: &Path,
+/// its readiness line on a pipe, no stdin; the launcher's own environment passed down, less its
+/// own lifeline and channel (if it is a member itself), plus the formation's id.
+pub fn spec<'a>(
+    exe: &'a Path,
     member: &Admitted,
     workdir: &Path,
     id: &FormationId,
     task: Option<&str>,
-) -> Command {
-    let mut command = Command::new(exe);
-    command
-        .arg("run")
-        .arg(&member.manifest)
-        .args([
-            "--json",
-            "--bind",
-            "127.0.0.1",
-            "--capsule-sha256",
-            &member.sha256,
-        ])
-        .arg("--workdir")
-        .arg(workdir)
-        .env(env::FORMATION_ID, id.as_str())
-        .env_remove(env::LIFELINE)
-        .env_remove(env::CHANNEL)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
+) -> Spec<'a> {
+    let mut args: Vec<OsString> = ["run".into(), member.manifest.clone().into_os_string()]
+        .into_iter()
+        .chain(["--json", "--bind", "127.0.0.1", "--capsule-sha256"].map(OsString::from))
+        .chain([member.sha256.clone().into(), "--workdir".into()])
+        .chain([workdir.as_os_str().to_os_string()])
+        .collect();
     if let Some(task) = task {
-        command.arg("--task").arg(task);
+        args.extend(["--task".into(), task.into()]);
     }
-    command
+    let hidden = [env::LIFELINE, env::CHANNEL, env::FORMATION_ID];
+    let mut environment: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !hidden.iter().any(|h| k == h))
+        .collect();
+    environment.push((env::FORMATION_ID.into(), id.as_str().into()));
+    Spec {
+        program: exe.as_os_str(),
+        args,
+        env: environment,
+        cwd: Path::new("."),
+        keep: Vec::new(),
+    }
 }

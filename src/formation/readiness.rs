@@ -94,12 +94,12 @@ pub fn await_peers(
 
 /// Read a peer's readiness line and probe its door until it answers as that session.
 pub fn await_ready(
-    stdout: Option<std::process::ChildStdout>,
+    stdout: std::fs::File,
     id: &FormationId,
     pid: u32,
     deadline: Instant,
 ) -> Result<Ready, String> {
-    let mut reader = BufReader::new(stdout.ok_or("no stdout to read its readiness from")?);
+    let mut reader = BufReader::new(stdout);
     let line = channel::read_line(&mut reader)
         .map_err(|_| "its readiness line was malformed".to_string())?
         .ok_or("exited before it was ready")?;
@@ -157,8 +157,7 @@ fn operator_token(session: &SessionId) -> Option<Secret> {
 
 /// Pass the entry member's readiness line to `ready`, then copy the rest of its stdout (the
 /// answer of a `--task`) to ours.
-pub fn relay_entry(stdout: Option<std::process::ChildStdout>, ready: mpsc::Sender<Vec<u8>>) {
-    let Some(stdout) = stdout else { return };
+pub fn relay_entry(stdout: std::fs::File, ready: mpsc::Sender<Vec<u8>>) {
     let mut reader = BufReader::new(stdout);
     if let Ok(Some(line)) = channel::read_line(&mut reader) {
         let _ = ready.send(line);

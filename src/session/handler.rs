@@ -8,7 +8,7 @@
 //! tail of its stderr.
 //!
 //! Each handler leads its own process group, under a subreaper of its own
-//! ([`crate::sys::shim`]) that everything it orphans is reparented to. On timeout or cancel the
+//! ([`crate::sys::spawn::Shim`]) that everything it orphans is reparented to. On timeout or cancel the
 //! handler's group and the task's orphans get SIGTERM, then the whole tree SIGKILL [`KILL_GRACE`]
 //! later. When the handler exits, whatever it left running is killed, at any depth; the task
 //! ends once all of it is gone.
@@ -67,10 +67,10 @@ pub fn spec<'a>(argv: &'a [String], workdir: &'a Path, vars: &[(String, OsString
     environment.extend(vars.iter().map(|(k, v)| (k.into(), v.clone())));
     Spec {
         program: argv[0].as_ref(),
-        args: &argv[1..],
+        args: argv[1..].iter().map(OsString::from).collect(),
         env: environment,
         cwd: workdir,
-        keep: None,
+        keep: Vec::new(),
     }
 }
 
@@ -90,7 +90,7 @@ impl CallSocket {
             UnixStream::pair().map_err(|err| format!("no call socket for the handler: {err}"))?;
         spec.env
             .push((env::CALL_FD.into(), theirs.as_raw_fd().to_string().into()));
-        spec.keep = Some(theirs.as_raw_fd());
+        spec.keep.push(theirs.as_raw_fd());
         Ok(Self {
             service: service.clone(),
             ours,

@@ -1,5 +1,5 @@
 //! Supervision of a session's handlers: each started under a subreaper of its own
-//! ([`crate::sys::shim`]), the registry of those running, ending them all at once, and reaping
+//! ([`crate::sys::spawn::Shim`]), the registry of those running, ending them all at once, and reaping
 //! the children of the session that no task owns.
 //!
 //! It has its own lock, held only to register, forget or signal a task's tree — never across a
@@ -28,7 +28,7 @@ use std::io;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::sys::shim::Remote;
+use crate::sys::spawn::Remote;
 use crate::sys::spawn::{self, Spawned, Spec};
 
 /// How many times a spawn failing with ETXTBSY is tried again, [`BUSY_WAIT`] apart.

@@ -306,7 +306,7 @@ impl Dir {
     /// The subdirectory `name`, opened as [`Dir::open_child`] does, to be emptied: with its
     /// owner's `rwx` given back first when it is ours and lacks any, so that it can be listed
     /// and its entries unlinked. One that cannot even be opened for want of them (`000`,
-    /// `0300`: `EACCES`) is given them by [`Dir::grant_owner`] and opened again; a link is
+    /// `0300`: `EACCES`) is given them by `Dir::grant_owner` and opened again; a link is
     /// refused as ever, never followed.
     ///
     /// Why: a handler owns what is in its task directory and may chmod any of it; the

@@ -10,13 +10,13 @@ pub mod child;
 pub mod dir;
 pub mod fs;
 pub mod panic_kill;
+pub mod pidref;
 pub mod pipe;
 pub mod poll;
 pub mod proc;
 pub mod random;
 #[cfg(target_os = "linux")]
 pub mod raw;
-pub mod shim;
 pub mod signal;
 pub mod socket;
 pub mod spawn;

@@ -31,7 +31,7 @@ pub fn take_inherited(fd: i32) -> Result<File, String> {
 }
 
 /// A pipe whose both ends are close-on-exec: no child inherits either end unless
-/// [`keep_open_in_child`] says so for that one child.
+/// the spawn clears the flag in that one child (`keep_open_in_child` where there is no `clone`).
 pub fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     make_pipe(false).map_err(|err| format!("cannot create a pipe: {err}"))
 }
@@ -104,7 +104,9 @@ pub(super) fn add_flag(
 
 /// Let the child `command` spawns inherit `fds` (under the same numbers): their close-on-exec
 /// flag is cleared in the child only, between fork and exec, so no other child — spawned by
-/// any thread — ever sees them.
+/// any thread — ever sees them. (Where there is no `clone` path: on Linux the spawn clears the
+/// flag itself, [`super::spawn`].)
+#[cfg(not(target_os = "linux"))]
 pub fn keep_open_in_child(command: &mut std::process::Command, fds: Vec<RawFd>) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure runs in the forked child before exec and calls only `fcntl`, which is

@@ -2,7 +2,7 @@
 //! written to `errno`.
 //!
 //! Why: code that runs in a child sharing this process's memory (`CLONE_VM`: the per-task
-//! subreaper of [`super::shim`], a handler between its clone and its exec) runs on the thread
+//! subreaper of [`super::spawn::Shim`], a handler between its clone and its exec) runs on the thread
 //! pointer of the session thread that cloned it, so libc's `errno` in that child *is* that
 //! thread's — and the thread goes on running. A libc wrapper failing in the child (a `waitid`
 //! with no child left, an `execve` of a busy file) would overwrite the errno a session thread is

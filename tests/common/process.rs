@@ -354,7 +354,18 @@ impl Lifeline {
         let (read, write) = mur::sys::pipe::pipe().expect("lifeline pipe");
         let read_fd = read.as_raw_fd();
         command.env("MURMUR_FORMATION_LIFELINE", read_fd.to_string());
-        mur::sys::pipe::keep_open_in_child(command, vec![read_fd]);
+        use std::os::unix::process::CommandExt;
+        // SAFETY: runs in the forked child before exec: one async-signal-safe fcntl on an
+        // integer, no allocation.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::fcntl(read_fd, libc::F_SETFD, 0) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
         Lifeline {
             read: Some(read),
             write: Some(write),

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{Ask, Remote};
-use crate::sys::child::{ChildWatch, signal_group};
+use crate::sys::child::signal_group;
+use crate::sys::pidref::PidRef;
 
 /// A running handler, as the session holds it.
 pub struct Shim {
@@ -53,7 +54,7 @@ impl Shim {
     }
 
     pub fn wait_exit(&self, timeout: Duration) -> bool {
-        ChildWatch::new(self.pid).wait_exit(timeout)
+        PidRef::child(self.pid).wait_child_exit(timeout)
     }
 
     /// SIGKILL what is left of the group while the leader still holds its id, then reap it.

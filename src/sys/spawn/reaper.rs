@@ -76,7 +76,8 @@ pub extern "C" fn main(frame: *mut libc::c_void) -> libc::c_int {
 
 fn live(f: &Frame) -> ! {
     let [stdin, stdout, stderr] = f.exec.stdio;
-    keep_only([f.ctl, stdin, stdout, stderr, f.exec.keep]);
+    let [a, b, c, d] = f.exec.keep;
+    keep_only([f.ctl, stdin, stdout, stderr, a, b, c, d]);
     let sfd = match setup() {
         Ok(sfd) => sfd,
         Err(errno) => {
@@ -95,7 +96,10 @@ fn live(f: &Frame) -> ! {
     // raw calls only on the plan, which the frame keeps; CLONE_VFORK holds this process until
     // then.
     let handler = unsafe { raw::clone(flags, f.handler_stack, exec::child, plan) };
-    for fd in [stdin, stdout, stderr, f.exec.keep] {
+    for fd in [stdin, stdout, stderr, a, b, c, d]
+        .into_iter()
+        .filter(|&fd| fd >= 0)
+    {
         let _ = raw::close(fd);
     }
     match handler {
@@ -346,7 +350,7 @@ fn tell(ctl: RawFd, byte: u8) {
 
 /// Close every descriptor but `keep` (negative entries ignored): `close_range(2)` over the gaps,
 /// or one `close` per number below 65,536 where the kernel has none (before 5.9).
-fn keep_only(mut keep: [RawFd; 5]) {
+fn keep_only(mut keep: [RawFd; 8]) {
     keep.sort_unstable();
     let mut low: usize = 0;
     for fd in keep.into_iter().filter(|&fd| fd >= 0).map(|fd| fd as usize) {

@@ -29,21 +29,7 @@
 //! as a group — what escapes its group escapes the session.
 
 #[cfg(target_os = "linux")]
-mod exec;
-#[cfg(not(target_os = "linux"))]
-mod group;
-#[cfg(target_os = "linux")]
-mod reaper;
-#[cfg(target_os = "linux")]
-mod stack;
-
-#[cfg(target_os = "linux")]
-pub use exec::Exec;
-#[cfg(target_os = "linux")]
 pub use linux::{Shim, start};
-
-#[cfg(not(target_os = "linux"))]
-pub use group::{Shim, start};
 
 use std::sync::Arc;
 
@@ -51,7 +37,7 @@ use std::sync::Arc;
 /// signals its own processes — so a remote may be used at any time, even after the task ended
 /// (it then reaches nothing).
 #[derive(Clone)]
-pub struct Remote(Arc<dyn Fn(Ask) + Send + Sync>);
+pub struct Remote(pub(super) Arc<dyn Fn(Ask) + Send + Sync>);
 
 /// What a [`Remote`] asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,11 +69,11 @@ mod linux {
     use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
     use std::time::Duration;
 
-    use super::exec::Exec;
-    use super::reaper::{self, Frame};
-    use super::stack::Stacks;
     use super::{Ask, Remote};
     use crate::sys::raw;
+    use crate::sys::spawn::exec::Exec;
+    use crate::sys::spawn::reaper::{self, Frame};
+    use crate::sys::spawn::stack::Stack;
 
     /// A running task's subreaper, as the session holds it. Reap it with [`Shim::reap`]; one
     /// dropped unreaped is told to kill its tree, and its frame and stacks are leaked — it may
@@ -96,18 +82,25 @@ mod linux {
         pid: libc::pid_t,
         ctl: Arc<UnixStream>,
         frame: Option<Box<Frame>>,
-        stacks: Option<Stacks>,
+        /// The subreaper's stack and the handler's (until its exec).
+        stacks: Option<[Stack; 2]>,
     }
 
-    /// Start the handler `exec` describes under a subreaper of its own; `cwd` names its workdir
-    /// in errors. Returns once the handler has been exec'd, or with why it could not be.
-    pub fn start(exec: Exec, cwd: &std::path::Path) -> io::Result<Shim> {
+    /// Start the handler `exec` describes under a subreaper of its own, leading its own group
+    /// and dying with the subreaper; `cwd` names its workdir in errors. Returns once the handler
+    /// has been exec'd, or with why it could not be.
+    pub fn start(mut exec: Exec, cwd: &std::path::Path) -> io::Result<Shim> {
         let (ours, theirs) = UnixStream::pair()?;
-        let stacks = Stacks::map()?;
+        let stacks = [Stack::map()?, Stack::map()?];
+        // The subreaper puts signals back to their defaults before it starts the handler, which
+        // dies with it.
+        exec.reset_signals = false;
+        exec.die_with_parent = true;
+        exec.own_group = true;
         let frame = Box::new(Frame {
             exec,
             ctl: theirs.as_raw_fd(),
-            handler_stack: stacks.handler_top(),
+            handler_stack: stacks[1].top(),
             status: AtomicI32::new(0),
             reaped: AtomicBool::new(false),
         });
@@ -120,7 +113,7 @@ mod linux {
         let cloned = unsafe {
             raw::clone(
                 libc::CLONE_VM | libc::SIGCHLD,
-                stacks.reaper_top(),
+                stacks[0].top(),
                 reaper::main,
                 arg,
             )
@@ -182,7 +175,7 @@ mod linux {
         /// Wait for the subreaper to exit (it does once the tree is empty, or it gave up on a
         /// process stuck in the kernel) and reap it; the handler's wait status.
         pub fn reap(&mut self) -> io::Result<ExitStatus> {
-            let status = crate::sys::spawn::wait(self.pid as u32);
+            let status = super::super::wait(self.pid as u32);
             let frame = self.frame.take();
             self.stacks = None;
             status?;

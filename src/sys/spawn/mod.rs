@@ -1,17 +1,35 @@
-//! Starting a handler: in its own process group, its stdio three fresh pipes, one named
-//! descriptor inherited, and — on Linux — under a subreaper of its own ([`super::shim`]) that
-//! answers for everything it starts and ends it all with the task.
+//! Starting processes, on one path: a handler, in its own process group under a subreaper of
+//! its own ([`Shim`]) that answers for everything it starts and ends it all with the task; and
+//! a child its starter supervises itself ([`spawn_child`]: a formation member).
 //!
-//! Why not `std::process::Command`: the parent-death signal (`PR_SET_PDEATHSIG`) has to be set in
-//! the child, and any `pre_exec` makes std `fork` the whole session — page tables and all, with a
-//! copy-on-write fault for every page either side touches before the child execs. On a session
-//! that cost about a quarter of a millisecond per task, as much as the rest of mur's work on it.
-//! Here both the subreaper and the handler are `clone`s sharing the session's memory
-//! (`CLONE_VM`), the handler's with `CLONE_VFORK` as `posix_spawn` does inside glibc and musl.
+//! Why not `std::process::Command`: the parent-death signal (`PR_SET_PDEATHSIG`) and the
+//! inherited descriptors have to be set in the child, and any `pre_exec` makes std `fork` the
+//! whole process — page tables and all, with a copy-on-write fault for every page either side
+//! touches before the child execs: about a quarter of a millisecond per task on a session, 14%
+//! of a formation launcher's time. Here every child is a `clone` sharing mur's memory
+//! (`CLONE_VM`), the one that execs with `CLONE_VFORK` as `posix_spawn` does inside glibc and
+//! musl (`exec.rs`), on a guarded stack of its own (`stack.rs`), making raw system calls only
+//! ([`crate::sys::raw`]); a handler's subreaper is one more such clone (`reaper.rs`).
 //!
 //! Elsewhere (macOS) this is `std::process::Command`, whose `posix_spawn` or fork is the only
 //! way there; no parent-death signal or subreaper exists, and the handler's group is what is
-//! signalled.
+//! signalled (`group.rs`).
+
+#[cfg(target_os = "linux")]
+mod exec;
+#[cfg(not(target_os = "linux"))]
+mod group;
+#[cfg(target_os = "linux")]
+mod reaper;
+mod shim;
+#[cfg(target_os = "linux")]
+mod stack;
+
+#[cfg(not(target_os = "linux"))]
+pub use group::Shim;
+#[cfg(target_os = "linux")]
+pub use shim::Shim;
+pub use shim::{Ask, Remote};
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -20,29 +38,31 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::path::Path;
 use std::process::ExitStatus;
 
+use super::pidref::PidRef;
+
 /// What to start. The environment is given whole: nothing is inherited that is not in it.
 pub struct Spec<'a> {
     /// Run as given when it holds a `/`, else looked up in the `PATH` of `env` (as `execvp`).
     pub program: &'a OsStr,
     /// Arguments after the program's name (which is `program`, as given).
-    pub args: &'a [String],
+    pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub cwd: &'a Path,
-    /// A descriptor (close-on-exec, as all of ours are) the child alone inherits under its
-    /// number: the flag is cleared in the child between clone and exec.
-    pub keep: Option<RawFd>,
+    /// Descriptors (close-on-exec, as all of ours are) the child alone inherits under their
+    /// numbers, at most four: the flag is cleared in the child between clone and exec.
+    pub keep: Vec<RawFd>,
 }
 
 /// A started handler: what answers for its processes, and our ends of its stdio.
 pub struct Spawned {
-    pub shim: super::shim::Shim,
+    pub shim: Shim,
     pub stdin: File,
     pub stdout: File,
     pub stderr: File,
 }
 
-/// Start `spec`, leading its own process group, under its own subreaper where there is one.
-/// Returns once it has been exec'd; reap it with [`super::shim::Shim::reap`].
+/// Start `spec` as a handler, leading its own process group, under its own subreaper where there
+/// is one. Returns once it has been exec'd; reap it with [`Shim::reap`].
 pub fn spawn(spec: &Spec<'_>) -> io::Result<Spawned> {
     let pipe = || super::pipe::pipe().map_err(io::Error::other);
     let (stdin_read, stdin_write) = pipe()?;
@@ -54,6 +74,26 @@ pub fn spawn(spec: &Spec<'_>) -> io::Result<Spawned> {
         stdin: stdin_write.into(),
         stdout: stdout_read.into(),
         stderr: stderr_read.into(),
+    })
+}
+
+/// A child [`spawn_child`] started: held by its pid (and pidfd), and our end of its stdout.
+pub struct Child {
+    pub held: PidRef,
+    pub stdout: File,
+}
+
+/// Start `spec` as a child its starter supervises itself: no subreaper, no parent-death signal;
+/// stdin `/dev/null`, stdout a pipe (our end returned), stderr ours; leading a process group of
+/// its own when `own_group`, else in ours. Returns once it has been exec'd; reap it with
+/// [`wait`].
+pub fn spawn_child(spec: &Spec<'_>, own_group: bool) -> io::Result<Child> {
+    let null = File::open("/dev/null")?;
+    let (stdout_read, stdout_write) = super::pipe::pipe().map_err(io::Error::other)?;
+    let pid = start_child(spec, [null.into(), stdout_write], own_group)?;
+    Ok(Child {
+        held: PidRef::child(pid),
+        stdout: stdout_read.into(),
     })
 }
 
@@ -108,41 +148,101 @@ fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> io::Result<OsString
         })
 }
 
-#[cfg(target_os = "linux")]
-fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<super::shim::Shim> {
-    use std::os::fd::AsRawFd;
+/// The program's resolved path and its whole argv (its name first, as given).
+fn command_line(spec: &Spec<'_>) -> io::Result<(OsString, Vec<OsString>)> {
     let path = resolve(spec.program, &spec.env)?;
     let argv = std::iter::once(spec.program.to_os_string())
-        .chain(spec.args.iter().map(OsString::from))
+        .chain(spec.args.iter().cloned())
         .collect();
+    Ok((path, argv))
+}
+
+#[cfg(target_os = "linux")]
+fn plan(spec: &Spec<'_>, stdio: [RawFd; 3]) -> io::Result<exec::Exec> {
+    let (path, argv) = command_line(spec)?;
     let cwd = spec.cwd.as_os_str().to_os_string();
-    let fds = stdio.each_ref().map(AsRawFd::as_raw_fd);
-    let exec = super::shim::Exec::new(path, argv, &spec.env, cwd, fds, spec.keep)?;
+    exec::Exec::new(path, argv, &spec.env, cwd, stdio, &spec.keep)
+}
+
+#[cfg(target_os = "linux")]
+fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<Shim> {
+    use std::os::fd::AsRawFd;
+    let exec = plan(spec, stdio.each_ref().map(AsRawFd::as_raw_fd))?;
     // The subreaper is cloned with a copy of this descriptor table; ours close after.
-    let shim = super::shim::start(exec, spec.cwd);
+    let shim = shim::start(exec, spec.cwd);
     drop(stdio);
     shim
 }
 
+/// Clone the child from this thread (`CLONE_VM | CLONE_VFORK`: this thread sleeps until its
+/// exec) on a guarded stack, every signal blocked meanwhile; stderr is ours, fd 2.
+#[cfg(target_os = "linux")]
+fn start_child(spec: &Spec<'_>, stdio: [OwnedFd; 2], own_group: bool) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let [stdin, stdout] = stdio.each_ref().map(AsRawFd::as_raw_fd);
+    let mut exec = plan(spec, [stdin, stdout, 2])?;
+    exec.own_group = own_group;
+    exec.reset_signals = true;
+    let stack = stack::Stack::map()?;
+    let arg = (&raw const exec).cast_mut().cast();
+    let old = super::raw::set_signal_mask(super::raw::ALL_SIGNALS)
+        .map_err(io::Error::from_raw_os_error)?;
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    // SAFETY: `exec::child` makes raw calls only, on its guarded stack and the plan, both of
+    // which live on this frame until the clone returns — after the child's exec or exit, as
+    // CLONE_VFORK holds this thread until then.
+    let cloned = unsafe { super::raw::clone(flags, stack.top(), exec::child, arg) };
+    let _ = super::raw::set_signal_mask(old);
+    drop(stdio);
+    let pid = cloned.map_err(io::Error::from_raw_os_error)? as u32;
+    if let Err(err) = exec.outcome(spec.cwd) {
+        // It exited 127 before its exec: reap it, it names nothing else.
+        let _ = wait(pid);
+        return Err(err);
+    }
+    Ok(pid)
+}
+
+/// `spec` as a `std::process::Command`, its stdio set and its descriptors kept.
 #[cfg(not(target_os = "linux"))]
-fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<super::shim::Shim> {
+fn command(spec: &Spec<'_>, stdio: [std::process::Stdio; 3]) -> io::Result<std::process::Command> {
     use std::os::unix::process::CommandExt;
+    let (path, argv) = command_line(spec)?;
     let [stdin, stdout, stderr] = stdio;
-    let mut command = std::process::Command::new(resolve(spec.program, &spec.env)?);
+    let mut command = std::process::Command::new(path);
     command
-        .arg0(spec.program)
-        .args(spec.args)
+        .arg0(&argv[0])
+        .args(&argv[1..])
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(spec.cwd)
         .stdin(stdin)
         .stdout(stdout)
-        .stderr(stderr)
-        .process_group(0);
-    if let Some(fd) = spec.keep {
-        super::pipe::keep_open_in_child(&mut command, vec![fd]);
+        .stderr(stderr);
+    if !spec.keep.is_empty() {
+        super::pipe::keep_open_in_child(&mut command, spec.keep.clone());
     }
-    super::shim::start(command)
+    Ok(command)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<Shim> {
+    group::start(command(spec, stdio.map(Into::into))?)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_child(spec: &Spec<'_>, stdio: [OwnedFd; 2], own_group: bool) -> io::Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let [stdin, stdout] = stdio;
+    let mut command = command(
+        spec,
+        [stdin.into(), stdout.into(), std::process::Stdio::inherit()],
+    )?;
+    if own_group {
+        command.process_group(0);
+    }
+    // The child is reaped by pid ([`wait`]): dropping std's handle neither waits nor kills.
+    Ok(command.spawn()?.id())
 }
 
 #[cfg(test)]
@@ -152,16 +252,16 @@ mod tests {
     use std::io::BufRead;
     use std::io::{Read, Write};
 
-    fn spec<'a>(program: &'a str, args: &'a [String]) -> Spec<'a> {
+    fn spec<'a>(program: &'a str, args: &[String]) -> Spec<'a> {
         Spec {
             program: OsStr::new(program),
-            args,
+            args: args.iter().map(OsString::from).collect(),
             env: vec![
                 ("PATH".into(), "/usr/bin:/bin".into()),
                 ("X".into(), "y".into()),
             ],
             cwd: Path::new("/"),
-            keep: None,
+            keep: Vec::new(),
         }
     }
 
@@ -330,7 +430,7 @@ mod tests {
         );
         let args = sh(&script);
         let mut with_keep = spec("sh", &args);
-        with_keep.keep = Some(kept);
+        with_keep.keep = vec![kept];
         let mut child = spawn(&with_keep).unwrap();
         // SAFETY: reads the flags of a descriptor we own; no pointer.
         let flags = unsafe { libc::fcntl(kept, libc::F_GETFD) };

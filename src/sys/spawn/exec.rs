@@ -1,13 +1,15 @@
 //! A handler from its clone to its `execve`: everything it needs prepared beforehand, and the
 //! few raw system calls it makes in between.
 //!
-//! The child is cloned by the task's subreaper with `CLONE_VM | CLONE_VFORK`, what `posix_spawn`
-//! does inside glibc and musl: it borrows the memory it shares with the session for the few calls
-//! before `execve`, while the subreaper sleeps until the exec (or the child's exit). So it may
-//! only make raw system calls ([`crate::sys::raw`]: no `errno`, which is a session thread's) on
-//! values prepared here: no allocation, no lock, no unwinding. It finds every signal blocked and
-//! every disposition at its default (the subreaper saw to both), so nothing of the session's can
-//! run in it; it unblocks them just before the exec.
+//! The child is cloned with `CLONE_VM | CLONE_VFORK` — by a task's subreaper, or by the thread
+//! that starts a child of its own ([`crate::sys::spawn::spawn_child`]) — what `posix_spawn` does
+//! inside glibc and musl: it borrows the memory it shares with mur for the few calls before
+//! `execve`, while its parent sleeps until the exec (or the child's exit). So it may only make
+//! raw system calls ([`crate::sys::raw`]: no `errno`, which is another thread's) on values
+//! prepared here: no allocation, no lock, no unwinding. It finds every signal blocked (its parent
+//! saw to that); it puts each caught one back to its default where its parent has not already
+//! ([`Exec::reset_signals`]), so nothing of mur's can run in it, and unblocks them all just
+//! before the exec.
 //!
 //! A failure before the exec is written to [`Exec::failed`] and the child exits 127; the
 //! subreaper reaps it, and the session reads the slot once the clone has returned.
@@ -20,6 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use crate::sys::raw;
 
+/// The most descriptors a child inherits under their own numbers, besides its stdio.
+pub const MAX_KEEP: usize = 4;
+
 /// Everything the child reads, made before the clone; and what it writes.
 pub struct Exec {
     path: CString,
@@ -28,11 +33,17 @@ pub struct Exec {
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
     cwd: CString,
-    /// The child's ends of its stdin, stdout and stderr, in the subreaper's descriptor table.
+    /// The child's stdin, stdout and stderr, in its parent's descriptor table.
     pub stdio: [RawFd; 3],
-    /// The one other descriptor the handler inherits under its number, or -1.
-    pub keep: RawFd,
-    /// The subreaper's pid, set by it before the clone: the parent the child must find.
+    /// The other descriptors the child inherits under their numbers; -1 for none.
+    pub keep: [RawFd; MAX_KEEP],
+    /// Whether the child leads a process group of its own (else it stays in its parent's).
+    pub own_group: bool,
+    /// Whether it dies with its parent (`PR_SET_PDEATHSIG`): a handler with its subreaper.
+    pub die_with_parent: bool,
+    /// Whether it puts caught signals back to their defaults itself (its parent has not).
+    pub reset_signals: bool,
+    /// Its parent's pid, set before the clone: the parent the child must find.
     pub parent: AtomicI32,
     /// The errno of the step that failed in the child, 0 if it reached `execve`'s success.
     pub failed: AtomicI32,
@@ -48,15 +59,26 @@ unsafe impl Send for Exec {}
 unsafe impl Sync for Exec {}
 
 impl Exec {
-    /// The plan for running `path` (already resolved) with `argv` and `envp` in `cwd`.
+    /// The plan for running `path` (already resolved) with `argv` and `envp` in `cwd`, its
+    /// stdio `stdio`, inheriting `keep` (at most [`MAX_KEEP`]); leading its own group, not dying
+    /// with its parent, leaving signals to its parent (set [`Exec`]'s flags otherwise).
     pub fn new(
         path: OsString,
         argv: Vec<OsString>,
         env: &[(OsString, OsString)],
         cwd: OsString,
         stdio: [RawFd; 3],
-        keep: Option<RawFd>,
+        keep: &[RawFd],
     ) -> io::Result<Self> {
+        if keep.len() > MAX_KEEP {
+            let why = format!(
+                "at most {MAX_KEEP} descriptors are inherited, not {}",
+                keep.len()
+            );
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+        }
+        let mut kept = [-1; MAX_KEEP];
+        kept[..keep.len()].copy_from_slice(keep);
         let argc = argv.len();
         let mut strings: Vec<CString> = argv.into_iter().map(cstring).collect::<io::Result<_>>()?;
         for (k, v) in env {
@@ -79,7 +101,10 @@ impl Exec {
             _strings: strings,
             cwd: cstring(cwd)?,
             stdio,
-            keep: keep.unwrap_or(-1),
+            keep: kept,
+            own_group: true,
+            die_with_parent: false,
+            reset_signals: false,
             parent: AtomicI32::new(0),
             failed: AtomicI32::new(0),
             in_cwd: AtomicBool::new(false),
@@ -136,19 +161,19 @@ fn prepare(plan: &Exec) -> Result<(), libc::c_int> {
         // SAFETY: each call below passes integers, or the plan's NUL-terminated `cwd`.
         unsafe { raw::call(number, args) }
     };
-    call(libc::SYS_setpgid, [0; 6])?;
-    let pdeath = [
-        libc::PR_SET_PDEATHSIG as usize,
-        libc::SIGKILL as usize,
-        0,
-        0,
-        0,
-        0,
-    ];
-    call(libc::SYS_prctl, pdeath)?;
-    // The subreaper died before the line above: nothing would end this child.
-    if call(libc::SYS_getppid, [0; 6])? != plan.parent.load(Ordering::Acquire) as usize {
-        return Err(libc::ESRCH);
+    if plan.reset_signals {
+        raw::default_signals()?;
+    }
+    if plan.own_group {
+        call(libc::SYS_setpgid, [0; 6])?;
+    }
+    if plan.die_with_parent {
+        let pdeath = [libc::PR_SET_PDEATHSIG as usize, libc::SIGKILL as usize];
+        call(libc::SYS_prctl, [pdeath[0], pdeath[1], 0, 0, 0, 0])?;
+        // The parent died before the line above: nothing would end this child.
+        if call(libc::SYS_getppid, [0; 6])? != plan.parent.load(Ordering::Acquire) as usize {
+            return Err(libc::ESRCH);
+        }
     }
     // Lifted above 2 first, so no dup below overwrites one still to be moved.
     let mut high = [0usize; 3];
@@ -160,8 +185,8 @@ fn prepare(plan: &Exec) -> Result<(), libc::c_int> {
         // dup3 clears close-on-exec on the copy (and exists on every architecture; dup2 not).
         call(libc::SYS_dup3, [fd, target, 0, 0, 0, 0])?;
     }
-    if plan.keep >= 0 {
-        let keep = plan.keep as usize;
+    for &keep in plan.keep.iter().filter(|&&fd| fd >= 0) {
+        let keep = keep as usize;
         let flags = call(libc::SYS_fcntl, [keep, libc::F_GETFD as usize, 0, 0, 0, 0])?;
         let cleared = flags & !(libc::FD_CLOEXEC as usize);
         call(
