@@ -95,13 +95,25 @@ pub fn seconds(
 
 /// A task's text from stdin (`--task -`, `mur formation call PEER -`), read to EOF. One trailing
 /// newline is dropped: `echo hi | mur run --task -` is the task "hi", the line's end not part of
-/// it.
+/// it. At most [`crate::net::server::MAX_BODY`] is read — what the door would take in one request
+/// — so `< /dev/zero` is a usage error, not all of memory: more is refused (exit 2) naming the
+/// limit, as is text that is not UTF-8.
 pub fn task_from_stdin() -> Result<String, Failure> {
     use std::io::Read;
-    let mut text = String::new();
+    let limit = crate::net::server::MAX_BODY;
+    let mut bytes = Vec::new();
     std::io::stdin()
-        .read_to_string(&mut text)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
         .map_err(|err| Failure::Failed(format!("cannot read the task from stdin: {err}")))?;
+    if bytes.len() > limit {
+        return Err(Failure::Usage(format!(
+            "the task on stdin is larger than {} MiB, the most a door takes in one request",
+            limit >> 20
+        )));
+    }
+    let mut text = String::from_utf8(bytes)
+        .map_err(|_| Failure::Usage("the task on stdin is not UTF-8 text".into()))?;
     if text.ends_with('\n') {
         text.pop();
     }

@@ -468,6 +468,31 @@ fn a_task_from_stdin_loses_its_line_newline() {
     assert_eq!(out.stdout, "hi\n");
 }
 
+/// `mur run --task - < /dev/zero` must not read all of memory: past the door's 1 MiB request
+/// bound it is a usage error naming the limit, and no session is left behind.
+#[test]
+fn a_task_on_stdin_larger_than_a_request_is_refused_naming_the_limit() {
+    let home = Home::new();
+    let mut command = home.command(&["run", "--task", "-"]);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // mur stops reading past the limit: the rest of the write may meet a closed pipe.
+    let writer = std::thread::spawn(move || {
+        let _ = std::io::Write::write_all(&mut stdin, &vec![b'x'; 2 << 20]);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("larger than 1 MiB"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(home.running_entries().is_empty());
+}
+
 /// The current directory is read only when no `--workdir` is given: a session started from a
 /// directory that was deleted still runs where it is told to, and without one says what to do.
 #[test]

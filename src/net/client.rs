@@ -110,7 +110,7 @@ pub fn send_streaming(
     request: &Request,
     deadlines: Deadlines,
 ) -> Result<Answer, String> {
-    let mut stream = connect_and_send(addr, request, deadlines)?;
+    let stream = connect_and_send(addr, request, deadlines)?;
     let deadline = Instant::now() + deadlines.response;
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 8192];
@@ -133,7 +133,7 @@ pub fn send_streaming(
         {
             return Ok(Answer::Whole(response));
         }
-        match super::read_by(&mut stream, &mut chunk, deadline) {
+        match super::read_by(&stream, &mut chunk, deadline) {
             super::Received::Bytes(n) if buf.len() + n <= MAX_RESPONSE_READ => {
                 buf.extend_from_slice(&chunk[..n]);
             }
@@ -194,7 +194,7 @@ impl Events {
                 return Err(format!("{}: an event larger than 1 MiB", self.addr));
             }
             let deadline = Instant::now() + self.wait;
-            match super::read_by(&mut self.stream, &mut chunk, deadline) {
+            match super::read_by(&self.stream, &mut chunk, deadline) {
                 super::Received::Bytes(n) => self.buf.extend_from_slice(&chunk[..n]),
                 super::Received::Closed => return Ok(None),
                 super::Received::Late => {

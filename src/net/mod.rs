@@ -3,6 +3,7 @@
 //! ([`client`]).
 
 pub mod client;
+pub mod conns;
 pub mod multi;
 pub mod server;
 
@@ -23,13 +24,14 @@ pub(crate) enum Received {
 /// Read once into `chunk`, waiting no later than `deadline`. The wait is `poll(2)` rather than a
 /// socket receive timeout, which the kernel fires up to a tick late; `EINTR` is retried. The
 /// one read loop under both the door's requests and the client's streamed answers.
-pub(crate) fn read_by(stream: &mut TcpStream, chunk: &mut [u8], deadline: Instant) -> Received {
+pub(crate) fn read_by(stream: &TcpStream, chunk: &mut [u8], deadline: Instant) -> Received {
+    let mut stream = stream;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             return Received::Late;
         }
-        match crate::sys::poll::poll_readable(&*stream, remaining) {
+        match crate::sys::poll::poll_readable(stream, remaining) {
             Ok(true) => {}
             Ok(false) => continue,
             Err(err) => return Received::Failed(err),

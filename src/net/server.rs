@@ -9,9 +9,12 @@
 //! | body over 1 MiB (by `Content-Length`) | 413, connection closed |
 //! | request not complete 10 s after its first byte | 408, connection closed |
 //! | malformed head, bad or duplicate `Content-Length`, `Transfer-Encoding` | 400 / 501, closed |
-//! | more than 128 connections at once (open streams count) | the new one gets 503 and is closed |
+//! | 1,024 connections open at once (streams count) | the one idle longest gives way ([`super::conns`]); if every one is answering, the new one gets 503 |
+//! | no thread for a new connection | 503 from the accept loop |
 //!
-//! An idle keep-alive connection is closed after the same 10 s without a byte.
+//! An idle keep-alive connection is closed after the same 10 s without a byte. A refused request
+//! is answered, then what its client still sends is read and dropped for up to
+//! [`LINGER_TIME`] (nginx's lingering close), so the client reads the refusal instead of a reset.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -19,10 +22,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use super::conns::{Conns, Doing, Place};
+
 pub const MAX_HEAD: usize = 16 * 1024;
 pub const MAX_BODY: usize = 1024 * 1024;
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
-pub const MAX_CONNECTIONS: usize = 128;
+/// Threads of 256 KiB reserved stack, of which a connection touches a few pages: about 16 KiB
+/// of memory each, measured (README, Benchmarks).
+pub const MAX_CONNECTIONS: usize = 1024;
+/// How long a refused request's client may go on sending before its connection is closed.
+pub const LINGER_TIME: Duration = Duration::from_secs(5);
+/// How much of it is read (and dropped) at most.
+const LINGER_BYTES: usize = 64 << 20;
 /// The longest the accept loop sleeps without looking at its stop flag (it is woken at once by
 /// [`Stopper::stop`]; this only bounds a lost wake-up).
 const ACCEPT_POLL: Duration = Duration::from_secs(1);
@@ -142,7 +153,7 @@ pub trait Handler: Send + Sync + 'static {
 pub struct Stopper {
     flag: AtomicBool,
     read: std::os::fd::OwnedFd,
-    write: std::os::fd::OwnedFd,
+    write: std::fs::File,
 }
 
 impl Stopper {
@@ -151,15 +162,14 @@ impl Stopper {
         Ok(Arc::new(Self {
             flag: AtomicBool::new(false),
             read,
-            write,
+            write: write.into(),
         }))
     }
 
     /// Stop accepting; connections finish the request in hand and close.
     pub fn stop(&self) {
         self.flag.store(true, Ordering::Release);
-        let _ = std::fs::File::from(self.write.try_clone().expect("dup of our own pipe"))
-            .write_all(b"x");
+        let _ = (&self.write).write_all(b"x");
     }
 
     pub fn is_stopped(&self) -> bool {
@@ -172,7 +182,10 @@ impl Stopper {
 /// written (for at most `ANSWER_GRACE`); idle connections are left to close on their threads.
 pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper>) {
     use std::os::fd::AsRawFd;
-    let active = Arc::new(AtomicUsize::new(0));
+    // Room for every connection, and for what a session opens besides (best effort: with less,
+    // an accept fails with EMFILE and is retried).
+    crate::sys::socket::open_files_limit(MAX_CONNECTIONS as u64 + 256);
+    let conns = Arc::new(Conns::default());
     let answering = Arc::new(AtomicUsize::new(0));
     while !stop.is_stopped() {
         let fds = [listener.as_raw_fd(), stop.read.as_raw_fd()];
@@ -190,22 +203,22 @@ pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper
             std::thread::sleep(ACCEPT_BACKOFF);
             continue;
         };
-        if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            active.fetch_sub(1, Ordering::AcqRel);
-            refuse_busy(stream);
+        let stream = Arc::new(stream);
+        let Some(place) = conns.admit(&stream, MAX_CONNECTIONS) else {
+            refuse_busy(&stream, "every connection is busy; try again shortly");
             continue;
-        }
-        let (handler, active_here, stop) = (handler.clone(), active.clone(), stop.clone());
-        let answering = answering.clone();
+        };
+        let (handler, stop, answering) = (handler.clone(), stop.clone(), answering.clone());
+        let served = stream.clone();
         let spawned = std::thread::Builder::new()
             .name("door-conn".into())
             .stack_size(256 * 1024)
-            .spawn(move || {
-                connection(stream, peer, &*handler, &stop, &answering);
-                active_here.fetch_sub(1, Ordering::AcqRel);
-            });
+            .spawn(move || connection(&served, peer, &place, &*handler, &stop, &answering));
         if spawned.is_err() {
-            active.fetch_sub(1, Ordering::AcqRel);
+            refuse_busy(
+                &stream,
+                "no thread to serve this connection; try again shortly",
+            );
         }
     }
     // The session exits once this returns: an answer not yet written would be lost (the
@@ -216,19 +229,21 @@ pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper
     }
 }
 
-fn refuse_busy(mut stream: TcpStream) {
+/// Answer 503 on a connection the door cannot serve, never a reset.
+fn refuse_busy(stream: &TcpStream, why: &str) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    let _ = write_response(
-        &mut stream,
-        &mut Response::text(503, "too many connections"),
-        false,
-    );
+    let mut refusal = Response::text(503, why);
+    refusal.headers.push(("Retry-After", "1".into()));
+    if write_response(stream, &mut refusal, false).is_ok() {
+        linger(stream, Instant::now() + Duration::from_secs(1));
+    }
 }
 
 /// Serve requests on one connection until it closes, errs, asks to close, or the door stops.
 fn connection(
-    mut stream: TcpStream,
+    stream: &TcpStream,
     peer: SocketAddr,
+    place: &Place,
     handler: &dyn Handler,
     stop: &Stopper,
     answering: &AtomicUsize,
@@ -237,24 +252,44 @@ fn connection(
     let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     loop {
-        let request = match read_request(&mut stream, &mut buf, peer) {
+        let request = match read_request(stream, &mut buf, peer, place) {
             Ok(Some(request)) => request,
             Ok(None) => return,
             Err(mut refusal) => {
-                let _ = write_response(&mut stream, &mut refusal, false);
+                place.doing(Doing::Lingering);
+                if write_response(stream, &mut refusal, false).is_ok() {
+                    linger(stream, Instant::now() + LINGER_TIME);
+                }
                 return;
             }
         };
+        place.doing(Doing::Answering);
         // Counted from before the handler runs until its answer is written, so a stop the
         // handler itself caused waits for this answer.
         answering.fetch_add(1, Ordering::AcqRel);
         let request_keep_alive = request.keep_alive;
         let mut response = handler.handle(request);
         let keep_alive = request_keep_alive && !stop.is_stopped() && response.stream.is_none();
-        let written = write_response(&mut stream, &mut response, keep_alive);
+        let written = write_response(stream, &mut response, keep_alive);
         answering.fetch_sub(1, Ordering::AcqRel);
         if written.is_err() || !keep_alive {
             return;
+        }
+        place.doing(Doing::Idle);
+    }
+}
+
+/// After a refusal: stop sending, then read and drop what the client still sends — until it
+/// closes, `until`, or [`LINGER_BYTES`] — so its data does not arrive to a closed socket, which
+/// would answer with a reset that can reach the client before it has read the refusal.
+fn linger(stream: &TcpStream, until: Instant) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut chunk = [0u8; 8192];
+    let mut dropped = 0;
+    while dropped < LINGER_BYTES {
+        match super::read_by(stream, &mut chunk, until) {
+            super::Received::Bytes(n) => dropped += n,
+            _ => return,
         }
     }
 }
@@ -263,9 +298,10 @@ fn connection(
 /// connection closed (or idle past the deadline) between requests; `Err` is the response that
 /// refuses a bad one.
 fn read_request(
-    stream: &mut TcpStream,
+    stream: &TcpStream,
     buf: &mut Vec<u8>,
     peer: SocketAddr,
+    place: &Place,
 ) -> Result<Option<Request>, Response> {
     let mut started = (!buf.is_empty()).then(Instant::now);
     let idle_since = Instant::now();
@@ -277,7 +313,10 @@ fn read_request(
         let deadline = started.unwrap_or(idle_since) + REQUEST_DEADLINE;
         match super::read_by(stream, &mut chunk, deadline) {
             super::Received::Bytes(n) => {
-                started.get_or_insert_with(Instant::now);
+                if started.is_none() {
+                    started = Some(Instant::now());
+                    place.doing(Doing::Reading);
+                }
                 buf.extend_from_slice(&chunk[..n]);
             }
             super::Received::Late => {
@@ -382,7 +421,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 fn write_response(
-    stream: &mut TcpStream,
+    mut stream: &TcpStream,
     response: &mut Response,
     keep_alive: bool,
 ) -> std::io::Result<()> {
