@@ -236,8 +236,9 @@ impl Only {
                 usage.push_str(&format!("  {name:<10} {what}\n"));
             }
             usage.push_str(
-                "MUR_RUN_BENCH_BEFORE=/path/to/mur compares the handler section with that binary \
-                 (named `mur`)\n",
+                "MUR_BENCH_BIN=/path/to/mur measures that binary instead of the one install.sh \
+                 builds; MUR_RUN_BENCH_BEFORE=/path/to/mur compares the handler section with that \
+                 binary instead of the glibc build (each named `mur`)\n",
             );
             if help {
                 print!("{usage}");
