@@ -13,8 +13,9 @@
 # --target TRIPLE builds for another machine. A Linux target of another architecture needs a
 # linker for it: CARGO_TARGET_<TRIPLE>_LINKER if set; else, for a musl target, rust-lld, which
 # ships with the Rust toolchain and links musl's self-contained libc (no package needed); else
-# <arch>-linux-gnu-gcc (Debian: gcc-aarch64-linux-gnu). The result is checked with `file` and
-# `ldd` before anything is installed.
+# <arch>-linux-gnu-gcc (Debian: gcc-aarch64-linux-gnu). A musl build also compiles C (its
+# allocator, mimalloc), so it needs a C compiler for the target too: see "compiling C" below.
+# The result is checked with `file` and `ldd` before anything is installed.
 #
 # Bad input costs no build where it can be seen before one: a PREFIX that cannot be written, a
 # file where PREFIX/bin should be, a directory where PREFIX/bin/mur should be. An existing
@@ -22,7 +23,7 @@
 # Everything is staged under PREFIX/bin and renamed into place, so nothing is left half-written.
 #
 # Exit: 0 installed; 1 failed; 2 usage; 3 the target cannot be built here (it cannot be added,
-# or there is no linker for it) — scripts/release.sh skips such a target and says so.
+# or there is no linker or C compiler for it) — scripts/release.sh skips such a target and says so.
 #
 # Honours CARGO_TARGET_DIR (and cargo's build.target-dir) for the build output, and RUSTFLAGS
 # (the static flag is appended to it). Runnable from any directory.
@@ -209,6 +210,49 @@ if [ "$cross" = yes ]; then
     export "${linker_var?}"
     printf '%s: linking %s with %s\n' "$prog" "$target" "$linker" >&2
 fi
+
+# A musl target's build compiles C: mimalloc, its allocator (README: Dependencies). The cc crate
+# asks for <arch>-linux-musl-gcc, which Debian does not ship; unless CC_<triple> or TARGET_CC
+# names one, take the first of: <arch>-linux-musl-gcc; musl-gcc (Debian: musl-tools) on this
+# machine's architecture; <arch>-linux-gnu-gcc (Debian: gcc-aarch64-linux-gnu for aarch64),
+# then cc on this machine's. A glibc compiler only compiles here (mimalloc needs no more of libc
+# than musl has, and rust-lld or cc links it against musl), so _FORTIFY_SOURCE, which would
+# call glibc's checked functions, is turned off for it.
+case $target in
+*-linux-musl*)
+    cc_var=CC_$(printf '%s' "$target" | tr 'a-z.-' 'a-z__')
+    cflags_var=CFLAGS_$(printf '%s' "$target" | tr 'a-z.-' 'a-z__')
+    eval "cc=\${$cc_var:-\${TARGET_CC:-}}"
+    if [ -z "$cc" ]; then
+        arch=${target%%-*}
+        candidates="$arch-linux-musl-gcc"
+        [ "$cross" = yes ] || candidates="$candidates musl-gcc"
+        candidates="$candidates $arch-linux-gnu-gcc"
+        [ "$cross" = yes ] || candidates="$candidates cc gcc"
+        for candidate in $candidates; do
+            if command -v "$candidate" >/dev/null 2>&1; then
+                cc=$candidate
+                break
+            fi
+        done
+        if [ -z "$cc" ]; then
+            package="musl-tools or gcc"
+            [ "$cross" = no ] || package=gcc-$arch-linux-gnu
+            cannot_build "no C compiler for $target (mimalloc, its allocator, is C): install $package (Debian), or set $cc_var"
+        fi
+        eval "$cc_var=\$cc"
+        export "${cc_var?}"
+        case $cc in
+        *-linux-gnu-gcc | cc | gcc)
+            eval "cflags=\${$cflags_var:-}"
+            eval "$cflags_var=\"\${cflags:+\$cflags }-U_FORTIFY_SOURCE\""
+            export "${cflags_var?}"
+            ;;
+        esac
+    fi
+    printf '%s: compiling C for %s with %s\n' "$prog" "$target" "$cc" >&2
+    ;;
+esac
 
 if [ -n "${CARGO_ENCODED_RUSTFLAGS:-}" ] && [ "$static" = yes ]; then
     printf '%s: warning: CARGO_ENCODED_RUSTFLAGS is set and overrides RUSTFLAGS;' "$prog" >&2

@@ -1,8 +1,9 @@
 //! How long `mur formation` takes to bring a roster up and to take it down. A benchmark, not a
 //! test: it prints figures and asserts no timing.
 //!
-//! Run with `cargo bench --bench formation`. Cargo builds the `mur` binary for it (the bench
-//! profile inherits `[profile.release]`) and passes its path as `CARGO_BIN_EXE_mur`. Every
+//! Run with `cargo bench --bench formation`. It measures the binary users run: the static one
+//! `install.sh` builds (the first run builds it), or the one `MUR_BENCH_BIN=/path/to/mur` names;
+//! its first lines say which. Every
 //! launcher is a real `mur formation`, spawned with `HOME` set to a temporary directory this bench
 //! makes (and removes); nothing in the real `~/.murmur` is read or touched.
 //!
@@ -54,7 +55,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Home, MUR, Style, fail, leftovers, loadavg, median, mkdir, signal, table, write};
+use common::{Home, Style, fail, leftovers, loadavg, median, mkdir, mur, signal, table, write};
 
 /// Every duration in milliseconds; a spread is the median, minimum and maximum.
 const STYLE: Style = Style {
@@ -402,7 +403,7 @@ struct Launcher {
 impl Launcher {
     fn spawn(home: &Home, roster: &Path, args: &[&str]) -> Self {
         let (mut child, stdout) = common::spawn_mur(
-            Command::new(MUR).arg("formation").arg(roster).args(args),
+            Command::new(mur()).arg("formation").arg(roster).args(args),
             home.root(),
             home.root(),
         );
@@ -525,7 +526,7 @@ fn by_hand(home: &Home, kind: Kind, members: usize) -> ByHand {
     let mut sessions: Vec<ByHandSession> = (0..members)
         .map(|_| {
             let (mut child, stdout) = common::spawn_mur(
-                Command::new(MUR).arg("run").arg(&cap).arg("--json"),
+                Command::new(mur()).arg("run").arg(&cap).arg("--json"),
                 home.root(),
                 home.root(),
             );

@@ -2,9 +2,10 @@
 //! verifying the same records one after another in this process. A benchmark, not a test: it
 //! prints figures and asserts no timing.
 //!
-//! Run with `cargo bench --bench ps`. Cargo builds the `mur` binary for it (the bench profile
-//! inherits `[profile.release]`: same optimisation, LTO and stripping) and passes its path as
-//! `CARGO_BIN_EXE_mur`, so no separate `cargo build --release` is needed. The figures are wall
+//! Run with `cargo bench --bench ps`. It measures the binary users run: the static one
+//! `install.sh` builds (installed into `<target dir>/bench-install`, built in
+//! `<target dir>/install-sh`; the first run builds it), or the one `MUR_BENCH_BIN=/path/to/mur`
+//! names; its first lines say which. The figures are wall
 //! times, CPU times and peak RSS (`ru_maxrss`, the kernel's `VmHWM`, from `wait4`) of the real
 //! binary, spawned with `HOME` set to a temporary directory this bench makes (and removes);
 //! nothing in the real `~/.murmur` is read or touched. `MUR_PS_BENCH_BEFORE=/path/to/mur` runs
@@ -53,7 +54,7 @@ use mur::running::{self, Liveness};
 mod common;
 #[path = "ps/doors.rs"]
 mod doors;
-use common::{Binaries, Home, MUR, Style, fail, median, mkdir, table, write};
+use common::{Binaries, Home, Style, fail, median, mkdir, mur, table, write};
 use doors::{Doors, Mode};
 
 /// Milliseconds below 1 s, seconds above (to a tenth from 10 s); a spread is the median, minimum
@@ -174,16 +175,17 @@ fn raise_open_files() -> u64 {
 
 /// Prints the binary's path and size, the machine and the descriptor limit; the size in bytes.
 fn print_binary(limit: u64) -> u64 {
-    let binary = PathBuf::from(MUR);
+    let binary = mur().to_path_buf();
     let size = std::fs::metadata(&binary)
         .unwrap_or_else(|err| fail(&format!("{}: {err}", binary.display())))
         .len();
     println!("mur ps benchmark");
-    println!("  binary  {}", binary.display());
     println!(
-        "  size    {size} bytes = {:.3} MiB (stripped by the release profile)",
-        mib(size)
+        "  binary  {} ({})",
+        binary.display(),
+        common::describe(&binary)
     );
+    println!("  size    {size} bytes = {:.3} MiB", mib(size));
     println!(
         "  machine {} CPUs, load average {}, bench pid {}, open files limit {limit}",
         thread::available_parallelism().map_or(0, |n| n.get()),

@@ -3,8 +3,14 @@
 //! --json` takes to say it is ready. A benchmark, not a test: it prints figures and asserts no
 //! timing.
 //!
-//! Run with `cargo bench --bench run`. Cargo builds the `mur` binary for it (the bench profile
-//! inherits `[profile.release]`) and passes its path as `CARGO_BIN_EXE_mur`. Every session is a
+//! Run with `cargo bench --bench run`. It measures the binary users run: the static one
+//! `install.sh` builds (installed into `<target dir>/bench-install`; the first run builds it), or
+//! the one `MUR_BENCH_BIN=/path/to/mur` names; its first lines say which. Beside it runs the
+//! glibc build of the same commit, which Cargo builds for the bench (`CARGO_BIN_EXE_mur`, the
+//! bench profile inheriting `[profile.release]`): in the `handler` section (unless
+//! `MUR_RUN_BENCH_BEFORE` names another binary) and in the `glibc` section, which prints their
+//! ratios and **fails the bench** when the installed binary's door answers fewer than 0.9x the
+//! glibc build's requests per second (issue 26). Every session is a
 //! real `mur run`, spawned with `HOME` set to a temporary directory this bench makes (and
 //! removes), and reached on loopback from this process; nothing in the real `~/.murmur` is read
 //! or touched. Every session is ended with SIGTERM and waited for, and the bench checks at the
@@ -13,7 +19,7 @@
 //! `cargo bench --bench run -- WORD...` runs only the sections whose name contains one of the
 //! words (`-- hand cli` runs `handler` and `clients`), and its summary shows only what they
 //! measured; no word runs them all. The sections, in the order they run: `readiness`, `idle`,
-//! `door`, `handler`, `streaming`, `memory`, `clients` (see [`SECTIONS`]).
+//! `door`, `handler`, `streaming`, `memory`, `clients`, `glibc` (see [`SECTIONS`]).
 //!
 //! `MUR_RUN_BENCH_BEFORE=/path/to/mur` names a binary to compare with (say, one built from the
 //! commit before a change): the `handler` section then runs a session of each and interleaves
@@ -50,6 +56,11 @@
 //!   answers afterwards. Any other answer or error fails the bench — among them the
 //!   `-32603 the task was lost` this bench found the session giving under load (a blocking
 //!   send whose task a thousand others had evicted before its thread read it back; fixed).
+//! - glibc: the installed binary and the glibc build side by side, one session at a time, three
+//!   rounds interleaved: A2A 1.0 `SendMessage`s and agent-card GETs per second over 8 keep-alive
+//!   connections (medians of the rounds), `SendMessage` answers per second under 1,000 clients,
+//!   idle and peak RSS, binary sizes; each with its ratio. Below 0.9x on either door figure the
+//!   bench fails, saying `REGRESSION`.
 
 // Bench scaffolding signals its own children directly; each block says why it is sound.
 // `unsafe` stays denied in the product, outside `src/sys`.
@@ -67,8 +78,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{
-    Binaries, Home, MUR, Style, fail, leftovers, loadavg, median, mkdir, percentile, signal, table,
-    write,
+    Binaries, GLIBC, Home, Style, fail, leftovers, loadavg, median, mkdir, mur, percentile, signal,
+    table, write,
 };
 
 /// Seconds from 1 s up, microseconds below 1 ms; a spread has its 90th percentile and count.
@@ -106,7 +117,7 @@ const TEXT: &str = "ping";
 
 /// The sections, in the order they run: the name a filter word is matched against, and what it
 /// measures (shown with the usage).
-const SECTIONS: [(&str, &str); 7] = [
+const SECTIONS: [(&str, &str); 8] = [
     (
         "readiness",
         "spawn of `mur run --json` to its readiness line, and SIGTERM to exit",
@@ -135,6 +146,10 @@ const SECTIONS: [(&str, &str); 7] = [
         "clients",
         "the door under 1,000 concurrent keep-alive clients, beside 128 and 2",
     ),
+    (
+        "glibc",
+        "the installed binary's door beside the glibc build's; fails below 0.9x",
+    ),
 ];
 
 fn main() {
@@ -143,7 +158,7 @@ fn main() {
     let only = Only::from_args();
     let home = Home::new();
     common::banner(&home);
-    let binaries = Binaries::from_env("MUR_RUN_BENCH_BEFORE", "mur");
+    let binaries = Binaries::beside_glibc("MUR_RUN_BENCH_BEFORE", "mur");
     let mut measured = Measured::default();
 
     // Readiness first, while this process is single-threaded and quiet.
@@ -178,6 +193,9 @@ fn main() {
     }
     if only.runs("clients") {
         measured.clients = Some(report_clients(&home));
+    }
+    if only.runs("glibc") {
+        guard_against_glibc(&home);
     }
 
     let left = leftovers(home.root());
@@ -218,8 +236,9 @@ impl Only {
                 usage.push_str(&format!("  {name:<10} {what}\n"));
             }
             usage.push_str(
-                "MUR_RUN_BENCH_BEFORE=/path/to/mur compares the handler section with that binary \
-                 (named `mur`)\n",
+                "MUR_BENCH_BIN=/path/to/mur measures that binary instead of the one install.sh \
+                 builds; MUR_RUN_BENCH_BEFORE=/path/to/mur compares the handler section with that \
+                 binary instead of the glibc build (each named `mur`)\n",
             );
             if help {
                 print!("{usage}");
@@ -428,6 +447,215 @@ fn report_clients(home: &Home) -> Clients {
     }
 }
 
+/// Rounds of the `glibc` section: each measures the installed binary, then the glibc build.
+const VERSUS_ROUNDS: usize = 3;
+/// The connections of the `glibc` section's door figures (as `wrk -c8` in issue 26).
+const VERSUS_CONNECTIONS: usize = 8;
+/// The installed binary's door below this fraction of the glibc build's fails the bench.
+const GUARD: f64 = 0.9;
+
+/// One figure of the `glibc` section: what it is, its median over the rounds for the installed
+/// binary and for the glibc build, and whether more is better (req/s) or worse (RSS).
+struct Beside {
+    figure: &'static str,
+    installed: f64,
+    glibc: f64,
+    more_is_better: bool,
+    /// Whether the guard holds this figure to [`GUARD`].
+    guarded: bool,
+}
+
+impl Beside {
+    /// The installed binary's figure over the glibc build's, as "how many times as good": for
+    /// a figure where less is better, the inverse.
+    fn ratio(&self) -> f64 {
+        if self.more_is_better {
+            self.installed / self.glibc.max(1e-9)
+        } else {
+            self.glibc / self.installed.max(1e-9)
+        }
+    }
+}
+
+/// The median of `xs` (floats).
+fn median_f64(xs: &[f64]) -> f64 {
+    let mut sorted = xs.to_vec();
+    sorted.sort_unstable_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// The regression guard (issue 26): an echo session of the installed binary and one of the
+/// glibc build, one at a time, [`VERSUS_ROUNDS`] rounds interleaved so both see the same load:
+/// A2A 1.0 `SendMessage`s and agent-card GETs per second over [`VERSUS_CONNECTIONS`] keep-alive
+/// connections, `SendMessage` answers per second under [`CLIENTS`] clients (first round), idle
+/// RSS and the peak RSS after the clients. Prints each figure's medians and their ratio, then
+/// fails the bench, loudly, if the installed binary's door answers fewer than [`GUARD`] times as
+/// many requests per second as the glibc build's.
+fn guard_against_glibc(home: &Home) {
+    // A thousand sockets in this process, beside its pipes: past a soft limit of 1,024.
+    let limit = mur::sys::socket::open_files_limit(u64::MAX);
+    if limit < CLIENTS as u64 + 64 {
+        fail(&format!(
+            "{CLIENTS} clients need as many descriptors; the hard limit is {limit}"
+        ));
+    }
+    let binaries = [mur(), Path::new(GLIBC)];
+    let sizes = binaries.map(|b| std::fs::metadata(b).map_or(0, |m| m.len()));
+    println!(
+        "the installed binary beside the glibc build, same door, {VERSUS_ROUNDS} rounds \
+         interleaved (installed then glibc; {} ms warm-up, then {} s each):",
+        WARMUP.as_millis(),
+        MEASURE.as_secs()
+    );
+    println!(
+        "  installed  {} ({} bytes)",
+        binaries[0].display(),
+        sizes[0]
+    );
+    println!("  glibc      {GLIBC} ({} bytes)", sizes[1]);
+    let (mut send, mut card, mut many) = ([vec![], vec![]], [vec![], vec![]], [0.0; 2]);
+    let (mut idle, mut peak) = ([0.0; 2], [0.0; 2]);
+    for round in 0..VERSUS_ROUNDS {
+        for (i, binary) in binaries.iter().enumerate() {
+            let echo = Session::spawn(home, binary, &[], home.root()).0;
+            if round == 0 {
+                thread::sleep(IDLE);
+                idle[i] = ProcStatus::of(echo.pid).rss_kib as f64;
+            }
+            let send_v1 = send_message_v1(&echo.url);
+            let card_get = format!(
+                "GET /.well-known/agent-card.json HTTP/1.1\r\nHost: {}\r\n\r\n",
+                echo.url
+            )
+            .into_bytes();
+            let names_session = echo.session_id.clone();
+            let card_ok = move |body: &[u8]| contains(body, names_session.as_bytes());
+            send[i].push(throughput(&echo.url, &send_v1, VERSUS_CONNECTIONS, &echoed_v1).rate);
+            card[i].push(throughput(&echo.url, &card_get, VERSUS_CONNECTIONS, &card_ok).rate);
+            if round == 0 {
+                many[i] = throughput(&echo.url, &send_v1, CLIENTS, &echoed_v1).rate;
+                peak[i] = ProcStatus::of(echo.pid).hwm_kib as f64;
+            }
+            let label = ["installed", "glibc"][i];
+            println!(
+                "  round {} {label:<9}  SendMessage {:>7.0}/s  card {:>7.0}/s",
+                round + 1,
+                send[i][round],
+                card[i][round]
+            );
+        }
+    }
+    let figures = [
+        Beside {
+            figure: "SendMessage req/s, 8 connections",
+            installed: median_f64(&send[0]),
+            glibc: median_f64(&send[1]),
+            more_is_better: true,
+            guarded: true,
+        },
+        Beside {
+            figure: "agent card GET req/s, 8 connections",
+            installed: median_f64(&card[0]),
+            glibc: median_f64(&card[1]),
+            more_is_better: true,
+            guarded: true,
+        },
+        Beside {
+            figure: "SendMessage answers/s, 1,000 clients (round 1)",
+            installed: many[0],
+            glibc: many[1],
+            more_is_better: true,
+            guarded: false,
+        },
+        Beside {
+            figure: "idle RSS, KiB",
+            installed: idle[0],
+            glibc: idle[1],
+            more_is_better: false,
+            guarded: false,
+        },
+        Beside {
+            figure: "peak RSS after the 1,000 clients, KiB",
+            installed: peak[0],
+            glibc: peak[1],
+            more_is_better: false,
+            guarded: false,
+        },
+        Beside {
+            figure: "binary size, bytes",
+            installed: sizes[0] as f64,
+            glibc: sizes[1] as f64,
+            more_is_better: false,
+            guarded: false,
+        },
+    ];
+    judge(&figures);
+}
+
+/// Print `figures` with their ratios, and fail the bench if a guarded one is below [`GUARD`].
+fn judge(figures: &[Beside]) {
+    let mut rows = vec![[
+        "figure (medians)".to_string(),
+        "installed".into(),
+        "glibc".into(),
+        "installed / glibc".into(),
+    ]];
+    for f in figures {
+        let note = if f.more_is_better {
+            ""
+        } else {
+            " (less is better: glibc / installed)"
+        };
+        rows.push([
+            f.figure.to_string(),
+            format!("{:.0}", f.installed),
+            format!("{:.0}", f.glibc),
+            format!("{:.2}{note}", f.ratio()),
+        ]);
+    }
+    table(&rows);
+    let below: Vec<String> = figures
+        .iter()
+        .filter(|f| f.guarded && f.ratio() < GUARD)
+        .map(|f| format!("{}: {:.2}x", f.figure, f.ratio()))
+        .collect();
+    if !below.is_empty() {
+        fail(&format!(
+            "REGRESSION: the installed binary's door is below {GUARD}x the glibc build's \
+             (issue 26): {}",
+            below.join("; ")
+        ));
+    }
+    println!("  guard: the installed door is at least {GUARD}x the glibc build's: ok");
+    println!();
+}
+
+/// The whole HTTP request of one A2A 1.0 `SendMessage` carrying [`TEXT`].
+fn send_message_v1(url: &str) -> Vec<u8> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "bench", "role": "ROLE_USER",
+            "parts": [{"text": TEXT}]}},
+    })
+    .to_string();
+    format!(
+        "POST / HTTP/1.1\r\nHost: {url}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Whether `body` is the echo capsule's completed 1.0 task carrying [`TEXT`].
+fn echoed_v1(body: &[u8]) -> bool {
+    contains(body, br#""state":"TASK_STATE_COMPLETED""#)
+        && contains(body, format!("\"{TEXT}\"").as_bytes())
+}
+
 /// Send `send` to the door at `url` on a new connection until it is answered rather than
 /// refused (the door counts a connection until its thread sees it closed), for at most
 /// [`RECOVERY`]: the time to the answer, and the refusals before it.
@@ -458,6 +686,8 @@ struct Overhead {
     label: &'static str,
     extra: Duration,
     before: Option<Duration>,
+    /// How the summary names the binary of `before`: `before` or `glibc`.
+    other: &'static str,
 }
 
 /// Measures and prints the handler overhead of each of `capsules` (its label, its directory, and
@@ -472,9 +702,12 @@ fn report_handler_overhead(
     echo_send: Option<Duration>,
 ) -> Vec<Overhead> {
     let also = if binaries.before.is_some() {
-        ", a task through the before binary's session beside each"
+        format!(
+            ", a task through the {} binary's session beside each",
+            binaries.before_label
+        )
     } else {
-        ""
+        String::new()
     };
     println!(
         "handler overhead: blocking message/send round trip vs. spawning the same handler here \
@@ -490,14 +723,18 @@ fn report_handler_overhead(
         let (through, direct) = handler_overhead(&sessions, handler, workdir);
         drop(sessions);
         println!("  {label}");
-        let via = ["via mur", "via before"];
+        let other = binaries.before_label;
+        let via = ["via mur".to_string(), format!("via {other}")];
         for (name, times) in via.iter().zip(&through) {
             println!("    {name:<12}  {}", STYLE.spread(times));
         }
         println!("    {:<12}  {}", "direct", STYLE.spread(&direct));
         let extras: Vec<Duration> = through
             .iter()
-            .zip(via.iter().zip(["extra", "extra before"]))
+            .zip(
+                via.iter()
+                    .zip(["extra".to_string(), format!("extra {other}")]),
+            )
             .map(|(times, (via, name))| {
                 let extra = median(times).saturating_sub(median(&direct));
                 println!(
@@ -512,7 +749,7 @@ fn report_handler_overhead(
             .collect();
         if let [extra, before] = extras[..] {
             println!(
-                "    {:<12}  extra / extra before = {:.2}",
+                "    {:<12}  extra / extra {other} = {:.2}",
                 "ratio",
                 extra.as_secs_f64() / before.as_secs_f64().max(1e-9)
             );
@@ -521,6 +758,7 @@ fn report_handler_overhead(
             label,
             extra: extras[0],
             before: extras.get(1).copied(),
+            other,
         });
     }
     if let Some(echo_send) = echo_send {
@@ -583,9 +821,9 @@ fn session_rows(m: &Measured) -> Vec<[String; 3]> {
         }
     }
     for overhead in &m.overheads {
-        let before = overhead
-            .before
-            .map_or(String::new(), |b| format!(" (before: {})", STYLE.ms(b)));
+        let before = overhead.before.map_or(String::new(), |b| {
+            format!(" ({}: {})", overhead.other, STYLE.ms(b))
+        });
         rows.push([
             format!("handler overhead, {}", overhead.label),
             format!("{}{before}", STYLE.ms(overhead.extra)),
@@ -812,7 +1050,7 @@ fn readiness(home: &Home) -> (Vec<Duration>, Vec<Duration>) {
     let mut ready = vec![];
     let mut stops = vec![];
     for run in 0..READY_WARMUP + READY_RUNS {
-        let (session, took) = Session::spawn(home, Path::new(MUR), &[], home.root());
+        let (session, took) = Session::spawn(home, mur(), &[], home.root());
         let stop = session.stop();
         if run >= READY_WARMUP {
             ready.push(took);
@@ -1177,7 +1415,7 @@ struct Session {
 impl Session {
     /// `mur run ARGS --json` with `HOME` and the working directory the bench's home.
     fn start(home: &Home, args: &[&OsStr]) -> Self {
-        Self::spawn(home, Path::new(MUR), args, home.root()).0
+        Self::spawn(home, mur(), args, home.root()).0
     }
 
     /// The same run by `binary`, with `--workdir workdir`.

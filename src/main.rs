@@ -12,6 +12,14 @@ use std::process::ExitCode;
 use mur::applets::{APPLETS, Applet};
 use mur::cli::Failure;
 
+/// The static (musl) build's allocator: mimalloc. musl's own malloc hands freed memory back to the
+/// kernel while other threads run, and the door's threads allocate on every request: under load
+/// its TLB shootdowns and futex wake-ups made the installed binary's door 7x slower than the glibc
+/// build (issue 26, measured in README's Benchmarks). The glibc build keeps glibc's allocator.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const VERSION: &str = concat!(
     "mur ",
     env!("CARGO_PKG_VERSION"),

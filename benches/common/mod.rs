@@ -17,7 +17,89 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-pub const MUR: &str = env!("CARGO_BIN_EXE_mur");
+/// The glibc build of this commit, which Cargo built for the bench (`cargo bench` builds the
+/// release profile): what the run bench compares the installed binary with.
+pub const GLIBC: &str = env!("CARGO_BIN_EXE_mur");
+
+/// The binary every bench measures: the one users run. `MUR_BENCH_BIN` if set (it must be named
+/// `mur`: see [`Binaries::from_env`]); else what `install.sh` builds (the static musl binary),
+/// installed into `<target dir>/bench-install` and built in `<target dir>/install-sh`, the
+/// directory `tests/install.rs` builds in too, so either reuses the other's build.
+pub fn mur() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| match std::env::var_os("MUR_BENCH_BIN") {
+        Some(bin) => {
+            let bin = PathBuf::from(bin);
+            if bin.file_name() != Some(std::ffi::OsStr::new("mur")) {
+                fail(&format!(
+                    "MUR_BENCH_BIN={}: the binary must be named `mur` (a multicall binary picks \
+                     its applet from its file name)",
+                    bin.display()
+                ));
+            }
+            bin
+        }
+        None => install(),
+    })
+}
+
+/// Run `install.sh <target dir>/bench-install`: the installed `mur`.
+fn install() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is <target dir>/tmp, wherever the target dir is.
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap_or_else(|| fail("CARGO_TARGET_TMPDIR has no parent"));
+    let prefix = target.join("bench-install");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh");
+    eprintln!(
+        "{} bench: building the binary users run: {} {} (MUR_BENCH_BIN=/path/to/mur measures \
+         another)",
+        name(),
+        script.display(),
+        prefix.display()
+    );
+    let out = Command::new(&script)
+        .arg(&prefix)
+        .env("CARGO_TARGET_DIR", target.join("install-sh"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|err| fail(&format!("cannot run {}: {err}", script.display())));
+    if !out.status.success() {
+        fail(&format!(
+            "install.sh failed ({}); set MUR_BENCH_BIN=/path/to/mur to measure a binary built \
+             otherwise\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    prefix.join("bin").join("mur")
+}
+
+/// `binary --version`, or the bench fails.
+pub fn version_of(binary: &Path) -> String {
+    let out = Command::new(binary)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|err| fail(&format!("{}: {err}", binary.display())));
+    if !out.status.success() {
+        fail(&format!(
+            "{}: `--version` failed ({})",
+            binary.display(),
+            out.status
+        ));
+    }
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// How a bench's first lines name the measured `binary`: where it came from, and its version.
+pub fn describe(binary: &Path) -> String {
+    let origin = if std::env::var_os("MUR_BENCH_BIN").is_some() {
+        "MUR_BENCH_BIN"
+    } else {
+        "built by install.sh, what users run"
+    };
+    format!("{origin}; {}", version_of(binary))
+}
 
 /// Which bench this is, and how long [`cleanup`] lets what it SIGKILLed end before removing the
 /// temporary home.
@@ -117,7 +199,8 @@ pub fn fail(why: &str) -> ! {
 /// The first lines of the output: the bench, the binary, the machine and the home.
 pub fn banner(home: &Home) {
     println!("mur {} benchmark", name());
-    println!("  binary  {MUR}");
+    let measured = mur();
+    println!("  binary  {} ({})", measured.display(), describe(measured));
     println!(
         "  machine {} CPUs, load average {}, bench pid {}, HOME {}",
         thread::available_parallelism().map_or(0, |n| n.get()),
@@ -135,6 +218,8 @@ pub struct Binaries {
     pub label: &'static str,
     pub after: PathBuf,
     pub before: Option<PathBuf>,
+    /// How the output names `before`: `before`, or `glibc` for [`Binaries::beside_glibc`]'s.
+    pub before_label: &'static str,
 }
 
 impl Binaries {
@@ -154,28 +239,30 @@ impl Binaries {
                     before.display()
                 ));
             }
-            let version = Command::new(before)
-                .arg("--version")
-                .output()
-                .unwrap_or_else(|err| fail(&format!("{var}={}: {err}", before.display())));
-            if !version.status.success() {
-                fail(&format!(
-                    "{var}={}: `--version` failed ({})",
-                    before.display(),
-                    version.status
-                ));
-            }
-            println!(
-                "  before  {} ({})",
-                before.display(),
-                String::from_utf8_lossy(&version.stdout).trim()
-            );
+            println!("  before  {} ({})", before.display(), version_of(before));
         }
         println!();
         Self {
             label,
-            after: PathBuf::from(MUR),
+            after: mur().to_path_buf(),
             before,
+            before_label: "before",
+        }
+    }
+
+    /// The same, but with no `var` set the binary compared with is the glibc build ([`GLIBC`]),
+    /// labelled `glibc`: what the installed binary must keep up with.
+    pub fn beside_glibc(var: &str, label: &'static str) -> Self {
+        if std::env::var_os(var).is_some() {
+            return Self::from_env(var, label);
+        }
+        println!("  glibc   {GLIBC} ({})", version_of(Path::new(GLIBC)));
+        println!();
+        Self {
+            label,
+            after: mur().to_path_buf(),
+            before: Some(PathBuf::from(GLIBC)),
+            before_label: "glibc",
         }
     }
 
@@ -183,7 +270,7 @@ impl Binaries {
     pub fn each(&self) -> Vec<(&'static str, &Path)> {
         let mut each = vec![(self.label, self.after.as_path())];
         if let Some(before) = &self.before {
-            each.push(("before", before.as_path()));
+            each.push((self.before_label, before.as_path()));
         }
         each
     }
