@@ -228,14 +228,328 @@ fn unsupported_methods_answer_the_codes_the_spec_names() {
         let answer = session.rpc(None, method, params);
         assert_eq!(code(&answer), want, "{method}: {answer}");
     }
-    // A push config inside a send is refused too, never silently dropped.
-    let mut push = v1_send(json!([{"text": "x"}]));
-    push["configuration"] =
-        json!({"taskPushNotificationConfig": {"url": "https://example.com/hook"}});
-    let answer = session.rpc(None, "SendMessage", push);
-    assert_eq!(code(&answer), -32003, "{answer}");
+    let answer = session.rpc(None, "CreateTaskPushNotificationConfig", id.clone());
     assert_eq!(reason(&answer), "PUSH_NOTIFICATION_NOT_SUPPORTED");
     assert_eq!(task_count(&session, None), 0, "nothing was started");
+}
+
+/// A push config inside a send is ignored, as both reference servers do (the card says
+/// `pushNotifications: false`): the task runs, in either generation.
+#[test]
+fn a_push_config_inside_a_send_is_ignored_and_the_task_runs() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let hook = json!({"url": "https://example.com/hook"});
+    let mut old = send_params(&["old"], true);
+    old["configuration"]["pushNotificationConfig"] = hook.clone();
+    let task = session.call(None, "message/send", old);
+    assert_eq!(task["status"]["state"], "completed", "{task}");
+    let mut new = v1_send(json!([{"text": "new"}]));
+    new["configuration"] = json!({"taskPushNotificationConfig": hook});
+    let task = session.call(None, "SendMessage", new);
+    assert_eq!(
+        task["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{task}"
+    );
+    assert_eq!(task["task"]["artifacts"][0]["parts"][0]["text"], "new");
+    assert_eq!(task_count(&session, None), 2);
+}
+
+/// ProtoJSON: an enum is read by name or by number; `TASK_STATE_UNSPECIFIED` and `UNRECOGNIZED`
+/// (what @a2a-js/sdk 1.x sends for `listTasks({})`) filter nothing; answers spell names.
+#[test]
+fn enums_are_read_by_name_or_number_and_an_unset_filter_filters_nothing() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let mut numbered = v1_send(json!([{"text": "by number"}]));
+    numbered["message"]["role"] = json!(1);
+    let task = session.call(None, "SendMessage", numbered);
+    assert_eq!(task["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(task["task"]["history"][0]["role"], "ROLE_USER", "names out");
+    session.call(None, "SendMessage", v1_send(json!([{"text": "by name"}])));
+    let total = |status: Value| {
+        let listed = session.call(None, "ListTasks", json!({"status": status}));
+        listed["totalSize"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{listed}"))
+    };
+    for status in [
+        json!("UNRECOGNIZED"),
+        json!("TASK_STATE_UNSPECIFIED"),
+        json!(0),
+        json!(3),
+        json!("TASK_STATE_COMPLETED"),
+    ] {
+        assert_eq!(total(status.clone()), 2, "{status}");
+    }
+    for status in [
+        json!(2),
+        json!("TASK_STATE_WORKING"),
+        json!("TASK_STATE_REJECTED"),
+    ] {
+        assert_eq!(total(status.clone()), 0, "{status}");
+    }
+    for status in [json!(42), json!("completed"), json!(true)] {
+        let refused = session.rpc(None, "ListTasks", json!({"status": status}));
+        assert_eq!(field(&refused), "params.status", "{status}: {refused}");
+    }
+    let mut agent = v1_send(json!([{"text": "x"}]));
+    agent["message"]["role"] = json!(2);
+    let refused = session.rpc(None, "SendMessage", agent);
+    assert_eq!(field(&refused), "params.message.role", "{refused}");
+}
+
+/// A capsule with one credential that may only send, behind a bearer token.
+fn guarded(home: &Home) -> Session {
+    let manifest = home.write_capsule(
+        "guarded",
+        json!({"name": "guarded", "version": "1.0.0", "network": {"authentication": {"credentials": [
+            {"name": "sender", "scopes": ["message/send"]},
+        ]}}}),
+        Some("#!/bin/sh\necho \"got $(cat)\"\n"),
+    );
+    home.start(&[manifest.to_str().unwrap()])
+}
+
+/// The sorted member names of a JSON object.
+fn keys(value: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// The extended card answers in the generation that asked: 1.0's `GetExtendedAgentCard` a pure
+/// 1.0 card, 0.3's `agent/getAuthenticatedExtendedCard` a pure 0.3 card. The public card keeps
+/// both generations' members.
+#[test]
+fn each_generation_gets_an_extended_card_of_its_own_shape() {
+    let home = Home::new();
+    let session = guarded(&home);
+    let operator = home.token(&[&session.id]);
+    let only_0_3 = [
+        "url",
+        "preferredTransport",
+        "protocolVersion",
+        "security",
+        "supportsAuthenticatedExtendedCard",
+    ];
+    let only_1_0 = ["supportedInterfaces", "securityRequirements"];
+    let new = session.call(Some(&operator), "GetExtendedAgentCard", json!({}));
+    for member in only_0_3 {
+        assert!(new.get(member).is_none(), "no 0.3 {member} in 1.0: {new}");
+    }
+    assert_eq!(
+        new["securitySchemes"],
+        json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}})
+    );
+    assert_eq!(new["capabilities"]["extendedAgentCard"], true);
+    assert_eq!(new["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    let old = session.call(
+        Some(&operator),
+        "agent/getAuthenticatedExtendedCard",
+        json!({}),
+    );
+    for member in only_1_0 {
+        assert!(old.get(member).is_none(), "no 1.0 {member} in 0.3: {old}");
+    }
+    assert!(
+        old["capabilities"].get("extendedAgentCard").is_none(),
+        "{old}"
+    );
+    assert_eq!(
+        old["securitySchemes"],
+        json!({"bearer": {"type": "http", "scheme": "Bearer"}})
+    );
+    assert_eq!(old["supportsAuthenticatedExtendedCard"], true);
+    assert_eq!(old["url"], format!("http://{}/", session.url));
+    // Both name the session; the public card, which does not, serves both generations.
+    let names = |card: &Value| card["capabilities"]["extensions"][0]["params"]["sessionId"].clone();
+    assert_eq!(
+        (names(&new), names(&old)),
+        (json!(session.id), json!(session.id))
+    );
+    let public = session.card();
+    for member in only_0_3.iter().chain(&only_1_0) {
+        assert!(
+            public.get(member).is_some(),
+            "public card has {member}: {public}"
+        );
+    }
+    assert_eq!(
+        keys(&public["securitySchemes"]["bearer"]),
+        ["httpAuthSecurityScheme", "scheme", "type"]
+    );
+}
+
+/// A 401 or 403 on a JSON-RPC POST is a JSON-RPC error too, with the request's id, besides the
+/// HTTP status and `WWW-Authenticate`; a missing token, a forged one and a mangled one read
+/// alike.
+#[test]
+fn refusals_at_the_gate_carry_a_json_rpc_error() {
+    let home = Home::new();
+    let session = guarded(&home);
+    let sender = home.token(&[&session.id, "sender"]);
+    let post = |token: Option<&str>, version: Option<&str>, method: &str| {
+        let body =
+            json!({"jsonrpc": "2.0", "id": "req-9", "method": method, "params": {"id": "t"}});
+        session
+            .connect()
+            .post_as("/", token, version, body.to_string().as_bytes())
+    };
+    let forged = format!("{}x", &sender[..sender.len() - 1]);
+    let mut bodies = Vec::new();
+    for token in [None, Some("not-a-token"), Some(forged.as_str())] {
+        let refused = post(token, None, "tasks/get");
+        assert_eq!(refused.status, 401, "{}", refused.text());
+        let challenge = refused.header("www-authenticate").unwrap_or_default();
+        assert_eq!(challenge, "Bearer realm=\"guarded\"");
+        let answer = refused.json();
+        assert_eq!(
+            (&answer["jsonrpc"], &answer["id"]),
+            (&json!("2.0"), &json!("req-9"))
+        );
+        assert!(answer["error"]["code"].is_i64(), "{answer}");
+        assert!(answer["error"]["message"].is_string(), "{answer}");
+        bodies.push(answer);
+    }
+    assert!(
+        bodies.windows(2).all(|w| w[0] == w[1]),
+        "never says which part failed: {bodies:?}"
+    );
+    // Under 1.0 the error is ProtoJSON, with an ErrorInfo.
+    let refused = post(None, Some("1.0"), "GetTask");
+    assert_eq!(reason(&refused.json()), "UNAUTHENTICATED");
+    // A body that is not JSON still gets a JSON-RPC answer (id null).
+    let refused = session.connect().post("/", None, b"{not json");
+    assert_eq!((refused.status, &refused.json()["id"]), (401, &Value::Null));
+    // A valid token lacking the scope: 403, the method's generation's shape.
+    for (version, method) in [(None, "tasks/get"), (Some("1.0"), "GetTask")] {
+        let refused = post(Some(&sender), version, method);
+        assert_eq!(refused.status, 403, "{method}: {}", refused.text());
+        assert!(
+            refused
+                .header("www-authenticate")
+                .is_some_and(|c| c.contains("insufficient_scope"))
+        );
+        let answer = refused.json();
+        assert_eq!(answer["id"], "req-9", "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(method),
+            "{answer}"
+        );
+        if version.is_some() {
+            assert_eq!(reason(&answer), "PERMISSION_DENIED");
+        }
+    }
+}
+
+/// CORS only where `network.cors` lists origins: a listed origin's preflight is answered and its
+/// answers are readable; any other origin gets no CORS header; a door without the list answers
+/// as it always did.
+#[test]
+fn cors_answers_only_the_origins_the_manifest_lists() {
+    let home = Home::new();
+    let app = "https://app.example.com";
+    let manifest = home.write_capsule(
+        "browser",
+        json!({"name": "browser", "version": "1.0.0", "network": {"cors": [app, "http://localhost:5173"]}}),
+        Some("#!/bin/sh\necho \"got $(cat)\"\n"),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let preflight = |session: &Session, origin: &str, path: &str| {
+        session.connect().request(
+            "OPTIONS",
+            path,
+            &[
+                ("Origin", origin),
+                ("Access-Control-Request-Method", "POST"),
+                (
+                    "Access-Control-Request-Headers",
+                    "authorization, content-type, a2a-version",
+                ),
+            ],
+            b"",
+        )
+    };
+    for path in ["/", "/.well-known/agent-card.json"] {
+        let allowed = preflight(&session, app, path);
+        assert_eq!(allowed.status / 100, 2, "{path}: {}", allowed.text());
+        assert_eq!(allowed.header("access-control-allow-origin"), Some(app));
+        let headers = allowed
+            .header("access-control-allow-headers")
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        for header in ["authorization", "content-type", "a2a-version"] {
+            assert!(headers.contains(header), "{headers}");
+        }
+        assert!(
+            allowed
+                .header("access-control-allow-methods")
+                .unwrap_or_default()
+                .contains("POST")
+        );
+    }
+    let stranger = preflight(&session, "https://evil.example", "/");
+    assert_eq!(stranger.status, 403);
+    assert_eq!(stranger.header("access-control-allow-origin"), None);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": send_params(&["hi"], true)});
+    let call = |origin: &str| {
+        session.connect().request(
+            "POST",
+            "/",
+            &[("Content-Type", "application/json"), ("Origin", origin)],
+            body.to_string().as_bytes(),
+        )
+    };
+    let answered = call(app);
+    assert_eq!(answered.status, 200);
+    assert_eq!(answered.header("access-control-allow-origin"), Some(app));
+    assert_eq!(answered.json()["result"]["status"]["state"], "completed");
+    assert_eq!(
+        call("https://evil.example").header("access-control-allow-origin"),
+        None
+    );
+    let card = session.connect().request(
+        "GET",
+        "/.well-known/agent-card.json",
+        &[("Origin", app)],
+        b"",
+    );
+    assert_eq!(card.header("access-control-allow-origin"), Some(app));
+    // Without the list nothing changes: no preflight, no CORS header.
+    let plain = home.start(&[]);
+    assert_eq!(preflight(&plain, app, "/").status, 405);
+    let card = plain.connect().request(
+        "GET",
+        "/.well-known/agent-card.json",
+        &[("Origin", app)],
+        b"",
+    );
+    assert_eq!(
+        (card.status, card.header("access-control-allow-origin")),
+        (200, None)
+    );
+    // A list entry that is not an origin is refused at admission, naming it.
+    let bad = home.write_capsule(
+        "bad",
+        json!({"name": "bad", "version": "1.0.0", "network": {"cors": [app, "https://app.example.com/"]}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let refused = home.mur(&["run", bad.to_str().unwrap(), "--task", "x"]);
+    assert_ne!(refused.code, Some(0));
+    assert!(
+        refused.stderr.contains("network.cors[1]"),
+        "{}",
+        refused.stderr
+    );
 }
 
 #[test]

@@ -73,8 +73,8 @@ fn the_first_chunk_arrives_before_the_handler_ends_in_0_3() {
     assert_eq!(first["kind"], "artifact-update", "{first}");
     assert_eq!(
         chunk_text(&first),
-        "first\n",
-        "the chunk came while the handler still runs"
+        "first",
+        "the chunk came while the handler still runs (its newline waits for more output)"
     );
     assert_eq!(first["append"], false);
     release(&gate);
@@ -84,7 +84,10 @@ fn the_first_chunk_arrives_before_the_handler_ends_in_0_3() {
         .filter(|e| e["kind"] == "artifact-update")
         .map(chunk_text)
         .collect();
-    assert_eq!(text, "second\n", "the chunks are stdout as written");
+    assert_eq!(
+        text, "\nsecond",
+        "the chunks are stdout as written, less the newline that ends it"
+    );
     let last_chunk = rest
         .iter()
         .rfind(|e| e["kind"] == "artifact-update")
@@ -120,7 +123,7 @@ fn the_first_chunk_arrives_before_the_handler_ends_in_1_0() {
         "TASK_STATE_WORKING"
     );
     let first = sse.next().unwrap()["result"].clone();
-    assert_eq!(chunk_text(&first["artifactUpdate"]), "first\n", "{first}");
+    assert_eq!(chunk_text(&first["artifactUpdate"]), "first", "{first}");
     release(&gate);
     let rest = sse.rest();
     let settled = &rest.last().unwrap()["statusUpdate"];
@@ -148,14 +151,14 @@ fn a_live_task_can_be_resubscribed_and_an_ended_one_cannot() {
         task.get("artifacts").is_some().then_some(task)
     });
     assert_eq!(
-        so_far["artifacts"][0]["parts"][0]["text"], "first\n",
-        "{so_far}"
+        so_far["artifacts"][0]["parts"][0]["text"], "first",
+        "the answer so far, less its trailing newline: {so_far}"
     );
     let mut sse = Sse::open(&session.url, None, "tasks/resubscribe", json!({"id": id}));
     let now = sse.next().unwrap()["result"].clone();
     assert_eq!(now["id"], id.as_str(), "first the task as it stands: {now}");
     assert_eq!(
-        now["artifacts"][0]["parts"][0]["text"], "first\n",
+        now["artifacts"][0]["parts"][0]["text"], "first",
         "with its answer so far"
     );
     release(&gate);
@@ -294,4 +297,102 @@ fn mur_run_task_with_a_slow_stdout_still_prints_the_whole_answer() {
     assert_eq!(out.len(), 3 * 1024 * 1024 + 1, "stderr: {stderr}");
     assert!(out[..out.len() - 1].iter().all(|&b| b == b'x'));
     assert_eq!(out.last(), Some(&b'\n'));
+}
+
+/// The text a stream's artifact updates add up to, read as an SDK assembles them: a chunk with
+/// `append: false` starts the artifact over.
+fn assembled(events: &[Value], artifact_of: impl Fn(&Value) -> Option<&Value>) -> String {
+    let mut text = String::new();
+    for update in events.iter().filter_map(artifact_of) {
+        if update["append"] != true {
+            text.clear();
+        }
+        text.push_str(&chunk_text(update));
+    }
+    text
+}
+
+/// A stream assembled equals the stored answer byte for byte, in both generations: stdout less
+/// one trailing newline (README, the handler contract). The chunks still come as written.
+#[test]
+fn the_assembled_stream_equals_the_stored_answer() {
+    let home = Home::new();
+    let script =
+        "#!/bin/sh\ncat >/dev/null\necho 3\nsleep 0.2\necho 2\nsleep 0.2\nprintf 'liftoff\\n'\n";
+    let path = home.write_capsule(
+        "countdown",
+        json!({"name": "countdown", "version": "1.0.0"}),
+        Some(script),
+    );
+    let session = home.start(&[path.to_str().unwrap()]);
+    let old = Sse::open(
+        &session.url,
+        None,
+        "message/stream",
+        send_params(&["go"], true),
+    )
+    .rest();
+    let id = old[0]["id"].as_str().unwrap().to_string();
+    let stored = session.get_task(None, &id);
+    let stored = stored["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(stored, "3\n2\nliftoff");
+    let streamed = assembled(&old, |e| (e["kind"] == "artifact-update").then_some(e));
+    assert_eq!(streamed, stored, "{old:?}");
+    let params =
+        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "go"}]}});
+    let new = Sse::open(&session.url, Some("1.0"), "SendStreamingMessage", params).rest();
+    let id = new[0]["task"]["id"].as_str().unwrap().to_string();
+    let read = session.call(None, "GetTask", json!({"id": id}));
+    let streamed = assembled(&new, |e| e.get("artifactUpdate"));
+    assert_eq!(
+        streamed,
+        read["artifacts"][0]["parts"][0]["text"].as_str().unwrap(),
+        "{new:?}"
+    );
+    assert_eq!(streamed, "3\n2\nliftoff");
+}
+
+/// Every artifact is closed with `lastChunk` before its status event — a question's too: the
+/// input-required status comes after the last chunk, in both generations.
+#[test]
+fn an_input_required_stream_closes_the_question_before_its_status() {
+    let home = Home::new();
+    let script = "#!/bin/sh\ncat >/dev/null\necho 'which one?'\nexit 10\n";
+    let path = home.write_capsule(
+        "asker",
+        json!({"name": "asker", "version": "1.0.0"}),
+        Some(script),
+    );
+    let session = home.start(&[path.to_str().unwrap()]);
+    let old = Sse::open(
+        &session.url,
+        None,
+        "message/stream",
+        send_params(&["go"], true),
+    )
+    .rest();
+    let last = old.iter().rposition(|e| e["kind"] == "artifact-update");
+    let last = last.unwrap_or_else(|| panic!("the question streams: {old:?}"));
+    assert_eq!(old[last]["lastChunk"], true, "{old:?}");
+    assert_eq!(last + 1, old.len() - 1, "then only the status: {old:?}");
+    let settled = old.last().unwrap();
+    assert_eq!(settled["status"]["state"], "input-required", "{old:?}");
+    assert_eq!(
+        assembled(&old, |e| (e["kind"] == "artifact-update").then_some(e)),
+        "which one?"
+    );
+    let params =
+        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "go"}]}});
+    let new = Sse::open(&session.url, Some("1.0"), "SendStreamingMessage", params).rest();
+    let last = new
+        .iter()
+        .rposition(|e| e.get("artifactUpdate").is_some())
+        .unwrap();
+    assert_eq!(new[last]["artifactUpdate"]["lastChunk"], true, "{new:?}");
+    assert_eq!(last + 1, new.len() - 1, "{new:?}");
+    let status = &new.last().unwrap()["statusUpdate"]["status"];
+    assert_eq!(status["state"], "TASK_STATE_INPUT_REQUIRED", "{new:?}");
 }

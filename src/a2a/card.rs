@@ -2,6 +2,8 @@
 
 use serde_json::{Value, json};
 
+use super::version::Generation;
+
 /// The capsule extension's `uri`: the original runtime's, so its door probe and ours recognise
 /// each other's doors.
 pub const CAPSULE_EXTENSION_URI: &str =
@@ -20,15 +22,31 @@ pub struct CardFacts<'a> {
     pub bearer: bool,
 }
 
-/// One agent card for both generations (a2a-1.0.md §6–7): the 1.0 members, with
-/// `supportedInterfaces` naming the one URL for 1.0 first and then 0.3, and the 0.3 top-level
-/// members (`url`, `preferredTransport`, `protocolVersion`) that 0.3 clients find their endpoint
-/// by. A bearer scheme is written in both shapes (`httpAuthSecurityScheme` for 1.0, `type` and
-/// `scheme` for 0.3), with both `security` and `securityRequirements`.
+/// Which generation a card is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardFor {
+    /// The public well-known card: one card every client of either generation reads (DESIGN
+    /// §5), so a client that fetches it before it knows which generation the door speaks finds
+    /// its own members.
+    Both,
+    /// The answer to a request that named its generation (`GetExtendedAgentCard` under 1.0,
+    /// `agent/getAuthenticatedExtendedCard` under 0.3): that generation's members only, so a
+    /// validator of that schema finds nothing foreign.
+    Only(Generation),
+}
+
+/// An agent card (a2a-1.0.md §6–7).
+///
+/// The 1.0 members: `supportedInterfaces` naming the one URL for 1.0 first and then 0.3,
+/// `capabilities.extendedAgentCard`, a bearer scheme as `httpAuthSecurityScheme` with
+/// `securityRequirements`. The 0.3 members: the top-level `url`, `preferredTransport` and
+/// `protocolVersion` that 0.3 clients find their endpoint by, a bearer scheme as `type` and
+/// `scheme` with `security`, and `supportsAuthenticatedExtendedCard`. [`CardFor::Both`] carries
+/// both sets (each scheme entry in both shapes); [`CardFor::Only`] one set, nothing else.
 ///
 /// An authenticated door's public card is built with `bearer` and no `session`, its extended
 /// card with both.
-pub fn agent_card(facts: &CardFacts) -> Value {
+pub fn agent_card(facts: &CardFacts, written_for: CardFor) -> Value {
     let CardFacts { name, version, .. } = *facts;
     let url = format!("http://{}/", facts.addr);
     let extensions: Vec<Value> = facts
@@ -39,18 +57,10 @@ pub fn agent_card(facts: &CardFacts) -> Value {
     let mut card = json!({
         "name": name,
         "description": format!("mur capsule {name}@{version}"),
-        "supportedInterfaces": [
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-        ],
-        "url": url,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3.0",
         "version": version,
         "capabilities": {
             "streaming": true,
             "pushNotifications": false,
-            "extendedAgentCard": facts.bearer,
             "extensions": extensions,
         },
         // Text, JSON data, and files of any type: every part reaches the handler.
@@ -63,17 +73,47 @@ pub fn agent_card(facts: &CardFacts) -> Value {
             "tags": ["task"],
         }],
     });
-    if facts.bearer {
-        card["securitySchemes"] = json!({"bearer": {
-            "httpAuthSecurityScheme": {"scheme": "Bearer"},
-            "type": "http",
-            "scheme": "Bearer",
-        }});
-        card["security"] = json!([{"bearer": []}]);
-        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
-        card["supportsAuthenticatedExtendedCard"] = Value::Bool(true);
+    let (v1, v03) = match written_for {
+        CardFor::Both => (true, true),
+        CardFor::Only(generation) => (
+            generation == Generation::V1_0,
+            generation == Generation::V0_3,
+        ),
+    };
+    if v1 {
+        add_1_0(&mut card, &url, facts.bearer);
+    }
+    if v03 {
+        add_0_3(&mut card, &url, facts.bearer);
     }
     card
+}
+
+/// 1.0's own members: the interfaces (1.0 first, then 0.3 at the same URL), the extended card
+/// capability, and a bearer scheme in 1.0's shape.
+fn add_1_0(card: &mut Value, url: &str, bearer: bool) {
+    card["supportedInterfaces"] = json!([
+        {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+    ]);
+    card["capabilities"]["extendedAgentCard"] = Value::Bool(bearer);
+    if bearer {
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"] = json!({"scheme": "Bearer"});
+        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+    }
+}
+
+/// 0.3's own members: where its endpoint is, and a bearer scheme in 0.3's shape.
+fn add_0_3(card: &mut Value, url: &str, bearer: bool) {
+    card["url"] = json!(url);
+    card["preferredTransport"] = json!("JSONRPC");
+    card["protocolVersion"] = json!("0.3.0");
+    if bearer {
+        card["securitySchemes"]["bearer"]["type"] = json!("http");
+        card["securitySchemes"]["bearer"]["scheme"] = json!("Bearer");
+        card["security"] = json!([{"bearer": []}]);
+        card["supportsAuthenticatedExtendedCard"] = Value::Bool(true);
+    }
 }
 
 /// The session a card names: `params.sessionId` of its capsule extension in
@@ -103,15 +143,18 @@ mod tests {
             session: Some("ses_x"),
             bearer: false,
         };
-        let card = agent_card(&facts);
+        let card = agent_card(&facts, CardFor::Both);
         assert_eq!(session_id_from_card(&card), Some("ses_x"));
         assert!(card.get("securitySchemes").is_none());
         assert_eq!(card["capabilities"]["extendedAgentCard"], false);
-        let public = agent_card(&CardFacts {
-            session: None,
-            bearer: true,
-            ..facts
-        });
+        let public = agent_card(
+            &CardFacts {
+                session: None,
+                bearer: true,
+                ..facts
+            },
+            CardFor::Both,
+        );
         assert_eq!(session_id_from_card(&public), None);
         assert_eq!(public["supportsAuthenticatedExtendedCard"], true);
         assert_eq!(public["capabilities"]["extendedAgentCard"], true);
@@ -135,6 +178,65 @@ mod tests {
         assert_eq!(versions, [&json!("1.0"), &json!("0.3")]);
         assert_eq!(card["supportedInterfaces"][1]["url"], card["url"]);
         assert_eq!(card["capabilities"]["streaming"], true);
+    }
+
+    #[test]
+    fn a_card_for_one_generation_carries_only_its_members() {
+        let facts = CardFacts {
+            name: "echo",
+            version: "0.1.0",
+            addr: "127.0.0.1:5",
+            session: Some("ses_x"),
+            bearer: true,
+        };
+        let keys = |card: &Value| -> Vec<String> {
+            let mut keys: Vec<String> = card.as_object().unwrap().keys().cloned().collect();
+            keys.sort();
+            keys
+        };
+        let common = [
+            "capabilities",
+            "defaultInputModes",
+            "defaultOutputModes",
+            "description",
+            "name",
+            "securitySchemes",
+            "skills",
+            "version",
+        ];
+        let with = |more: &[&str]| {
+            let mut all: Vec<String> = common.iter().chain(more).map(|k| k.to_string()).collect();
+            all.sort();
+            all
+        };
+        let new = agent_card(&facts, CardFor::Only(Generation::V1_0));
+        assert_eq!(
+            keys(&new),
+            with(&["securityRequirements", "supportedInterfaces"])
+        );
+        assert_eq!(
+            new["securitySchemes"],
+            json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}})
+        );
+        assert_eq!(new["capabilities"]["extendedAgentCard"], true);
+        assert_eq!(session_id_from_card(&new), Some("ses_x"));
+        let old = agent_card(&facts, CardFor::Only(Generation::V0_3));
+        assert_eq!(
+            keys(&old),
+            with(&[
+                "preferredTransport",
+                "protocolVersion",
+                "security",
+                "supportsAuthenticatedExtendedCard",
+                "url"
+            ])
+        );
+        assert_eq!(
+            old["securitySchemes"],
+            json!({"bearer": {"type": "http", "scheme": "Bearer"}})
+        );
+        assert!(old["capabilities"].get("extendedAgentCard").is_none());
+        assert_eq!(session_id_from_card(&old), Some("ses_x"));
     }
 
     #[test]

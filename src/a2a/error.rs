@@ -20,6 +20,9 @@ pub struct RpcError {
     pub message: String,
     /// The request member at fault, as a path (`params.message.parts[0].raw`).
     pub field: Option<String>,
+    /// The 1.0 `ErrorInfo` reason, where the code alone does not name one (the door's own
+    /// codes); `None` takes the code's.
+    pub reason: Option<&'static str>,
 }
 
 impl RpcError {
@@ -28,6 +31,7 @@ impl RpcError {
             code,
             message: message.into(),
             field: None,
+            reason: None,
         }
     }
 
@@ -38,6 +42,7 @@ impl RpcError {
             code: INVALID_PARAMS,
             message: format!("{field}: {why}"),
             field: Some(field),
+            reason: None,
         }
     }
 
@@ -53,7 +58,7 @@ impl RpcError {
             Generation::V1_0 => {
                 let mut data = vec![json!({
                     "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": reason(self.code),
+                    "reason": self.reason.unwrap_or_else(|| reason(self.code)),
                     "domain": DOMAIN,
                 })];
                 if let Some(field) = &self.field {

@@ -45,6 +45,33 @@ pub fn boolean(map: &Fields, key: &str, at: &str) -> Result<Option<bool>, RpcErr
     }
 }
 
+/// A ProtoJSON enum member as sent: its name or its number. The proto3 JSON mapping requires a
+/// parser to accept either (`"ROLE_USER"` and `1` are the same value); answers still spell names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enum<'a> {
+    Name(&'a str),
+    Number(i32),
+}
+
+/// An enum member (`None` when absent or `null`): a string, or an integer within `int32` (the
+/// wire type of a proto enum); anything else is -32602 naming it.
+pub fn proto_enum<'a>(map: &'a Fields, key: &str, at: &str) -> Result<Option<Enum<'a>>, RpcError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(name)) => Ok(Some(Enum::Name(name))),
+        Some(value) => value
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .map(|n| Some(Enum::Number(n)))
+            .ok_or_else(|| {
+                RpcError::invalid(
+                    format!("{at}.{key}"),
+                    "must be an enum value: its name (a string) or its number (an integer)",
+                )
+            }),
+    }
+}
+
 /// A count: a non-negative integer that fits an `int32`, as the protos declare them.
 pub fn count(map: &Fields, key: &str, at: &str) -> Result<Option<usize>, RpcError> {
     match map.get(key) {

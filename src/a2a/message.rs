@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::{RpcError, quoted};
-use super::fields::{Fields, id, into_object, object, string, take_metadata, within_depth};
+use super::fields::{
+    Enum, Fields, id, into_object, object, proto_enum, string, take_metadata, within_depth,
+};
 use super::version::Generation;
 
 /// The longest `filename` kept (a common file system's limit).
@@ -99,16 +101,7 @@ impl Message {
             .ok_or_else(|| {
                 RpcError::invalid(format!("{at}.messageId"), "a non-empty string is required")
             })?;
-        let user = match generation {
-            Generation::V0_3 => "user",
-            Generation::V1_0 => "ROLE_USER",
-        };
-        if map.get("role").and_then(Value::as_str) != Some(user) {
-            return Err(RpcError::invalid(
-                format!("{at}.role"),
-                format!("must be \"{user}\": a message sent to an agent is the user's"),
-            ));
-        }
+        check_role(map, generation, at)?;
         let context_id = id(map, "contextId", at)?.map(str::to_string);
         let task_id = string(map, "taskId", at)?.map(str::to_string);
         let message_id = message_id.to_string();
@@ -250,6 +243,29 @@ impl Part {
         }
         into
     }
+}
+
+/// The role of a client's message, which must be the user's: 0.3 `"user"`; 1.0 `ROLE_USER` by
+/// name or by its number 1 (the proto3 JSON mapping requires both to be read).
+fn check_role(map: &Fields, generation: Generation, at: &str) -> Result<(), RpcError> {
+    let user = match generation {
+        Generation::V0_3 => map.get("role").and_then(Value::as_str) == Some("user"),
+        Generation::V1_0 => matches!(
+            proto_enum(map, "role", at),
+            Ok(Some(Enum::Name("ROLE_USER") | Enum::Number(1)))
+        ),
+    };
+    if user {
+        return Ok(());
+    }
+    let want = match generation {
+        Generation::V0_3 => "must be \"user\"",
+        Generation::V1_0 => "must be \"ROLE_USER\" (or its number, 1)",
+    };
+    Err(RpcError::invalid(
+        format!("{at}.role"),
+        format!("{want}: a message sent to an agent is the user's"),
+    ))
 }
 
 /// A 0.3 part's content (a `file` stays in `map` for its names). `kind`, when sent, must agree
@@ -402,7 +418,13 @@ mod tests {
             json!({"url": "https://example.com/f", "filename": "f"})
         );
         assert!(new.get("kind").is_none());
-        assert_eq!(parse(new, Generation::V1_0).unwrap(), message);
+        assert_eq!(parse(new.clone(), Generation::V1_0).unwrap(), message);
+        // ProtoJSON: the role's number reads as its name; answers still spell the name.
+        let mut numbered = new;
+        numbered["role"] = json!(1);
+        let read = parse(numbered, Generation::V1_0).unwrap();
+        assert_eq!(read, message);
+        assert_eq!(read.render(Generation::V1_0)["role"], "ROLE_USER");
         assert_eq!(message.text(), "hi");
     }
 
@@ -413,6 +435,11 @@ mod tests {
 1.0 params.message.messageId {"messageId":"","role":"ROLE_USER","parts":[{"text":"x"}]}
 1.0 params.message.role {"messageId":"m","parts":[{"text":"x"}]}
 1.0 params.message.role {"messageId":"m","role":"user","parts":[{"text":"x"}]}
+1.0 params.message.role {"messageId":"m","role":2,"parts":[{"text":"x"}]}
+1.0 params.message.role {"messageId":"m","role":0,"parts":[{"text":"x"}]}
+1.0 params.message.role {"messageId":"m","role":1.5,"parts":[{"text":"x"}]}
+1.0 params.message.role {"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"x"}]}
+0.3 params.message.role {"messageId":"m","role":1,"parts":[{"kind":"text","text":"x"}]}
 0.3 params.message.role {"messageId":"m","role":"robot","parts":[{"kind":"text","text":"x"}]}
 0.3 params.message.kind {"messageId":"m","role":"user","kind":"task","parts":[{"text":"x"}]}
 0.3 params.message.taskId {"messageId":"m","role":"user","taskId":5,"parts":[{"text":"x"}]}

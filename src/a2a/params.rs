@@ -4,9 +4,8 @@
 use serde_json::Value;
 
 use super::error::RpcError;
-use super::fields::{Fields, boolean, count, into_object, object, string};
+use super::fields::{Enum, Fields, boolean, count, into_object, object, proto_enum, string};
 use super::message::Message;
-use super::rpc::PUSH_NOT_SUPPORTED;
 use super::task::State;
 use super::version::Generation;
 
@@ -35,7 +34,7 @@ pub struct TaskRef {
 #[derive(Debug)]
 pub struct List {
     pub context_id: Option<String>,
-    pub state: Option<State>,
+    pub state: StateFilter,
     /// Only tasks whose status changed at or after this time (seconds since the epoch).
     pub updated_since: Option<i64>,
     /// Only tasks that arrived before this arrival number (from the page token).
@@ -43,6 +42,54 @@ pub struct List {
     pub page_size: usize,
     pub history_length: Option<usize>,
     pub include_artifacts: bool,
+}
+
+/// Which tasks a `ListTasks` `status` filter lets through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateFilter {
+    /// No filter: absent, `TASK_STATE_UNSPECIFIED` (0), or `UNRECOGNIZED` (-1, the value an
+    /// SDK's enum holds when none was chosen — @a2a-js/sdk 1.x sends it for `listTasks({})`).
+    Any,
+    Is(State),
+    /// A state A2A defines that no task of this door is ever in (`TASK_STATE_REJECTED`,
+    /// `TASK_STATE_AUTH_REQUIRED`): a valid filter that matches nothing.
+    Nothing,
+}
+
+impl StateFilter {
+    pub fn admits(self, state: State) -> bool {
+        match self {
+            StateFilter::Any => true,
+            StateFilter::Is(wanted) => wanted == state,
+            StateFilter::Nothing => false,
+        }
+    }
+
+    /// Read `params.status` by name or by number, as ProtoJSON allows; anything that is not a
+    /// `TaskState` is -32602 naming the member.
+    fn read(map: &Fields) -> Result<Self, RpcError> {
+        use super::task::STATES;
+        let filter = match proto_enum(map, "status", "params")? {
+            None => Some(StateFilter::Any),
+            Some(Enum::Name("TASK_STATE_UNSPECIFIED" | "UNRECOGNIZED")) => Some(StateFilter::Any),
+            Some(Enum::Name("TASK_STATE_REJECTED" | "TASK_STATE_AUTH_REQUIRED")) => {
+                Some(StateFilter::Nothing)
+            }
+            Some(Enum::Name(name)) => State::from_wire(name, Generation::V1_0).map(StateFilter::Is),
+            Some(Enum::Number(0 | -1)) => Some(StateFilter::Any),
+            Some(Enum::Number(7 | 8)) => Some(StateFilter::Nothing),
+            Some(Enum::Number(n)) => STATES
+                .into_iter()
+                .find(|s| s.number() == n)
+                .map(StateFilter::Is),
+        };
+        filter.ok_or_else(|| {
+            RpcError::invalid(
+                "params.status",
+                "must be a TaskState: a name (TASK_STATE_WORKING, TASK_STATE_COMPLETED, ...) or its number (0 to 8)",
+            )
+        })
+    }
 }
 
 /// Read `message/send` or `SendMessage` params, moving the message out of `params`.
@@ -62,24 +109,16 @@ pub fn send(params: Value, generation: Generation) -> Result<Send, RpcError> {
             ));
         }
     };
-    let (push, blocking) = match generation {
-        Generation::V0_3 => (
-            "pushNotificationConfig",
-            boolean(config, "blocking", "params.configuration")?.unwrap_or(true),
-        ),
-        Generation::V1_0 => (
-            "taskPushNotificationConfig",
-            !boolean(config, "returnImmediately", "params.configuration")?.unwrap_or(false),
-        ),
+    // A push config inside a send (0.3 `pushNotificationConfig`, 1.0
+    // `taskPushNotificationConfig`) is ignored, as both reference servers do: the card says
+    // `pushNotifications: false`, so a client that sends one anyway still gets its task run —
+    // only the push-config methods themselves are refused (-32003).
+    let blocking = match generation {
+        Generation::V0_3 => boolean(config, "blocking", "params.configuration")?.unwrap_or(true),
+        Generation::V1_0 => {
+            !boolean(config, "returnImmediately", "params.configuration")?.unwrap_or(false)
+        }
     };
-    if config.get(push).is_some_and(|p| !p.is_null()) {
-        return Err(RpcError::new(
-            PUSH_NOT_SUPPORTED,
-            format!(
-                "params.configuration.{push}: push notifications are not supported (capabilities.pushNotifications is false)"
-            ),
-        ));
-    }
     Ok(Send {
         message,
         blocking,
@@ -107,15 +146,7 @@ pub fn task_ref(params: &Value) -> Result<TaskRef, RpcError> {
 pub fn list(params: &Value) -> Result<List, RpcError> {
     let empty = Value::Object(Fields::new());
     let map = object(if params.is_null() { &empty } else { params }, "params")?;
-    let state = match string(map, "status", "params")? {
-        None | Some("TASK_STATE_UNSPECIFIED") => None,
-        Some(text) => Some(State::from_wire(text, Generation::V1_0).ok_or_else(|| {
-            RpcError::invalid(
-                "params.status",
-                "must be a task state (TASK_STATE_WORKING, TASK_STATE_COMPLETED, ...)",
-            )
-        })?),
-    };
+    let state = StateFilter::read(map)?;
     let page_size = match count(map, "pageSize", "params")? {
         None => DEFAULT_PAGE,
         Some(n @ 1..=MAX_PAGE) => n,
@@ -168,7 +199,7 @@ mod tests {
     fn send_reads_each_generations_configuration() {
         let old = json!({"message": {"kind": "message", "messageId": "m", "role": "user",
             "parts": [{"kind": "text", "text": "hi"}]}, "configuration": {"blocking": false, "historyLength": 2}});
-        let read = send(old, Generation::V0_3).unwrap();
+        let read = send(old.clone(), Generation::V0_3).unwrap();
         assert!(!read.blocking);
         assert_eq!(read.history_length, Some(2));
         let new = json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
@@ -176,10 +207,10 @@ mod tests {
         assert!(!send(new.clone(), Generation::V1_0).unwrap().blocking);
         let mut push = new.clone();
         push["configuration"]["taskPushNotificationConfig"] = json!({"url": "https://x"});
-        assert_eq!(
-            send(push, Generation::V1_0).unwrap_err().code,
-            PUSH_NOT_SUPPORTED
-        );
+        assert!(!send(push, Generation::V1_0).unwrap().blocking, "ignored");
+        let mut push = old.clone();
+        push["configuration"]["pushNotificationConfig"] = json!({"url": "https://x"});
+        assert!(send(push, Generation::V0_3).is_ok(), "ignored");
         let mut bad = new.clone();
         bad["configuration"]["historyLength"] = json!("two");
         assert_eq!(
@@ -194,6 +225,30 @@ mod tests {
             field(send(json!([]), Generation::V1_0).unwrap_err()),
             "params"
         );
+    }
+
+    #[test]
+    fn a_status_filter_is_read_by_name_or_number() {
+        let read = |status: Value| list(&json!({"status": status})).unwrap().state;
+        for (status, want) in [
+            (json!("TASK_STATE_WORKING"), StateFilter::Is(State::Working)),
+            (json!(2), StateFilter::Is(State::Working)),
+            (json!(6), StateFilter::Is(State::InputRequired)),
+            (json!("TASK_STATE_UNSPECIFIED"), StateFilter::Any),
+            (json!(0), StateFilter::Any),
+            (json!("UNRECOGNIZED"), StateFilter::Any),
+            (json!(-1), StateFilter::Any),
+            (json!(null), StateFilter::Any),
+            (json!("TASK_STATE_REJECTED"), StateFilter::Nothing),
+            (json!(8), StateFilter::Nothing),
+        ] {
+            assert_eq!(read(status.clone()), want, "{status}");
+        }
+        for state in crate::a2a::task::STATES {
+            assert_eq!(read(json!(state.number())), StateFilter::Is(state));
+        }
+        assert!(!StateFilter::Nothing.admits(State::Completed));
+        assert!(StateFilter::Any.admits(State::Completed));
     }
 
     #[test]
@@ -236,13 +291,17 @@ mod tests {
         .unwrap();
         assert_eq!(
             (some.state, some.page_size, some.before),
-            (Some(State::Completed), 100, Some(17))
+            (StateFilter::Is(State::Completed), 100, Some(17))
         );
         for (params, want) in [
             (json!({"pageSize": 0}), "params.pageSize"),
             (json!({"pageSize": 101}), "params.pageSize"),
             (json!({"pageToken": "abc"}), "params.pageToken"),
             (json!({"status": "completed"}), "params.status"),
+            (json!({"status": 9}), "params.status"),
+            (json!({"status": 2.5}), "params.status"),
+            (json!({"status": true}), "params.status"),
+            (json!({"status": "TASK_STATE_DONE"}), "params.status"),
             (json!({"contextId": 3}), "params.contextId"),
             (
                 json!({"statusTimestampAfter": "yesterday"}),

@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use super::message::{Message, Part};
+use super::message::{Content, Message, Part};
 use super::task::{State, Task, View, answer_json, status_json};
 use super::version::Generation;
 
@@ -47,10 +47,10 @@ impl Event {
         256 + parts
             .iter()
             .map(|p| match &p.content {
-                super::message::Content::Text(t) => t.len(),
-                super::message::Content::Raw(r) => r.len(),
-                super::message::Content::Url(u) => u.len(),
-                super::message::Content::Data(d) => d.to_string().len(),
+                Content::Text(t) => t.len(),
+                Content::Raw(r) => r.len(),
+                Content::Url(u) => u.len(),
+                Content::Data(d) => d.to_string().len(),
             })
             .sum::<usize>()
     }
@@ -141,6 +141,78 @@ impl Chunker {
     }
 }
 
+/// One reader's view of a task's answer as it streams: the handler's stdout so far less one
+/// trailing newline — the same text a read of the task shows, working or ended ([`Task::render`]).
+///
+/// The stored answer drops one trailing newline from stdout; a stream sending stdout exactly
+/// would leave a client that assembles the chunks holding one byte more than `GetTask` returns.
+/// So a chunk's own trailing newline is held back and sent at the start of the next chunk, and
+/// the one still held when the artifact closes (`lastChunk`) is never sent. Invariant: the text
+/// of every chunk a reader got, concatenated, equals the answer's text part as stored.
+/// (`mur run --task` prints from the engine's events directly, not through this.)
+#[derive(Debug, Default)]
+pub struct Trail {
+    /// A newline taken off the end of what this reader was sent.
+    held: bool,
+    /// Chunks pass as written ([`Trail::exact`]).
+    exact: bool,
+}
+
+impl Trail {
+    /// A trail that leaves chunks as stdout wrote them: for a formation peer's call, which
+    /// relays one handler's stdout into another's as a pipe would — a line must arrive the
+    /// moment it is written, not when the next one does — and strips the trailing newline
+    /// itself once the answer is whole.
+    pub fn exact() -> Self {
+        Self {
+            held: false,
+            exact: true,
+        }
+    }
+
+    /// `event` as this reader is to see it.
+    pub fn shape(&mut self, event: Event) -> Event {
+        if self.exact {
+            return event;
+        }
+        match event {
+            // A working task's answer so far is shown less its trailing newline: held.
+            Event::Task(task) => {
+                self.held = task.state == State::Working
+                    && matches!(task.answer.first(), Some(Part { content: Content::Text(t), .. }) if t.ends_with('\n'));
+                Event::Task(task)
+            }
+            Event::Artifact {
+                mut parts,
+                append,
+                last,
+            } => {
+                let held = std::mem::take(&mut self.held);
+                if let Some(Part {
+                    content: Content::Text(text),
+                    ..
+                }) = parts.first_mut()
+                    && !last
+                {
+                    if held {
+                        text.insert(0, '\n');
+                    }
+                    if text.ends_with('\n') {
+                        text.pop();
+                        self.held = true;
+                    }
+                }
+                Event::Artifact {
+                    parts,
+                    append,
+                    last,
+                }
+            }
+            status => status,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +227,54 @@ mod tests {
         // A byte that is never UTF-8, then half a character: the half still waits.
         assert_eq!(chunker.push(b"\xff\xc3").as_deref(), Some("\u{fffd}"));
         assert_eq!(chunker.push(b"\xa9").as_deref(), Some("\u{e9}"));
+    }
+
+    /// The text of the chunks a reader is sent, events `(text, last)` shaped in turn.
+    fn assembled(trail: &mut Trail, chunks: &[(&str, bool)]) -> String {
+        chunks
+            .iter()
+            .map(|&(text, last)| {
+                let event = trail.shape(Event::Artifact {
+                    parts: vec![Part::text(text)],
+                    append: true,
+                    last,
+                });
+                match event {
+                    Event::Artifact { parts, .. } => match &parts[0].content {
+                        Content::Text(t) => t.clone(),
+                        _ => unreachable!(),
+                    },
+                    _ => unreachable!(),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_trailing_newline_waits_for_more_output_and_the_last_one_is_never_sent() {
+        let mut trail = Trail::default();
+        let chunks = [
+            ("3\n", false),
+            ("2\n", false),
+            ("\n", false),
+            ("liftoff\n", false),
+            ("", true),
+        ];
+        assert_eq!(assembled(&mut trail, &chunks), "3\n2\n\nliftoff");
+        // Each chunk as sent: the newline travels with the next one.
+        let mut trail = Trail::default();
+        assert_eq!(assembled(&mut trail, &[("a\n", false)]), "a");
+        assert_eq!(assembled(&mut trail, &[("b", false)]), "\nb");
+        assert_eq!(assembled(&mut trail, &[("", true)]), "");
+        // A reader joining mid-way was shown the answer so far less its newline: held.
+        let mut trail = Trail::default();
+        let mut task = crate::a2a::task::tests::task(State::Working);
+        task.answer = vec![Part::text("first\n")];
+        trail.shape(Event::Task(task));
+        assert_eq!(
+            assembled(&mut trail, &[("second\n", false), ("", true)]),
+            "\nsecond"
+        );
     }
 
     #[test]

@@ -51,6 +51,20 @@ impl State {
         }
     }
 
+    /// The state's number in 1.0's `TaskState` enum (PROTO 187), which ProtoJSON lets a client
+    /// send instead of the name. (0 is `TASK_STATE_UNSPECIFIED`; 7 `REJECTED` and 8
+    /// `AUTH_REQUIRED` are states no task of this door enters.)
+    pub fn number(self) -> i32 {
+        match self {
+            State::Submitted => 1,
+            State::Working => 2,
+            State::Completed => 3,
+            State::Failed => 4,
+            State::Canceled => 5,
+            State::InputRequired => 6,
+        }
+    }
+
     /// The state a 1.0 filter names; `None` for any other text.
     pub fn from_wire(text: &str, generation: Generation) -> Option<Self> {
         STATES.into_iter().find(|s| s.wire(generation) == text)
@@ -159,9 +173,28 @@ impl Task {
             _ => false,
         };
         if view.artifacts && answered {
-            task["artifacts"] = json!([answer_json(self.id.as_str(), &self.answer, generation)]);
+            let parts = self.shown_answer();
+            task["artifacts"] = json!([answer_json(self.id.as_str(), &parts, generation)]);
         }
         task
+    }
+}
+
+impl Task {
+    /// The answer as readers see it. While the task works that is stdout so far, less one
+    /// trailing newline: the rule the stored answer follows once the turn ends, so a read
+    /// mid-way and the chunks that follow it ([`super::stream::Trail`]) add up to the final
+    /// answer, byte for byte.
+    fn shown_answer(&self) -> std::borrow::Cow<'_, [Part]> {
+        use super::message::Content;
+        match self.answer.first().map(|p| &p.content) {
+            Some(Content::Text(text)) if self.state == State::Working && text.ends_with('\n') => {
+                let mut parts = self.answer.clone();
+                parts[0].content = Content::Text(text[..text.len() - 1].to_string());
+                std::borrow::Cow::Owned(parts)
+            }
+            _ => std::borrow::Cow::Borrowed(&self.answer),
+        }
     }
 }
 
@@ -193,10 +226,10 @@ pub fn answer_json(task_id: &str, parts: &[Part], generation: Generation) -> Val
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn task(state: State) -> Task {
+    pub(crate) fn task(state: State) -> Task {
         let message = Message {
             message_id: "m1".into(),
             role: Role::User,

@@ -84,6 +84,10 @@ pub struct PeerTasks {
 pub struct Network {
     #[serde(default)]
     pub authentication: Option<Authentication>,
+    /// The browser origins (`https://app.example.com`) allowed to call the door cross-origin.
+    /// Empty (the default): the door answers no CORS at all.
+    #[serde(default)]
+    pub cors: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -127,6 +131,54 @@ pub fn is_valid_name(name: &str) -> bool {
     matches!(bytes.next(), Some(b'a'..=b'z'))
         && name.len() <= 32
         && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-'))
+}
+
+/// `network.cors`: each entry an origin as a browser sends it in `Origin` — `http` or `https`,
+/// `://`, a host, an optional port, nothing after — listed once. The door compares origins byte
+/// for byte, so anything else (a path, a trailing slash, a wildcard) could never match and is
+/// refused here rather than silently allowing nothing.
+fn check_cors(origins: &[String]) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, origin) in origins.iter().enumerate() {
+        if !is_origin(origin) {
+            return Err(format!(
+                "network.cors[{i}]: '{}' is not an origin (http:// or https://, a lowercase host, an optional :port, nothing after; e.g. https://app.example.com)",
+                origin.escape_debug()
+            ));
+        }
+        if !seen.insert(origin) {
+            return Err(format!("network.cors[{i}]: '{origin}' is listed twice"));
+        }
+    }
+    Ok(())
+}
+
+/// A serialized origin: `http://` or `https://`, then a host of lowercase letters, digits, `-`
+/// and `.` (or a bracketed IPv6 address), then an optional `:port` of 1 to 5 digits.
+fn is_origin(text: &str) -> bool {
+    let Some(rest) = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(':') && !port.contains(']') => (host, Some(port)),
+        _ => (rest, None),
+    };
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => !v6.is_empty() && v6.bytes().all(|b| b.is_ascii_hexdigit() || b == b':'),
+        None => {
+            !host.is_empty()
+                && host.len() <= 253
+                && host
+                    .bytes()
+                    .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.'))
+        }
+    };
+    let port_ok =
+        port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
+    host_ok && port_ok
 }
 
 /// `^[A-Z_][A-Z0-9_]{0,63}$`: control names, which reach a handler as environment variables.
@@ -228,6 +280,7 @@ impl Manifest {
                 }
             }
         }
+        check_cors(&self.network.cors)?;
         if let Some(control) = &self.control {
             let mut seen = std::collections::BTreeSet::new();
             for (key, names) in [
@@ -377,6 +430,22 @@ mod tests {
                 "control.secrets",
             ),
             (
+                json!({"name": "e", "version": "1", "run": ["x"], "network": {"cors": ["https://a.example/"]}}),
+                "network.cors[0]",
+            ),
+            (
+                json!({"name": "e", "version": "1", "run": ["x"], "network": {"cors": ["https://a.example", "*"]}}),
+                "network.cors[1]",
+            ),
+            (
+                json!({"name": "e", "version": "1", "run": ["x"], "network": {"cors": ["http://a", "http://a"]}}),
+                "twice",
+            ),
+            (
+                json!({"name": "e", "version": "1", "run": ["x"], "network": {"cors": "https://a.example"}}),
+                "sequence",
+            ),
+            (
                 json!({"name": "e", "version": "1", "run": ["x"], "control": {"settings": ["A"], "secrets": ["A"]}}),
                 "twice",
             ),
@@ -384,6 +453,36 @@ mod tests {
         for (value, needle) in cases {
             let err = parse(value.clone()).unwrap_err();
             assert!(err.contains(needle), "{value}: {err}");
+        }
+    }
+
+    #[test]
+    fn cors_origins() {
+        for ok in [
+            "https://app.example.com",
+            "http://localhost:5173",
+            "http://127.0.0.1:8080",
+            "http://[::1]:3000",
+        ] {
+            assert!(is_origin(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "*",
+            "null",
+            "app.example.com",
+            "ftp://a.example",
+            "https://",
+            "https://A.example",
+            "https://a.example/",
+            "https://a.example/path",
+            "https://a.example:",
+            "https://a.example:123456",
+            "https://a.example:x",
+            "https://user@a.example",
+            "https://a.example ",
+        ] {
+            assert!(!is_origin(bad), "{bad}");
         }
     }
 

@@ -5,9 +5,13 @@
 //! ([`crate::a2a::rpc::scope_grants`]). The operator token holds every method; each credential the
 //! manifest declares gets one token with exactly its scopes. Checks run header → MAC (constant time) →
 //! payload, and a refusal never says which failed: 401 with `WWW-Authenticate` for anything that
-//! is not a valid token, 403 for a valid one lacking the method.
+//! is not a valid token, 403 for a valid one lacking the method. Either carries a JSON-RPC error
+//! body too ([`DoorAuth::refuse`]), so a JSON-RPC client has an answer it can parse.
 
-use serde_json::json;
+use serde_json::{Value, json};
+
+use crate::a2a::error::RpcError;
+use crate::a2a::version::Generation;
 
 use crate::a2a::rpc::{self, Op};
 use crate::net::server::{Request, Response};
@@ -87,6 +91,11 @@ impl DoorAuth {
         })
     }
 
+    /// The realm its `WWW-Authenticate` challenges name: the capsule's name.
+    pub fn realm(&self) -> &str {
+        &self.realm
+    }
+
     /// A token for `credential` holding `scopes`.
     pub fn mint(&self, credential: &str, scopes: &[String]) -> Secret {
         token::mint(
@@ -106,10 +115,10 @@ impl DoorAuth {
     }
 
     /// The caller a request's `Authorization` header proves, or the 401 that refuses it.
-    pub fn check(&self, request: &Request) -> Result<Caller, Response> {
+    pub fn check(&self, request: &Request) -> Result<Caller, Denied> {
         let mut values = request.header_values("authorization");
         let (Some(value), None) = (values.next(), values.next()) else {
-            return Err(self.unauthorized());
+            return Err(Denied::unauthenticated());
         };
         let token = std::str::from_utf8(value)
             .ok()
@@ -117,7 +126,7 @@ impl DoorAuth {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, token)| token.trim());
         let Some(token) = token else {
-            return Err(self.unauthorized());
+            return Err(Denied::unauthenticated());
         };
         if token.starts_with("mft1.") {
             return self.check_member(token);
@@ -140,16 +149,16 @@ impl DoorAuth {
                 }
             })
         });
-        caller.ok_or_else(|| self.unauthorized())
+        caller.ok_or_else(Denied::unauthenticated)
     }
 
     /// A formation token: accepted only if it verifies with this member's door key, names this
     /// formation, and is addressed to this member. One naming this formation and *another*
     /// member is refused 403 — this door cannot check another door's MAC, and such a token
     /// grants nothing here whether genuine or not; anything else is 401.
-    fn check_member(&self, token: &str) -> Result<Caller, Response> {
+    fn check_member(&self, token: &str) -> Result<Caller, Denied> {
         let Some(door) = &self.formation else {
-            return Err(self.unauthorized());
+            return Err(Denied::unauthenticated());
         };
         let names = |p: &serde_json::Value, key: &str| {
             p.get(key).and_then(|v| v.as_str()).map(str::to_string)
@@ -169,7 +178,7 @@ impl DoorAuth {
                     from,
                 });
             }
-            return Err(self.unauthorized());
+            return Err(Denied::unauthenticated());
         }
         let claimed = token
             .split('.')
@@ -181,32 +190,74 @@ impl DoorAuth {
                 if names(&p, "formation").as_deref() == Some(door.formation_id.as_str())
                     && names(&p, "to").is_some_and(|to| to != door.member) =>
             {
-                Err(Response::json(
-                    403,
-                    &json!({"error": "this formation token is for another member's door"}),
+                Err(Denied::forbidden(
+                    "forbidden: this formation token is for another member's door".into(),
                 ))
             }
-            _ => Err(self.unauthorized()),
+            _ => Err(Denied::unauthenticated()),
+        }
+    }
+}
+
+/// The HTTP answer to `denied` at the door of capsule `realm`: its status, `WWW-Authenticate`
+/// (RFC 6750: the realm, and `insufficient_scope` on a 403), and a JSON-RPC error answering
+/// request `id` in `generation`'s shape.
+pub fn refuse(realm: &str, denied: &Denied, id: Value, generation: Generation) -> Response {
+    let mut error = RpcError::new(denied.code(), denied.message.clone());
+    error.reason = Some(match denied.status {
+        401 => "UNAUTHENTICATED",
+        _ => "PERMISSION_DENIED",
+    });
+    let mut response = Response::json(denied.status, &error.answer(id, generation));
+    let challenge = match denied.status {
+        401 => format!("Bearer realm=\"{realm}\""),
+        _ => format!("Bearer realm=\"{realm}\", error=\"insufficient_scope\""),
+    };
+    response.headers.push(("WWW-Authenticate", challenge));
+    response
+}
+
+/// Why the door turned a request away before running it: 401, no valid token (whatever part of
+/// it failed — the message never says which); 403, a valid token that does not reach this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    pub status: u16,
+    pub message: String,
+}
+
+/// The JSON-RPC code a refusal's body carries. A2A assigns none to authentication (it leaves
+/// that to HTTP); these sit in JSON-RPC's implementation-defined server range, outside the
+/// -32001…-32009 A2A has taken, so no client mistakes them for an A2A error.
+pub const UNAUTHENTICATED: i64 = -32030;
+pub const PERMISSION_DENIED: i64 = -32031;
+
+impl Denied {
+    pub fn unauthenticated() -> Self {
+        Self {
+            status: 401,
+            message: "unauthenticated: a valid bearer token is required (mur token prints one)"
+                .into(),
         }
     }
 
-    pub fn unauthorized(&self) -> Response {
-        let mut response = Response::json(
-            401,
-            &json!({"error": "a valid bearer token is required (mur token prints one)"}),
-        );
-        response.headers.push((
-            "WWW-Authenticate",
-            format!("Bearer realm=\"{}\"", self.realm),
-        ));
-        response
+    pub fn forbidden(message: String) -> Self {
+        Self {
+            status: 403,
+            message,
+        }
+    }
+
+    fn code(&self) -> i64 {
+        match self.status {
+            401 => UNAUTHENTICATED,
+            _ => PERMISSION_DENIED,
+        }
     }
 }
 
 /// The 403 for a valid token lacking `method`.
-pub fn forbidden(method: &str) -> Response {
-    Response::json(
-        403,
-        &json!({"error": format!("this token does not hold the scope {method}")}),
-    )
+pub fn forbidden(method: &str) -> Denied {
+    Denied::forbidden(format!(
+        "forbidden: this token does not hold the scope {method}"
+    ))
 }

@@ -25,10 +25,11 @@ use super::auth::{self, Caller, DoorAuth};
 use super::control::Control;
 use super::feed::{Feed, Next};
 use super::tasks::{Engine, FollowUp, Lookup, Refused, Taken};
-use crate::a2a::card::{CardFacts, agent_card};
+use crate::a2a::card::{CardFacts, CardFor, agent_card};
 use crate::a2a::error::{RpcError, quoted};
 use crate::a2a::params;
 use crate::a2a::rpc::{self, Method, Op};
+use crate::a2a::stream::Trail;
 use crate::a2a::task::View;
 use crate::a2a::version::Generation;
 use crate::id::SessionId;
@@ -51,8 +52,9 @@ enum Reply {
 
 /// Server-sent events, each a JSON-RPC answer to the request that asked.
 enum Sse {
-    /// A task's events, in the request's generation.
-    Feed(Arc<Feed>, Value, Generation),
+    /// A task's events, in the request's generation, the answer's text shaped for this reader
+    /// ([`Trail`]: the chunks add up to the stored answer).
+    Feed(Arc<Feed>, Value, Generation, Trail),
     /// One answer, then the end.
     Once(Option<Value>),
 }
@@ -63,12 +65,13 @@ fn event(answer: &Value) -> Vec<u8> {
 
 impl BodyStream for Sse {
     fn next(&mut self) -> Option<Vec<u8>> {
-        let (feed, id, generation) = match self {
+        let (feed, id, generation, trail) = match self {
             Sse::Once(answer) => return answer.take().map(|answer| event(&answer)),
-            Sse::Feed(feed, id, generation) => (feed, id, *generation),
+            Sse::Feed(feed, id, generation, trail) => (feed, id, *generation, trail),
         };
         match feed.next(HEARTBEAT) {
             Next::Event(happened) => {
+                let happened = trail.shape(happened);
                 let result = happened.render(&feed.task_id, &feed.context_id, generation);
                 Some(event(
                     &json!({"jsonrpc": "2.0", "id": id, "result": result}),
@@ -99,20 +102,26 @@ pub struct Door {
     pub engine: Arc<Engine>,
     pub auth: Option<DoorAuth>,
     pub control: Option<Arc<Control>>,
+    /// `network.cors`: the browser origins answered CORS; empty, none is (and nothing about the
+    /// door's answers changes).
+    pub cors: Vec<String>,
     /// Set by `session/stop`; the session's main loop winds down when it sees it.
     pub stop_requested: AtomicBool,
 }
 
 impl Door {
-    fn card(&self, extended: bool) -> Value {
+    /// The public card (`extended` false: both generations' members, DESIGN §5), or the
+    /// extended one in the shape of the generation that asked for it.
+    fn card(&self, extended: bool, written_for: CardFor) -> Value {
         let bearer = self.auth.is_some();
-        agent_card(&CardFacts {
+        let facts = CardFacts {
             name: &self.name,
             version: &self.version,
             addr: &self.addr,
             session: (extended || !bearer).then_some(self.session_id.as_str()),
             bearer,
-        })
+        };
+        agent_card(&facts, written_for)
     }
 
     /// Answer one JSON-RPC request from `caller`: a JSON-RPC answer, an event stream, or an
@@ -127,11 +136,7 @@ impl Door {
 
     fn answer(&self, request: &Request, caller: &Caller) -> Result<Reply, Response> {
         let answer = |value| Ok(Reply::Value(value));
-        let mut versions = request.header_values("a2a-version");
-        let generation = match (versions.next(), versions.next()) {
-            (value, None) => Generation::from_header(value),
-            (_, Some(_)) => Err("send one A2A-Version header, not several".into()),
-        };
+        let generation = asked_generation(request);
         // Before the method is known, errors take the shape the header asked for.
         let shape = *generation.as_ref().unwrap_or(&Generation::V1_0);
         let mut body = match crate::json::strict::from_slice(&request.body) {
@@ -170,7 +175,8 @@ impl Door {
         if let Some(needed) = rpc::grant(method.op)
             && !caller.may_call(needed)
         {
-            return Err(auth::forbidden(method.name));
+            let denied = auth::forbidden(method.name);
+            return Err(auth::refuse(&self.name, &denied, id, shape));
         }
         let params = body
             .get_mut("params")
@@ -181,7 +187,15 @@ impl Door {
             Ok(Answered::Value(result)) => {
                 answer(json!({"jsonrpc": "2.0", "id": id, "result": result}))
             }
-            Ok(Answered::Feed(feed)) => Ok(Reply::Stream(Sse::Feed(feed, id, shape))),
+            Ok(Answered::Feed(feed)) => {
+                // A formation peer is mur's own relay of stdout ([`Trail::exact`]); every other
+                // reader assembles an artifact that must equal the stored answer.
+                let trail = match caller {
+                    Caller::Member { .. } => Trail::exact(),
+                    _ => Trail::default(),
+                };
+                Ok(Reply::Stream(Sse::Feed(feed, id, shape, trail)))
+            }
             // A 0.3 stream carries the errors of a well-formed request as its one event (0.3's
             // `SendStreamingMessageResponse` is a success or an error response; the 0.3 SDKs and
             // conformance kit read it so). A malformed request, and any 1.0 error, is answered
@@ -231,7 +245,7 @@ impl Door {
                 "push notifications are not supported: this door sends none (capabilities.pushNotifications is false)",
             )),
             Op::ExtendedCard => match (&self.auth, generation) {
-                (Some(_), _) => Ok(self.card(true)),
+                (Some(_), _) => Ok(self.card(true, CardFor::Only(generation))),
                 (None, Generation::V0_3) => Err(RpcError::new(
                     rpc::EXTENDED_CARD_NOT_CONFIGURED,
                     "this door is public: its card is at /.well-known/agent-card.json",
@@ -373,6 +387,29 @@ impl Door {
     }
 }
 
+/// The generation the request's `A2A-Version` header names (none is 0.3), or why it names none
+/// the door speaks.
+fn asked_generation(request: &Request) -> Result<Generation, String> {
+    let mut versions = request.header_values("a2a-version");
+    match (versions.next(), versions.next()) {
+        (value, None) => Generation::from_header(value),
+        (_, Some(_)) => Err("send one A2A-Version header, not several".into()),
+    }
+}
+
+/// The id of the JSON-RPC request in `body` when it can be read (JSON, an object, a string or
+/// number id), else `null`: for a refusal answered before the request is read in earnest. It
+/// echoes only what the caller sent, so it tells an unauthenticated caller nothing.
+fn readable_id(body: &[u8]) -> Value {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(mut map)) => match map.remove("id") {
+            Some(id @ (Value::String(_) | Value::Number(_))) => id,
+            _ => Value::Null,
+        },
+        _ => Value::Null,
+    }
+}
+
 /// The request's id and method name, or the -32600 that refuses its envelope (with the id when
 /// it is a usable one).
 fn envelope(body: &Value) -> Result<(Value, &str), (Value, RpcError)> {
@@ -486,18 +523,62 @@ fn refusal(refused: Refused, named: &str, generation: Generation) -> RpcError {
     }
 }
 
-impl Handler for Door {
-    fn handle(&self, request: Request) -> Response {
-        let path = request.path.split('?').next().unwrap_or("");
+/// The paths a browser may reach cross-origin: the card and JSON-RPC, never `/control`.
+fn is_a2a_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/" | "/.well-known/agent-card.json" | "/.well-known/agent.json"
+    )
+}
+
+/// The request headers a cross-origin caller may send: what A2A clients set.
+const CORS_HEADERS: &str = "Authorization, Content-Type, A2A-Version, A2A-Extensions";
+
+impl Door {
+    /// The request's `Origin`, when it is one `network.cors` lists (compared byte for byte, as
+    /// browsers serialize origins) and the path is one of the door's A2A paths.
+    fn listed_origin(&self, request: &Request, path: &str) -> Option<String> {
+        let mut origins = request.header_values("origin");
+        let (Some(origin), None) = (origins.next(), origins.next()) else {
+            return None;
+        };
+        let origin = std::str::from_utf8(origin).ok()?;
+        (is_a2a_path(path) && self.cors.iter().any(|o| o == origin)).then(|| origin.to_string())
+    }
+
+    /// The answer to `OPTIONS` at a door with a CORS list: a preflight from a listed origin is
+    /// allowed (`POST` and `GET`, the headers A2A clients send, cached ten minutes); anything
+    /// else is 403, with no CORS header, so the browser refuses the call.
+    fn preflight(&self, origin: Option<String>) -> Response {
+        let Some(origin) = origin else {
+            return Response::text(403, "this origin is not allowed (network.cors)");
+        };
+        let mut response = Response::text(200, "");
+        response.body.clear();
+        allow_origin(&mut response, origin);
+        response.headers.extend([
+            ("Access-Control-Allow-Methods", "GET, POST".to_string()),
+            ("Access-Control-Allow-Headers", CORS_HEADERS.to_string()),
+            ("Access-Control-Max-Age", "600".to_string()),
+        ]);
+        response
+    }
+
+    /// Every route but the CORS preflight.
+    fn route(&self, request: Request, path: &str) -> Response {
         match (request.method.as_str(), path) {
             ("GET", "/.well-known/agent-card.json" | "/.well-known/agent.json") => {
-                Response::json(200, &self.card(false))
+                Response::json(200, &self.card(false, CardFor::Both))
             }
             ("POST", "/") => {
                 let caller = match &self.auth {
                     Some(auth) => match auth.check(&request) {
                         Ok(caller) => caller,
-                        Err(refusal) => return refusal,
+                        Err(denied) => {
+                            let shape = asked_generation(&request).unwrap_or(Generation::V1_0);
+                            let id = readable_id(&request.body);
+                            return auth::refuse(auth.realm(), &denied, id, shape);
+                        }
                     },
                     None => Caller::Public,
                 };
@@ -510,5 +591,38 @@ impl Handler for Door {
             (_, "/.well-known/agent-card.json" | "/") => Response::text(405, "method not allowed"),
             _ => Response::text(404, "not found"),
         }
+    }
+}
+
+/// Let `origin` read `response` (a listed origin's): the answer varies by `Origin`, and the
+/// headers an A2A client reads are exposed to it.
+fn allow_origin(response: &mut Response, origin: String) {
+    response.headers.extend([
+        ("Access-Control-Allow-Origin", origin),
+        ("Vary", "Origin".to_string()),
+        (
+            "Access-Control-Expose-Headers",
+            "A2A-Extensions, WWW-Authenticate".to_string(),
+        ),
+    ]);
+}
+
+impl Handler for Door {
+    /// Route the request; at a door with `network.cors`, answer preflights and let a listed
+    /// origin read the A2A answers (refusals included, so a browser client can read a 401).
+    fn handle(&self, request: Request) -> Response {
+        let path = request.path.split('?').next().unwrap_or("").to_string();
+        if self.cors.is_empty() {
+            return self.route(request, &path);
+        }
+        let origin = self.listed_origin(&request, &path);
+        if request.method == "OPTIONS" && is_a2a_path(&path) {
+            return self.preflight(origin);
+        }
+        let mut response = self.route(request, &path);
+        if let Some(origin) = origin {
+            allow_origin(&mut response, origin);
+        }
+        response
     }
 }

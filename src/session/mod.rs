@@ -79,6 +79,8 @@ struct Declared {
     lifecycle: Lifecycle,
     credentials: Option<Vec<(String, Vec<String>)>>,
     control: Option<(Vec<String>, Vec<String>)>,
+    /// `network.cors`: the origins the door answers CORS for.
+    cors: Vec<String>,
 }
 
 fn declare(options: &Options) -> Result<Declared, String> {
@@ -91,6 +93,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
                 lifecycle: Lifecycle::default(),
                 credentials: None,
                 control: None,
+                cors: Vec::new(),
             });
         }
         Source::Manifest(path) => path,
@@ -115,6 +118,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
             workdir: options.workdir.clone(),
         },
         lifecycle: m.lifecycle,
+        cors: m.network.cors,
         credentials: m.network.authentication.map(|a| {
             a.credentials
                 .into_iter()
@@ -165,6 +169,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         engine: engine.clone(),
         auth: tokens.auth,
         control: tokens.control,
+        cors: declared.cors.clone(),
         stop_requested: AtomicBool::new(false),
     });
     let stop_door = crate::net::server::Stopper::new()?;

@@ -41,6 +41,12 @@ const FIRST_CHUNK_DEADLINE: Duration = Duration::from_secs(45);
 /// What the streaming handler writes, in two steps.
 const STREAMED: [&str; 2] = ["first\n", "second\n"];
 
+/// What a stream sends of it: a newline ending the output so far waits for more output, and the
+/// last is never sent (README, the handler contract) — so the first chunk lacks its newline, and
+/// the chunks joined are the stored answer, byte for byte.
+const FIRST_SENT: &str = "first";
+const ASSEMBLED: &str = "first\nsecond";
+
 /// How the SDK's client is run.
 pub enum Runtime {
     /// A Python (its `bin/python`) running this script of `tests/sdk/`.
@@ -495,10 +501,10 @@ pub fn interop_stream(sdk: &Sdk, test: &str) {
 
     let first = client.first_chunk(&session);
     assert!(
-        first["first_chunk"] == STREAMED[0],
+        first["first_chunk"] == FIRST_SENT,
         "the SDK's first event with text, while the handler waits at its gate, must be {:?}: \
          {first}\n{}",
-        STREAMED[0],
+        FIRST_SENT,
         client.evidence(&session)
     );
     std::fs::write(&gate, "").unwrap();
@@ -512,6 +518,10 @@ pub fn interop_stream(sdk: &Sdk, test: &str) {
     let task = &summary["events"][0]["id"];
     let kept = session.get_task(None, task.as_str().unwrap_or_default());
     assert_eq!(kept["status"]["state"], "completed", "{kept}");
+    assert_eq!(
+        kept["artifacts"][0]["parts"][0]["text"], ASSEMBLED,
+        "the stored answer is the stream assembled: {kept}"
+    );
     end(session);
 }
 
@@ -669,9 +679,8 @@ fn check_stream(p: &Protocol, summary: &Value) {
     let chunks = &events[2..events.len() - 1];
     let text: String = chunks.iter().filter_map(|c| c["text"].as_str()).collect();
     assert_eq!(
-        text,
-        STREAMED.concat(),
-        "the chunks join to stdout: {summary}"
+        text, ASSEMBLED,
+        "the chunks join to stdout less its trailing newline: {summary}"
     );
     for (i, chunk) in chunks.iter().enumerate() {
         assert_eq!(
@@ -687,11 +696,7 @@ fn check_stream(p: &Protocol, summary: &Value) {
         );
     }
     if let Some(answer) = summary.get("sdk_answer") {
-        assert_eq!(
-            answer,
-            &json!(STREAMED.concat()),
-            "the SDK's own task: {summary}"
-        );
+        assert_eq!(answer, &json!(ASSEMBLED), "the SDK's own task: {summary}");
     }
     assert_eq!(
         summary["rpc_calls"],

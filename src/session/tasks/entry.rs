@@ -61,7 +61,19 @@ impl Entry {
                 append,
                 last: true,
             });
+        } else if self.chunked {
+            // Any other end of a turn whose output streamed (a question, a failure, a cancel):
+            // its artifact is closed before the status says so, as a completed one is, so a
+            // reader never holds an artifact still open once the task has moved on.
+            self.publish(Event::Artifact {
+                parts: vec![Part::text("")],
+                append: true,
+                last: true,
+            });
         }
+        // This turn's chunks are closed either way; a later call (a cancel while input is
+        // required) has no open artifact to close.
+        self.chunked = false;
         // A completed task's answer has just streamed as its artifact: its status does not
         // carry it a second time (up to 4 MiB).
         let message = match state {

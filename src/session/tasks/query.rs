@@ -72,7 +72,7 @@ impl Engine {
                     .as_deref()
                     .is_none_or(|c| c == r.context_id)
             })
-            .filter(|r| query.state.is_none_or(|s| s == r.state))
+            .filter(|r| query.state.admits(r.state))
             .filter(|r| query.updated_since.is_none_or(|t| r.updated >= t))
             .collect();
         let total = matching.len();
