@@ -694,18 +694,19 @@ fn assert_member_token_calls_at_its_door(
     operator
 }
 
-/// Replayed at another member's door: 403, whoever that member is; a crafted token naming
-/// this formation and another member is 403 too, whatever its MAC.
+/// Replayed at another member's door: 401, whoever that member is — it does not verify there,
+/// and what an unverified token says about itself decides nothing; a crafted token naming this
+/// formation and another member is 401 the same way, whatever its MAC.
 fn assert_member_token_forbidden_elsewhere(ready: &Readiness, to_reviewer: &str, probe: &Value) {
     let answer = post(&ready.url("summarizer"), Some(&bearer(to_reviewer)), probe);
-    assert_eq!(answer.status, 403, "replay at summarizer: {answer:?}");
+    assert_eq!(answer.status, 401, "replay at summarizer: {answer:?}");
     let answer = post(&ready.url("lead"), Some(&bearer(to_reviewer)), probe);
-    assert_eq!(answer.status, 403, "replay at lead: {answer:?}");
+    assert_eq!(answer.status, 401, "replay at lead: {answer:?}");
     let crafted = crafted_token(
         &json!({"formation": ready.formation_id(), "from": "lead", "to": "summarizer"}),
     );
     let answer = post(&ready.url("reviewer"), Some(&bearer(&crafted)), probe);
-    assert_eq!(answer.status, 403, "{answer:?}");
+    assert_eq!(answer.status, 401, "{answer:?}");
 }
 
 /// Forged, truncated, garbage or foreign tokens, and another door's operator token: 401,
