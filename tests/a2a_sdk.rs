@@ -3,7 +3,8 @@
 //! its card resolver, its JSON-RPC client, and for an authenticated door its `AuthInterceptor`
 //! with an in-memory credential store and the authenticated extended card — and its streaming
 //! `Client` (`message/stream`) against a handler that writes in two steps, whose first chunk must
-//! reach the SDK while the handler still runs.
+//! reach the SDK while the handler still runs. `Client.cancel_task` on a running task (a handler
+//! that sleeps 30 s) must return the task `canceled`, its process tree already gone.
 //!
 //! The SDK lives in the venv `target/a2a-venv`, which `tests/sdk/setup.sh py03` makes on first
 //! use, or in the Python that `MUR_A2A_PYTHON` names; without PyPI each test records itself as
@@ -20,7 +21,7 @@ mod common;
 #[path = "sdk/interop.rs"]
 mod interop;
 
-use interop::{Door, PY03, interop, interop_stream};
+use interop::{Door, PY03, interop, interop_cancel, interop_stream};
 
 #[test]
 fn the_sdk_sends_a_task_to_the_embedded_echo_door_and_gets_it_back() {
@@ -45,5 +46,13 @@ fn the_sdk_streams_each_chunk_while_the_handler_still_runs() {
     interop_stream(
         &PY03,
         "the_sdk_streams_each_chunk_while_the_handler_still_runs",
+    );
+}
+
+#[test]
+fn the_sdk_cancels_a_running_task_and_gets_it_back_canceled() {
+    interop_cancel(
+        &PY03,
+        "the_sdk_cancels_a_running_task_and_gets_it_back_canceled",
     );
 }

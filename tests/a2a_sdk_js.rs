@@ -6,7 +6,9 @@
 //! the extended card. On the wire 1.x must send `A2A-Version: 1.0` and 1.0 method names, and get
 //! 1.0's ProtoJSON back. Each also streams with `sendMessageStream` (`message/stream`,
 //! `SendStreamingMessage`) from a handler that writes in two steps, whose first chunk must reach
-//! the SDK while the handler still runs.
+//! the SDK while the handler still runs. `cancelTask` on a running task (a handler that sleeps
+//! 30 s) must return it canceled, its process tree already gone; and 1.x's `listTasks({})`,
+//! which sends `"status":"UNRECOGNIZED"`, must list the caller's tasks.
 //!
 //! Each SDK lives in its own npm directory, `target/a2a-js03` and `target/a2a-js1`, which
 //! `tests/sdk/setup.sh js03|js1` makes on first use (or `MUR_A2A_JS03_DIR` / `MUR_A2A_JS1_DIR`
@@ -23,7 +25,7 @@ mod common;
 #[path = "sdk/interop.rs"]
 mod interop;
 
-use interop::{Door, JS1, JS03, interop, interop_stream};
+use interop::{Door, JS1, JS03, interop, interop_cancel, interop_stream};
 
 #[test]
 fn a2a_js_0_3_sends_a_task_to_the_embedded_echo_door() {
@@ -74,5 +76,21 @@ fn a2a_js_1_streams_over_a2a_1_0_each_chunk_while_the_handler_still_runs() {
     interop_stream(
         &JS1,
         "a2a_js_1_streams_over_a2a_1_0_each_chunk_while_the_handler_still_runs",
+    );
+}
+
+#[test]
+fn a2a_js_0_3_cancels_a_running_task_and_gets_it_back_canceled() {
+    interop_cancel(
+        &JS03,
+        "a2a_js_0_3_cancels_a_running_task_and_gets_it_back_canceled",
+    );
+}
+
+#[test]
+fn a2a_js_1_cancels_a_running_task_over_a2a_1_0_and_gets_it_back_canceled() {
+    interop_cancel(
+        &JS1,
+        "a2a_js_1_cancels_a_running_task_over_a2a_1_0_and_gets_it_back_canceled",
     );
 }

@@ -6,7 +6,8 @@
 //! every request must carry `A2A-Version: 1.0` and a 1.0 method name, and every answer be 1.0's
 //! ProtoJSON. Its streaming client (`SendStreamingMessage`, still the native transport) is run
 //! against a handler that writes in two steps, whose first chunk must reach the SDK while the
-//! handler still runs.
+//! handler still runs. `cancel_task` (`CancelTask`) on a running task (a handler that sleeps
+//! 30 s) must return it TASK_STATE_CANCELED, its process tree already gone.
 //!
 //! The SDK lives in the venv `target/a2a1-venv`, which `tests/sdk/setup.sh py1` makes on first
 //! use, or in the Python that `MUR_A2A1_PYTHON` names; without PyPI each test records itself as
@@ -22,7 +23,7 @@ mod common;
 #[path = "sdk/interop.rs"]
 mod interop;
 
-use interop::{Door, PY1, interop, interop_stream};
+use interop::{Door, PY1, interop, interop_cancel, interop_stream};
 
 #[test]
 fn a2a_sdk_1_speaks_a2a_1_0_to_the_embedded_echo_door() {
@@ -47,5 +48,13 @@ fn a2a_sdk_1_streams_over_a2a_1_0_each_chunk_while_the_handler_still_runs() {
     interop_stream(
         &PY1,
         "a2a_sdk_1_streams_over_a2a_1_0_each_chunk_while_the_handler_still_runs",
+    );
+}
+
+#[test]
+fn a2a_sdk_1_cancels_a_running_task_over_a2a_1_0_and_gets_it_back_canceled() {
+    interop_cancel(
+        &PY1,
+        "a2a_sdk_1_cancels_a_running_task_over_a2a_1_0_and_gets_it_back_canceled",
     );
 }

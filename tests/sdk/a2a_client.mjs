@@ -4,6 +4,7 @@
 //
 //     node a2a_client.mjs URL --sdk-dir DIR [--text TEXT] [--session-id SES] [--token-stdin]
 //     node a2a_client.mjs URL --sdk-dir DIR --stream [--text TEXT]
+//     node a2a_client.mjs URL --sdk-dir DIR --cancel PID_FILE [--text TEXT]
 //
 // URL is the door (`127.0.0.1:PORT` as `mur run --json` prints it, or `http://127.0.0.1:PORT/`).
 // DIR holds node_modules/@a2a-js/sdk (target/a2a-js03 or target/a2a-js1, made by
@@ -18,7 +19,9 @@
 //      0.3.x its JSON-RPC transport at the card's 0.3 `url`.
 //   2. `sendMessage` of one text message (blocking); the answer must be a completed task whose
 //      artifact and status message carry the text sent (echo answers with the task's text).
-//   3. `getTask` fetches it back (1.x: `listTasks` lists it too); `getTask` of an unknown id
+//   3. `getTask` fetches it back (1.x: `listTasks` lists it too, both with the request the SDK
+//      builds from `{}` -- which sends `"status":"UNRECOGNIZED"` -- and with a plain `{}`);
+//      `getTask` of an unknown id
 //      must fail with -32001 (TaskNotFound) and `cancelTask` of the finished task with -32002
 //      (TaskNotCancelable), as the SDK's own error types.
 //   4. With a token: the public card must declare an http bearer scheme as its security
@@ -42,6 +45,12 @@
 // On the wire each event of the stream (read from a clone of the response, alongside the SDK)
 // must be JSON-RPC 2.0 echoing the request's id, for 1.x in ProtoJSON, one `StreamResponse`
 // member each.
+//
+// With `--cancel PID_FILE` it sends the text without blocking (0.3.x `configuration.blocking:
+// false`, 1.x `returnImmediately: true`) to a slow handler that writes its child's pid to
+// PID_FILE, waits until `getTask` says working, cancels with `cancelTask` and reports the state
+// the SDK returns, whether that pid is gone the moment the answer came, and the state `getTask`
+// reads right after (the Rust test holds these to canceled).
 //
 // It prints one JSON line (last; with `--stream` after the event lines): {"ok": true, ...summary} or {"ok": false, "error"|"mismatch": ...}
 // (exit 1). The token never appears in its output.
@@ -92,6 +101,8 @@ function states(value) {
 // `fetch`, watched: the A2A-Version of every request; every JSON-RPC answer checked.
 class Wire {
   exchanges = [];
+  // The JSON-RPC request of each exchange, as sent.
+  bodies = [];
   versions = new Set();
   problems = [];
   // The event streams being read alongside the SDK.
@@ -122,6 +133,7 @@ class Wire {
       // not JSON-RPC
     }
     const method = sent.method;
+    this.bodies.push(sent);
     const entry = {
       method, status: response.status, authorization: headers.has("authorization"),
       version: headers.get("a2a-version"),
@@ -229,8 +241,10 @@ function generationOf(sdkVersion, sdk) {
       methods: ["message/send", "message/stream", "tasks/get", "tasks/cancel", "agent/getAuthenticatedExtendedCard"],
       extendedCardMethod: "agent/getAuthenticatedExtendedCard",
       completed: "completed",
-      message: (text) => ({
+      working: "working",
+      message: (text, nonBlocking = false) => ({
         message: { kind: "message", messageId: randomUUID(), role: "user", parts: [{ kind: "text", text }] },
+        ...(nonBlocking ? { configuration: { blocking: false } } : {}),
       }),
       request: (_type, params) => params,
       isTask: (result) => result?.kind === "task",
@@ -259,8 +273,10 @@ function generationOf(sdkVersion, sdk) {
     methods: ["SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "GetExtendedAgentCard"],
     extendedCardMethod: "GetExtendedAgentCard",
     completed: "TASK_STATE_COMPLETED",
-    message: (text) => sdk.SendMessageRequest.fromJSON({
+    working: "TASK_STATE_WORKING",
+    message: (text, nonBlocking = false) => sdk.SendMessageRequest.fromJSON({
       message: { messageId: randomUUID(), role: "ROLE_USER", parts: [{ text }] },
+      ...(nonBlocking ? { configuration: { returnImmediately: true } } : {}),
     }),
     // The SDK's request messages, every field at its default (its toJSON sends a missing enum as
     // "UNRECOGNIZED").
@@ -429,6 +445,18 @@ async function run({ url, sdkDir, text, token, wantSession }) {
     const listed = await client.listTasks(g.request("ListTasksRequest", {}), options);
     c.expect((listed.tasks ?? []).some((t) => t.id === task.id), "listTasks: the task is listed",
       (listed.tasks ?? []).map((t) => t.id));
+    // A plain `{}`, as a caller writes it: the SDK sends `"status":"UNRECOGNIZED"` for the
+    // missing enum, which the proto3 JSON mapping makes "no filter".
+    const sent = wire.exchanges.length;
+    let plain;
+    try {
+      plain = await client.listTasks({}, options);
+    } catch (e) {
+      plain = { error: `${e?.constructor?.name}: ${e?.message}` };
+    }
+    const status = wire.bodies.slice(sent).map((b) => b?.params?.status);
+    summary.list_plain = { status, error: plain.error ?? null,
+      listed: (plain.tasks ?? []).some((t) => t.id === task.id) };
   }
   const unknown = g.request("GetTaskRequest", { id: UNKNOWN_TASK });
   await expectCode(c, g, () => client.getTask(unknown, options), -32001, "getTask unknown");
@@ -467,6 +495,53 @@ async function stream({ url, sdkDir, text }) {
   return finish(c, g, wire, null, summary);
 }
 
+// The pid the slow handler wrote to `pidFile` (its background `sleep`), once it is there.
+async function handlerPid(pidFile, seconds = 30) {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const text = fs.existsSync(pidFile) ? fs.readFileSync(pidFile, "utf8").trim() : "";
+    if (/^\d+$/.test(text)) return Number(text);
+    if (Date.now() > deadline) throw new Mismatch(`the handler wrote no pid to ${pidFile} within ${seconds} s`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+// null when process `pid` is gone (reaped); otherwise its /proc state (a zombie counts as left).
+function processLeft(pid) {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    if (e.code === "ESRCH") return null;
+  }
+  try {
+    return `state ${fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(")").pop().trim().split(" ")[0]}`;
+  } catch {
+    return "alive";
+  }
+}
+
+// `--cancel`: a running task canceled through `cancelTask`.
+async function cancel({ url, sdkDir, text, cancelPidFile }) {
+  const { g, c, wire, client, summary } = await open(url, sdkDir);
+  summary.mode = "cancel";
+  const task = await client.sendMessage(g.message(text, true));
+  c.expect(g.isTask(task), "sendMessage, not blocking: a task", task);
+  const pid = await handlerPid(cancelPidFile);
+  const state = async () => g.state(await client.getTask(g.request("GetTaskRequest", { id: task.id })));
+  const deadline = Date.now() + 30000;
+  let running = await state();
+  while (running !== g.working && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    running = await state();
+  }
+  const canceled = await client.cancelTask(g.request("CancelTaskRequest", { id: task.id }));
+  const left = processLeft(pid);
+  c.expect(canceled?.id === task.id, "cancelTask: the task back", canceled);
+  summary.cancel = { id: task.id, sent: g.state(task), running, returned: g.state(canceled), handler_left: left,
+    after: await state() };
+  return finish(c, g, wire, null, summary);
+}
+
 function parseArgs(argv) {
   const args = { text: "hello from @a2a-js/sdk", wantSession: null, tokenStdin: false };
   for (let i = 0; i < argv.length; i++) {
@@ -476,11 +551,12 @@ function parseArgs(argv) {
     else if (arg === "--session-id") args.wantSession = argv[++i];
     else if (arg === "--token-stdin") args.tokenStdin = true;
     else if (arg === "--stream") args.stream = true;
+    else if (arg === "--cancel") args.cancelPidFile = argv[++i];
     else if (!arg.startsWith("--") && args.url === undefined) args.url = arg;
     else throw new Error(`unknown argument ${arg}`);
   }
   if (!args.url || !args.sdkDir) throw new Error("usage: a2a_client.mjs URL --sdk-dir DIR [--text TEXT] "
-    + "[--session-id SES] [--token-stdin] [--stream]");
+    + "[--session-id SES] [--token-stdin] [--stream | --cancel PID_FILE]");
   args.url = `${args.url.includes("://") ? args.url : `http://${args.url}`}`.replace(/\/*$/, "/");
   return args;
 }
@@ -495,7 +571,7 @@ async function main() {
     return 1;
   }
   try {
-    const summary = await (args.stream ? stream : run)({ ...args, token });
+    const summary = await (args.cancelPidFile ? cancel : args.stream ? stream : run)({ ...args, token });
     console.log(JSON.stringify({ ...summary, ok: true }));
     return 0;
   } catch (e) {

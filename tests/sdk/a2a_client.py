@@ -3,6 +3,7 @@
 
     a2a_client.py URL [--text TEXT] [--session-id SES] [--token-stdin]
     a2a_client.py URL --stream [--text TEXT]
+    a2a_client.py URL --cancel PID_FILE [--text TEXT]
 
 URL is the door (`127.0.0.1:PORT` as `mur run --json` prints it, or `http://127.0.0.1:PORT/`).
 A bearer token, when the door needs one, is read from the first line of stdin (`--token-stdin`)
@@ -28,6 +29,12 @@ With `--stream` it instead sends the text with the SDK's streaming call (a `Clie
 (`a2a_common.stream_events`: a line each, at once, and the first chunk once more on a line of
 its own), the answer the SDK's own task manager assembled from the chunks, and each event on the
 wire (JSON-RPC 2.0 echoing the request's id; the stream read only as the SDK reads it).
+
+With `--cancel PID_FILE` it sends the text without blocking (`ClientConfig(polling=True)`, so
+`message/send` with `blocking: false`) to a slow handler that writes its child's pid to
+PID_FILE, waits until `tasks/get` says `working`, cancels the task with `Client.cancel_task`
+and reports the state the SDK returns, whether that pid is gone the moment the answer came, and
+the state `tasks/get` reads right after (the Rust test holds these to `canceled`).
 
 Prints one JSON summary line on stdout (last; with `--stream` after the event lines); exit 0
 only if every check held, 1 otherwise.
@@ -65,9 +72,12 @@ from a2a_common import (
     Checks,
     Mismatch,
     Wire,
+    handler_pid,
     main,
+    process_left,
     stream_events,
     summary_of,
+    until_state,
     watched_http,
 )
 
@@ -260,5 +270,38 @@ async def stream(url, text, _token, _want_session):
     return wire.finish(c, summary)
 
 
+async def cancel(url, text, pid_file):
+    """`--cancel`: a running task canceled through `Client.cancel_task`."""
+    c = Checks()
+    wire = Wire()
+    summary = summary_of(url, "0.3", mode="cancel")
+    async with watched_http(wire) as http:
+        card = await A2ACardResolver(http, url).get_agent_card()
+        summary["card"] = {"name": card.name, "version": card.version, "url": card.url}
+        config = ClientConfig(httpx_client=http, streaming=False, polling=True,
+                              supported_transports=[TransportProtocol.jsonrpc])
+        client = ClientFactory(config).create(card)
+        events = [e async for e in client.send_message(create_text_message_object(content=text))]
+        c.expect(len(events) == 1 and not isinstance(events[0], Message),
+                 "message/send, not blocking: one task", events)
+        task = events[0][0]
+        pid = await handler_pid(pid_file)
+
+        async def state():
+            got = await client.get_task(TaskQueryParams(id=task.id))
+            return got.status.state.value
+
+        running = await until_state(state, TaskState.working.value)
+        canceled = await client.cancel_task(TaskIdParams(id=task.id))
+        left = process_left(pid)
+        c.expect(isinstance(canceled, Task) and canceled.id == task.id,
+                 "tasks/cancel: the task back", canceled)
+        summary["cancel"] = {"id": task.id, "sent": task.status.state.value, "running": running,
+                             "returned": canceled.status.state.value,
+                             "handler_left": left, "after": await state()}
+        await client.close()
+    return wire.finish(c, summary)
+
+
 if __name__ == "__main__":
-    sys.exit(main(__doc__, run, stream))
+    sys.exit(main(__doc__, run, stream, cancel))

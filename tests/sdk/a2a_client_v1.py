@@ -3,6 +3,7 @@
 
     a2a_client_v1.py URL [--text TEXT] [--session-id SES] [--token-stdin]
     a2a_client_v1.py URL --stream [--text TEXT]
+    a2a_client_v1.py URL --cancel PID_FILE [--text TEXT]
 
 URL is the door (`127.0.0.1:PORT` as `mur run --json` prints it, or `http://127.0.0.1:PORT/`).
 A bearer token, when the door needs one, is read from the first line of stdin (`--token-stdin`)
@@ -39,6 +40,12 @@ With `--stream` it instead sends the text with the SDK's streaming call (a clien
 `StreamResponse` `send_message` yields as it comes (`a2a_common.stream_events`: a line each, at
 once, and the first chunk once more on a line of its own); on the wire, `A2A-Version: 1.0` and
 every event ProtoJSON (one `StreamResponse` member), JSON-RPC 2.0 echoing the request's id.
+
+With `--cancel PID_FILE` it sends the text with `ClientConfig(polling=True)` (`SendMessage` with
+`returnImmediately: true`) to a slow handler that writes its child's pid to PID_FILE, waits until
+`GetTask` says TASK_STATE_WORKING, cancels with `cancel_task` (`CancelTask`) and reports the
+state the SDK returns, whether that pid is gone the moment the answer came, and the state
+`GetTask` reads right after (the Rust test holds these to TASK_STATE_CANCELED).
 
 It prints one JSON line (last; with `--stream` after the event lines): `{"ok": true, ...summary}` or `{"ok": false, "error"|"mismatch": ...}`
 (exit 1). The token never appears in its output.
@@ -79,9 +86,12 @@ from a2a_common import (
     Checks,
     Mismatch,
     Wire,
+    handler_pid,
     main,
+    process_left,
     stream_events,
     summary_of,
+    until_state,
     watched_http,
 )
 
@@ -349,5 +359,37 @@ async def stream(url, text, _token, _want_session):
     return wire.finish(c, summary)
 
 
+async def cancel(url, text, pid_file):
+    """`--cancel`: a running task canceled through `cancel_task` (`CancelTask`)."""
+    c = Checks()
+    wire = Wire1()
+    summary = summary_of(url, "1.0", mode="cancel")
+    async with watched_http(wire) as http:
+        config = ClientConfig(httpx_client=http, streaming=False, polling=True,
+                              supported_protocol_bindings=[TransportProtocol.JSONRPC])
+        factory = ClientFactory(config)
+        card = await A2ACardResolver(http, url).get_agent_card()
+        check_card(c, card, url, summary)
+        client = factory.create(card)
+        check_transport(c, client, summary)
+        task = await send(client, text, None)
+        pid = await handler_pid(pid_file)
+
+        async def state():
+            got = await client.get_task(GetTaskRequest(id=task.id))
+            return TaskState.Name(got.status.state)
+
+        running = await until_state(state, "TASK_STATE_WORKING")
+        canceled = await client.cancel_task(CancelTaskRequest(id=task.id))
+        left = process_left(pid)
+        c.expect(canceled.id == task.id, "CancelTask: the task back", MessageToDict(canceled))
+        summary["cancel"] = {"id": task.id, "sent": TaskState.Name(task.status.state),
+                             "running": running, "returned": TaskState.Name(canceled.status.state),
+                             "handler_left": left, "after": await state()}
+        await client.close()
+    check_wire(c, wire, None)
+    return wire.finish(c, summary)
+
+
 if __name__ == "__main__":
-    sys.exit(main(__doc__, run, stream))
+    sys.exit(main(__doc__, run, stream, cancel))

@@ -201,6 +201,51 @@ async def stream_events(stream, normalize):
     return seen
 
 
+async def handler_pid(path, seconds=30.0):
+    """The pid the slow handler of a `--cancel` run wrote to `path` (its background `sleep`),
+    once it is there: the handler is then running."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        try:
+            text = open(path).read().strip()
+            if text.isdigit():
+                return int(text)
+        except FileNotFoundError:
+            pass
+        if loop.time() > deadline:
+            raise Mismatch(f"the handler wrote no pid to {path} within {seconds} s")
+        await asyncio.sleep(0.05)
+
+
+def process_left(pid):
+    """None when process `pid` is gone (reaped); otherwise its /proc state (a zombie counts as
+    left: its parent has not reaped it yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return "state " + f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "alive"
+
+
+async def until_state(get, want, seconds=30.0):
+    """Poll `get()` (a coroutine returning a state name) until it returns `want` or `seconds`
+    pass; the last state seen."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        state = await get()
+        if state == want or loop.time() > deadline:
+            return state
+        await asyncio.sleep(0.05)
+
+
 def watched_http(wire):
     """The httpx client the SDK is given: 30 s timeouts, every exchange watched by `wire`."""
     return httpx.AsyncClient(timeout=30.0, event_hooks=wire.hooks(), transport=wire.transport())
@@ -211,11 +256,11 @@ def summary_of(url, protocol, **more):
     return {"sdk": f"a2a-sdk {dist_version('a2a-sdk')}", "url": url, "protocol": protocol, **more}
 
 
-def main(doc, run, stream):
+def main(doc, run, stream, cancel):
     """The command line both scripts take: run `run(url, text, token, session_id)` (a coroutine
-    returning the summary), or with `--stream` `stream(url, text, token, session_id)`, and print
-    one JSON line (the summary; a stream's first chunk is a line before it); 0 only if every
-    check held."""
+    returning the summary), or with `--stream` `stream(url, text, token, session_id)`, or with
+    `--cancel PID_FILE` `cancel(url, text, pid_file)`, and print one JSON line (the summary; a
+    stream's first chunk is a line before it); 0 only if every check held."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("url", help="the door: host:port or http://host:port/")
     parser.add_argument("--text", default="hello from the a2a-sdk")
@@ -225,6 +270,10 @@ def main(doc, run, stream):
     parser.add_argument("--stream", action="store_true",
                         help="send the text with the SDK's streaming call instead, and report "
                         "every event it delivers")
+    parser.add_argument("--cancel", metavar="PID_FILE",
+                        help="send the text without blocking to a slow handler that writes the "
+                        "pid of its child to PID_FILE, cancel the running task, and report the "
+                        "state the SDK returns")
     args = parser.parse_args()
 
     url = args.url if "://" in args.url else f"http://{args.url}"
@@ -239,8 +288,11 @@ def main(doc, run, stream):
         return 1
 
     try:
-        call = stream if args.stream else run
-        summary = asyncio.run(call(url, args.text, token, args.session_id))
+        if args.cancel:
+            summary = asyncio.run(cancel(url, args.text, args.cancel))
+        else:
+            call = stream if args.stream else run
+            summary = asyncio.run(call(url, args.text, token, args.session_id))
     except Mismatch as e:
         print(json.dumps({"ok": False, "mismatch": str(e)}))
         return 1

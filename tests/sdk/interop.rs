@@ -86,6 +86,7 @@ pub struct Protocol {
     pub submitted: &'static str,
     pub working: &'static str,
     pub completed: &'static str,
+    pub canceled: &'static str,
 }
 
 const A2A_0_3: Protocol = Protocol {
@@ -105,6 +106,7 @@ const A2A_0_3: Protocol = Protocol {
     submitted: "submitted",
     working: "working",
     completed: "completed",
+    canceled: "canceled",
 };
 
 const A2A_1_0: Protocol = Protocol {
@@ -125,6 +127,7 @@ const A2A_1_0: Protocol = Protocol {
     submitted: "TASK_STATE_SUBMITTED",
     working: "TASK_STATE_WORKING",
     completed: "TASK_STATE_COMPLETED",
+    canceled: "TASK_STATE_CANCELED",
 };
 
 pub static PY03: Sdk = Sdk::new(
@@ -430,6 +433,14 @@ fn round_trip(
     assert_eq!(summary["session_id"], session.id.as_str(), "{summary}");
     assert_eq!(summary["authenticated"], token.is_some(), "{summary}");
     check_wire(&sdk.protocol, &summary, token.is_some());
+    if matches!(sdk.runtime, Runtime::Node) && p.version == "1.0" {
+        // @a2a-js/sdk 1.x's `listTasks({})` sends the enum it was not given as "UNRECOGNIZED",
+        // which ProtoJSON makes "no filter": the caller's tasks, not -32602.
+        let plain = &summary["list_plain"];
+        assert_eq!(plain["status"], json!(["UNRECOGNIZED"]), "{summary}");
+        assert_eq!(plain["error"], Value::Null, "listTasks({{}}): {summary}");
+        assert_eq!(plain["listed"], true, "listTasks({{}}): {summary}");
+    }
     if let Some(token) = token {
         assert!(!stdout.contains(token) && !stderr.contains(token));
         assert_eq!(summary["extended_card"], true, "{summary}");
@@ -479,6 +490,99 @@ fn check_version_header(p: &Protocol, summary: &Value) {
     if p.version == "1.0" {
         assert_eq!(summary["a2a_versions"], json!(["1.0"]), "{summary}");
     }
+}
+
+/// How long the slow handler of [`interop_cancel`] would run if nobody canceled it.
+const SLOW_HANDLER_SECS: u64 = 30;
+
+/// Cancel a running task through `sdk`'s own `cancel_task` / `cancelTask` (`--cancel`): the
+/// handler (`echo started`, then a `sleep` in the background that it waits for, whose pid it
+/// writes to a file first) is running — the task reads `working` — when the SDK cancels it.
+/// The state the SDK returns must be canceled (the door answers a cancel once the task's
+/// process tree is gone, not before), the handler's `sleep` must already be gone (reaped) when
+/// the SDK has that answer, and `GetTask` right after must say canceled too; all well within
+/// the handler's own 30 s. Records itself as skipped when the SDK cannot be had.
+#[track_caller]
+pub fn interop_cancel(sdk: &Sdk, test: &str) {
+    let Some(installed) = installed(sdk, test) else {
+        return;
+    };
+    let home = Home::new();
+    let pid_file = home.dir("slow").join("sleep.pid");
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\nsleep {SLOW_HANDLER_SECS} &\necho $! >'{}'\necho started\n\
+         wait\n",
+        pid_file.display()
+    );
+    let manifest = home.write_capsule(
+        "slow",
+        json!({"name": "sdk-slow", "version": "1.0.0"}),
+        Some(&script),
+    );
+    let session = home.start(&[manifest.parent().unwrap().to_str().unwrap()]);
+    let mut cmd = sdk.command(&installed, &session.url);
+    cmd.args(["--text", "go", "--cancel"]).arg(&pid_file);
+    let began = Instant::now();
+    let output = run_to_end(cmd, None, DEADLINE);
+    let took = began.elapsed();
+    let (stdout, stderr) = (&output.stdout, &output.stderr);
+    println!("{} client: {}", sdk.setup, stdout.trim());
+    assert!(
+        output.status.success(),
+        "the SDK client failed ({}):\nstdout: {stdout}\nstderr: {stderr}\nmur run stderr: {}",
+        output.status,
+        session.stderr()
+    );
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("the SDK client's summary is not JSON ({e}): {stdout}"));
+    assert_eq!(summary["ok"], true, "{summary}");
+    assert!(
+        summary["sdk"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(sdk.sdk)),
+        "{summary}"
+    );
+    let p = &sdk.protocol;
+    assert_eq!(summary["protocol"], p.version, "{summary}");
+    let cancel = &summary["cancel"];
+    assert_eq!(
+        cancel["running"], p.working,
+        "the task ran when it was canceled: {summary}"
+    );
+    assert_eq!(
+        cancel["returned"], p.canceled,
+        "the state the SDK's cancel returns: {summary}"
+    );
+    assert_eq!(
+        cancel["handler_left"],
+        Value::Null,
+        "the handler's process tree is gone when the cancel is answered: {summary}"
+    );
+    assert_eq!(
+        cancel["after"], p.canceled,
+        "GetTask after the cancel: {summary}"
+    );
+    assert!(
+        took < Duration::from_secs(SLOW_HANDLER_SECS),
+        "the cancel ended the task, not the handler's own end ({took:?}): {summary}"
+    );
+    let calls: Vec<&str> = summary["rpc_calls"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| **c == format!("{}:200", p.cancel))
+            .count(),
+        1,
+        "one {} on the wire: {summary}",
+        p.cancel
+    );
+    check_version_header(p, &summary);
+    let kept = session.get_task(None, cancel["id"].as_str().unwrap_or_default());
+    assert_eq!(kept["status"]["state"], "canceled", "{kept}");
+    end(session);
 }
 
 /// Stream from a door whose handler writes [`STREAMED`] in two steps, with `sdk`'s own streaming
