@@ -163,7 +163,12 @@ impl DoorAuth {
         };
         let payload = token::verify(&door.key, token::FORMATION, token)
             .ok_or_else(Denied::unauthenticated)?;
-        let names = |key: &str| payload.get(key).and_then(|v| v.as_str()).map(str::to_string);
+        let names = |key: &str| {
+            payload
+                .get(key)
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
         match (names("formation"), names("from"), names("to")) {
             (Some(formation), Some(from), Some(to))
                 if formation == door.formation_id && to == door.member =>
