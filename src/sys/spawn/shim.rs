@@ -127,16 +127,22 @@ mod linux {
             frame: Some(frame),
             stacks: Some(stacks),
         };
-        // One byte once the handler's clone has returned (EOF: the subreaper died first).
+        // One byte once the handler's clone has returned; EOF or an error: the subreaper is
+        // gone without saying (killed before it could start the handler).
         let mut byte = [0u8];
-        loop {
+        let told = loop {
             match (&*shim.ctl).read(&mut byte) {
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                _ => break,
+                read => break read,
             }
-        }
-        let started = shim.frame.as_ref().map(|f| f.exec.outcome(cwd));
-        if let Some(Err(err)) = started {
+        };
+        let started = match told {
+            Ok(1) => shim.frame.as_ref().map_or(Ok(()), |f| f.exec.outcome(cwd)),
+            _ => Err(io::Error::other(
+                "its subreaper ended before it could start the handler",
+            )),
+        };
+        if let Err(err) = started {
             let _ = shim.reap();
             return Err(err);
         }
@@ -184,7 +190,8 @@ mod linux {
                     Ok(ExitStatus::from_raw(f.status.load(Ordering::Acquire)))
                 }
                 _ => Err(io::Error::other(
-                    "the handler did not end: still in the kernel after 10 s of SIGKILL",
+                    "the handler's end could not be seen: it did not exit within 10 s of \
+                     SIGKILL (stuck in the kernel), or its subreaper was killed",
                 )),
             }
         }
