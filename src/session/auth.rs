@@ -6,7 +6,7 @@
 //! manifest declares gets one token with exactly its scopes. Checks run header → MAC (constant time) →
 //! payload, and a refusal never says which failed: 401 with `WWW-Authenticate` for anything that
 //! is not a valid token, 403 for a valid one lacking the method. Either carries a JSON-RPC error
-//! body too ([`DoorAuth::refuse`]), so a JSON-RPC client has an answer it can parse.
+//! body too ([`refuse`]), so a JSON-RPC client has an answer it can parse.
 
 use serde_json::{Value, json};
 
