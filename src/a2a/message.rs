@@ -12,9 +12,11 @@ use serde_json::{Value, json};
 
 use super::error::{RpcError, quoted};
 use super::fields::{
-    Enum, Fields, id, into_object, object, proto_enum, string, take_metadata, within_depth,
+    Enum, Fields, MAX_DEPTH, id, into_object, object, proto_enum, string, take_metadata,
+    within_depth,
 };
 use super::version::Generation;
+use crate::json::raw::{self, RawJson};
 
 /// The longest `filename` kept (a common file system's limit).
 const MAX_FILENAME: usize = 255;
@@ -29,8 +31,8 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Content {
     Text(String),
-    /// Any JSON value.
-    Data(Value),
+    /// Any JSON value, held as its text (never a tree ~16 times its size: [`RawJson`]).
+    Data(RawJson),
     /// File bytes, as the base64 text that was checked to decode.
     Raw(String),
     /// A file by reference.
@@ -210,14 +212,14 @@ impl Part {
             (Generation::V1_0, content) => {
                 let out = match content {
                     Content::Text(t) => json!({"text": t}),
-                    Content::Data(d) => json!({"data": d}),
+                    Content::Data(d) => json!({"data": d.marker()}),
                     Content::Raw(r) => json!({"raw": r}),
                     Content::Url(u) => json!({"url": u}),
                 };
                 self.with_names(out, ["filename", "mediaType"])
             }
             (Generation::V0_3, Content::Text(t)) => json!({"kind": "text", "text": t}),
-            (Generation::V0_3, Content::Data(d)) => json!({"kind": "data", "data": d}),
+            (Generation::V0_3, Content::Data(d)) => json!({"kind": "data", "data": d.marker()}),
             (Generation::V0_3, Content::Raw(r)) => {
                 let file = self.with_names(json!({"bytes": r}), ["name", "mimeType"]);
                 json!({"kind": "file", "file": file})
@@ -354,11 +356,31 @@ fn url(map: &Fields, key: &str, at: &str) -> Result<Content, RpcError> {
     }
 }
 
-/// `data`, moved out of `map` once its depth is checked.
+/// `data`, moved out of `map` and kept as its text once its depth (and, for text the door kept
+/// as sent, each object's keys) is checked. A request read by the door holds it as a marker
+/// ([`raw`]); any other reader's tree is written out once, compactly.
 fn data(map: &mut Fields, at: &str) -> Result<Content, RpcError> {
+    let at = format!("{at}.data");
     let value = map.remove("data").unwrap_or_default();
-    within_depth(&value, &format!("{at}.data"))?;
-    Ok(Content::Data(value))
+    let text = match raw::unmark(value) {
+        Ok(text) => text,
+        Err(value) => {
+            within_depth(&value, &at)?;
+            return RawJson::from_value(&value)
+                .map(Content::Data)
+                .map_err(|err| RpcError::invalid(at, err.to_string()));
+        }
+    };
+    match raw::check(&text) {
+        Ok(depth) if depth > MAX_DEPTH => Err(RpcError::invalid(
+            at,
+            format!("nests deeper than {MAX_DEPTH} levels"),
+        )),
+        Ok(_) => RawJson::from_text(text)
+            .map(Content::Data)
+            .map_err(|err| RpcError::invalid(at, err.to_string())),
+        Err(err) => Err(RpcError::invalid(at, err.to_string())),
+    }
 }
 
 /// An absolute URI as RFC 3986 shapes it: a scheme (a letter, then letters, digits, `+-.`), a
@@ -406,8 +428,8 @@ mod tests {
             {"kind": "file", "file": {"uri": "https://example.com/f", "name": "f"}},
         ]});
         let message = parse(old.clone(), Generation::V0_3).unwrap();
-        assert_eq!(message.render(Generation::V0_3), old);
-        let new = message.render(Generation::V1_0);
+        assert_eq!(raw::expand(&message.render(Generation::V0_3)), old);
+        let new = raw::expand(&message.render(Generation::V1_0));
         assert_eq!(new["role"], "ROLE_USER");
         assert_eq!(
             new["parts"][2],
@@ -492,5 +514,37 @@ mod tests {
         let said = err.message;
         assert!(said.len() < 300 && !said.contains('\u{1b}'), "{said}");
         assert!(said.contains("\\u{1b}kkk"), "{said}");
+    }
+
+    #[test]
+    fn data_read_by_the_door_is_kept_as_sent_and_renders_in_both_generations() {
+        let body = br#"{"params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[
+            {"data": {"k": [1, 2.50]}}, {"data": "s"}, {"data": [{"a":1,"a":2}]}]}}}"#;
+        let mut tree = crate::json::strict::from_request(body, &|_| true).unwrap();
+        let sent = tree["params"]["message"].take();
+        let mut bad = sent.clone();
+        bad["parts"].as_array_mut().unwrap().truncate(2);
+        let message = parse(bad, Generation::V1_0).unwrap();
+        let Content::Data(kept) = &message.parts[0].content else {
+            panic!("{message:?}")
+        };
+        assert_eq!(kept.get(), r#"{"k": [1, 2.50]}"#, "the text as sent");
+        let new = raw::to_vec(&message.render(Generation::V1_0));
+        assert!(
+            String::from_utf8_lossy(&new).contains(r#"{"data":{"k": [1, 2.50]}}"#),
+            "{}",
+            String::from_utf8_lossy(&new)
+        );
+        let old = raw::expand(&message.render(Generation::V0_3));
+        assert_eq!(
+            old["parts"][0],
+            json!({"kind": "data", "data": {"k": [1, 2.5]}})
+        );
+        assert_eq!(old["parts"][1], json!({"kind": "data", "data": "s"}));
+        assert_eq!(
+            parse(sent, Generation::V1_0).unwrap_err(),
+            "params.message.parts[2].data",
+            "a key twice inside data is refused, naming the part"
+        );
     }
 }

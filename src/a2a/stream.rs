@@ -50,7 +50,7 @@ impl Event {
                 Content::Text(t) => t.len(),
                 Content::Raw(r) => r.len(),
                 Content::Url(u) => u.len(),
-                Content::Data(d) => d.to_string().len(),
+                Content::Data(d) => d.len(),
             })
             .sum::<usize>()
     }

@@ -51,6 +51,8 @@ pub struct Lifecycle {
     pub task_timeout_secs: u64,
     /// How long a task waiting for input (its handler exited 10) waits before it fails.
     pub input_timeout_secs: u64,
+    /// The session's one memory budget, in MiB ([`crate::session::budget`]): 16 to 65536.
+    pub memory_budget_mib: u64,
 }
 
 impl Default for Lifecycle {
@@ -61,6 +63,7 @@ impl Default for Lifecycle {
             queue_depth: 16,
             task_timeout_secs: 600,
             input_timeout_secs: 3600,
+            memory_budget_mib: crate::session::budget::DEFAULT_MIB,
         }
     }
 }
@@ -253,6 +256,9 @@ impl Manifest {
         if lifecycle.input_timeout_secs == 0 || lifecycle.input_timeout_secs > 7 * 86_400 {
             return Err("lifecycle.input_timeout_secs: must be 1 to 604800".into());
         }
+        if !(16..=65_536).contains(&lifecycle.memory_budget_mib) {
+            return Err("lifecycle.memory_budget_mib: must be 16 to 65536".into());
+        }
         if let Some(auth) = &self.network.authentication {
             let mut seen = std::collections::BTreeSet::new();
             for credential in &auth.credentials {
@@ -416,6 +422,14 @@ mod tests {
             (
                 json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"bogus": 1}}),
                 "bogus",
+            ),
+            (
+                json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"memory_budget_mib": 8}}),
+                "lifecycle.memory_budget_mib",
+            ),
+            (
+                json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"memory_budget_mib": 70000}}),
+                "memory_budget_mib",
             ),
             (
                 json!({"name": "e", "version": "1", "run": ["x"], "network": {"authentication": {"credentials": [{"name": "operator", "scopes": []}]}}}),

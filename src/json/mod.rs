@@ -3,6 +3,7 @@
 
 pub mod contract;
 pub mod manifest;
+pub mod raw;
 pub mod record;
 pub mod roster;
 pub mod strict;

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Value, json};
 
 use super::auth::{self, Caller, DoorAuth};
+use super::budget::Charge;
 use super::control::Control;
 use super::feed::{Feed, Next};
 use super::tasks::{Engine, FollowUp, Lookup, Refused, Taken};
@@ -29,10 +30,11 @@ use crate::a2a::card::{CardFacts, CardFor, agent_card};
 use crate::a2a::error::{RpcError, quoted};
 use crate::a2a::params;
 use crate::a2a::rpc::{self, Method, Op};
-use crate::a2a::stream::Trail;
+use crate::a2a::stream::{Event, Trail};
 use crate::a2a::task::View;
 use crate::a2a::version::Generation;
 use crate::id::SessionId;
+use crate::json::strict::Refusal;
 use crate::net::server::{BodyStream, Handler, Request, Response};
 
 /// How long a stream may be silent before a comment line keeps it alive.
@@ -53,25 +55,74 @@ enum Reply {
 /// Server-sent events, each a JSON-RPC answer to the request that asked.
 enum Sse {
     /// A task's events, in the request's generation, the answer's text shaped for this reader
-    /// ([`Trail`]: the chunks add up to the stored answer).
-    Feed(Arc<Feed>, Value, Generation, Trail),
+    /// ([`Trail`]: the chunks add up to the stored answer). The charge counts, in the
+    /// session's budget, the event this reader is writing now ([`Sse::next`]).
+    Feed(Arc<Feed>, Value, Generation, Trail, Charge),
     /// One answer, then the end.
     Once(Option<Value>),
 }
 
+/// One server-sent event; parts' data (markers in the tree) are written as their text.
 fn event(answer: &Value) -> Vec<u8> {
-    format!("data: {answer}\n\n").into_bytes()
+    let mut bytes = b"data: ".to_vec();
+    bytes.extend(crate::json::raw::to_vec(answer));
+    bytes.extend_from_slice(b"\n\n");
+    bytes
+}
+
+/// A JSON answer whose parts' data (markers in the tree) are written as their text.
+fn json_response(status: u16, answer: &Value) -> Response {
+    let mut response = Response::json(status, &Value::Null);
+    response.body = crate::json::raw::to_vec(answer);
+    response
+}
+
+/// The JSON-RPC code of a demand the memory budget refused (HTTP 503): beside the -3203x codes
+/// of the door's other HTTP-level refusals, outside the range A2A has taken.
+pub const BUDGET_FULL: i64 = -32032;
+
+/// How long a client refused for memory is asked to wait (`Retry-After`, seconds).
+const RETRY_AFTER_SECS: u32 = 1;
+
+/// What a request costs the budget before its body is parsed, beyond the body itself: the
+/// thread's answer and bookkeeping.
+const REQUEST_OVERHEAD: usize = 16 << 10;
+
+/// A demand the memory budget refused: HTTP 503 with `Retry-After` (the condition is transient,
+/// and HTTP clients and proxies know to retry it), carrying a JSON-RPC error body (-32032,
+/// `RESOURCE_EXHAUSTED`) that says why, for SDKs that read the body.
+fn budget_full(why: String, id: Value, generation: Generation) -> Response {
+    let mut error = RpcError::new(BUDGET_FULL, why);
+    error.reason = Some("RESOURCE_EXHAUSTED");
+    let mut response = json_response(503, &error.answer(id, generation));
+    response
+        .headers
+        .push(("Retry-After", RETRY_AFTER_SECS.to_string()));
+    response
 }
 
 impl BodyStream for Sse {
     fn next(&mut self) -> Option<Vec<u8>> {
-        let (feed, id, generation, trail) = match self {
+        let (feed, id, generation, trail, charge) = match self {
             Sse::Once(answer) => return answer.take().map(|answer| event(&answer)),
-            Sse::Feed(feed, id, generation, trail) => (feed, id, *generation, trail),
+            Sse::Feed(feed, id, generation, trail, charge) => {
+                (feed, id, *generation, trail, charge)
+            }
         };
+        // The piece written last has gone to the socket: its count goes.
+        charge.set(0);
         match feed.next(HEARTBEAT) {
             Next::Event(happened) => {
-                let happened = trail.shape(happened);
+                // Writing an event costs this reader its own copy, its tree and its bytes: about
+                // three times its weight, asked of the budget first. A reader the budget has no
+                // room for is cut, as one too far behind is: the task goes on, and can be read.
+                if !charge.grow(3 * happened.weight()) {
+                    feed.close();
+                    return None;
+                }
+                // The event is shared by every reader; this reader's shaping works on its own
+                // copy, made only as it is written and gone once it is.
+                let happened = trail.shape(Event::clone(&happened));
                 let result = happened.render(&feed.task_id, &feed.context_id, generation);
                 Some(event(
                     &json!({"jsonrpc": "2.0", "id": id, "result": result}),
@@ -126,27 +177,58 @@ impl Door {
 
     /// Answer one JSON-RPC request from `caller`: a JSON-RPC answer, an event stream, or an
     /// HTTP-level refusal (403).
+    ///
+    /// The body is counted against the memory budget first, and the tree it is read into as it
+    /// grows; the count is held until the answer is written out. A request the budget has no
+    /// room for is refused 503 ([`budget_full`]) and costs nothing more.
     fn rpc(&self, request: &Request, caller: &Caller) -> Response {
-        match self.answer(request, caller) {
-            Ok(Reply::Value(answer)) => Response::json(200, &answer),
+        let shape = asked_generation(request).unwrap_or(Generation::V1_0);
+        let Some(charge) = self.engine.reserve(request.body.len() + REQUEST_OVERHEAD) else {
+            let why = self.memory_refusal(request.body.len());
+            return budget_full(why, readable_id(&request.body), shape);
+        };
+        match self.answer(request, caller, &charge) {
+            Ok(Reply::Value(answer)) => json_response(200, &answer),
             Ok(Reply::Stream(stream)) => Response::event_stream(Box::new(stream)),
             Err(refusal) => refusal,
         }
     }
 
-    fn answer(&self, request: &Request, caller: &Caller) -> Result<Reply, Response> {
+    /// Why a request of `bytes` was refused for memory.
+    fn memory_refusal(&self, bytes: usize) -> String {
+        let budget = self.engine.budget();
+        format!(
+            "busy: the session's memory budget ({} MiB, lifecycle.memory_budget_mib; {} MiB in use) has no room for this request ({} KiB); retry after {RETRY_AFTER_SECS}s",
+            budget.limit() >> 20,
+            budget.used() >> 20,
+            bytes.div_ceil(1024)
+        )
+    }
+
+    fn answer(
+        &self,
+        request: &Request,
+        caller: &Caller,
+        charge: &Charge,
+    ) -> Result<Reply, Response> {
         let answer = |value| Ok(Reply::Value(value));
         let generation = asked_generation(request);
         // Before the method is known, errors take the shape the header asked for.
         let shape = *generation.as_ref().unwrap_or(&Generation::V1_0);
-        let mut body = match crate::json::strict::from_slice(&request.body) {
+        let grant =
+            |bytes| charge.grow(bytes) || (self.engine.make_room(bytes) && charge.grow(bytes));
+        let mut body = match crate::json::strict::from_request(&request.body, &grant) {
             Ok(body) => body,
+            Err(Refusal::Budget) => {
+                let why = self.memory_refusal(request.body.len());
+                return Err(budget_full(why, readable_id(&request.body), shape));
+            }
             // JSON, but two equal keys in one object: which one counts would be a guess.
-            Err(err) if err.is_data() => {
+            Err(Refusal::Json(err)) if err.is_data() => {
                 let why = format!("invalid request: {err}; send each key once");
                 return answer(RpcError::new(rpc::INVALID_REQUEST, why).answer(Value::Null, shape));
             }
-            Err(err) => {
+            Err(Refusal::Json(err)) => {
                 // serde's words say where: "expected value at line 1 column 7".
                 let why = format!("parse error: the body is not JSON ({err})");
                 return answer(RpcError::new(rpc::PARSE_ERROR, why).answer(Value::Null, shape));
@@ -183,10 +265,11 @@ impl Door {
             .map(Value::take)
             .unwrap_or(Value::Null);
         let streaming = matches!(method.op, Op::Stream | Op::Subscribe);
-        match self.dispatch(method, params, caller, shape) {
+        match self.dispatch(method, params, caller, shape, charge) {
             Ok(Answered::Value(result)) => {
                 answer(json!({"jsonrpc": "2.0", "id": id, "result": result}))
             }
+            Err(err) if err.code == BUDGET_FULL => Err(budget_full(err.message, id, shape)),
             Ok(Answered::Feed(feed)) => {
                 // A formation peer is mur's own relay of stdout ([`Trail::exact`]); every other
                 // reader assembles an artifact that must equal the stored answer.
@@ -194,7 +277,8 @@ impl Door {
                     Caller::Member { .. } => Trail::exact(),
                     _ => Trail::default(),
                 };
-                Ok(Reply::Stream(Sse::Feed(feed, id, shape, trail)))
+                let writing = Charge::new(self.engine.budget());
+                Ok(Reply::Stream(Sse::Feed(feed, id, shape, trail, writing)))
             }
             // A 0.3 stream carries the errors of a well-formed request as its one event (0.3's
             // `SendStreamingMessageResponse` is a success or an error response; the 0.3 SDKs and
@@ -215,8 +299,12 @@ impl Door {
         params: Value,
         caller: &Caller,
         generation: Generation,
+        charge: &Charge,
     ) -> Result<Answered, RpcError> {
         let viewer = caller.viewer();
+        // Rendering a task costs a copy of it as a tree of text and again as bytes: counted
+        // without asking (the task exists; its reader waits for it), so newer demands wait.
+        let rendering = |task: &crate::a2a::task::Task| charge.force(3 * Engine::weight_of(task));
         let value = match method.op {
             Op::Stream => return self.stream(params, caller, generation).map(Answered::Feed),
             Op::Subscribe => {
@@ -224,15 +312,16 @@ impl Door {
                     .subscribe(&params, caller, generation)
                     .map(Answered::Feed);
             }
-            Op::Send => self.send(params, caller, generation),
+            Op::Send => self.send(params, caller, generation, &rendering),
             Op::Get => {
                 let asked = params::task_ref(&params)?;
-                let task = self.engine.get(&asked.id, viewer);
+                let task = lookup(self.engine.get(&asked.id, viewer), &asked.id, generation)?;
                 let view = View {
                     history_length: asked.history_length,
                     artifacts: true,
                 };
-                Ok(lookup(task, &asked.id, generation)?.render(generation, view))
+                rendering(&task);
+                Ok(task.render(generation, view))
             }
             Op::Cancel => {
                 let asked = params::task_ref(&params)?;
@@ -339,6 +428,7 @@ impl Door {
         params: Value,
         caller: &Caller,
         generation: Generation,
+        rendering: &dyn Fn(&crate::a2a::task::Task),
     ) -> Result<Value, RpcError> {
         let asked = params::send(params, generation)?;
         let (blocking, history_length) = (asked.blocking, asked.history_length);
@@ -358,6 +448,7 @@ impl Door {
             history_length,
             artifacts: true,
         };
+        rendering(&task);
         let rendered = task.render(generation, view);
         Ok(match generation {
             Generation::V0_3 => rendered,
@@ -400,12 +491,18 @@ fn asked_generation(request: &Request) -> Result<Generation, String> {
 /// The id of the JSON-RPC request in `body` when it can be read (JSON, an object, a string or
 /// number id), else `null`: for a refusal answered before the request is read in earnest. It
 /// echoes only what the caller sent, so it tells an unauthenticated caller nothing.
+///
+/// Only the `id` member is built; the rest is skipped unparsed, so a megabyte of `data` sent by
+/// a caller the door refuses costs no tree.
 fn readable_id(body: &[u8]) -> Value {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(mut map)) => match map.remove("id") {
-            Some(id @ (Value::String(_) | Value::Number(_))) => id,
-            _ => Value::Null,
-        },
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: Option<Value>,
+    }
+    match serde_json::from_slice::<Id>(body) {
+        Ok(Id {
+            id: Some(id @ (Value::String(_) | Value::Number(_))),
+        }) => id,
         _ => Value::Null,
     }
 }
@@ -498,6 +595,7 @@ fn refusal(refused: Refused, named: &str, generation: Generation) -> RpcError {
     match refused {
         Refused::NotAccepted(why) => RpcError::new(rpc::UNSUPPORTED_OPERATION, why),
         Refused::Busy(why) | Refused::Internal(why) => RpcError::new(rpc::INTERNAL_ERROR, why),
+        Refused::Memory(why) => RpcError::new(BUDGET_FULL, why),
         Refused::FollowUp(FollowUp::NotFound) => not_found(),
         Refused::FollowUp(FollowUp::OtherContext) => RpcError::invalid(
             "params.message.contextId",

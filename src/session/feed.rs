@@ -7,9 +7,14 @@
 //! waiting: an event of any size is taken while the reader keeps up (a handler's `out/` files
 //! may make the last one larger than the buffer), so a feed holds at most the buffer plus one
 //! event.
+//!
+//! Events are shared: the engine makes one [`Arc`] per event and every reader's queue holds a
+//! pointer to it, so a hundred readers of a 4 MiB answer hold one copy of it, not a hundred. The
+//! bound above counts each event's weight in every queue it sits in (what the reader would have
+//! to take), which keeps a stalled reader from pinning events long after the others read them.
 
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::a2a::stream::Event;
@@ -20,7 +25,7 @@ pub const BUFFER: usize = 1 << 20;
 /// What a reader gets next.
 #[derive(Debug)]
 pub enum Next {
-    Event(Event),
+    Event(Arc<Event>),
     /// Nothing within the wait: time for a keep-alive comment.
     Idle,
     /// The stream is over: its last event was read, or the reader fell too far behind.
@@ -29,7 +34,7 @@ pub enum Next {
 
 #[derive(Default)]
 struct Queue {
-    events: VecDeque<Event>,
+    events: VecDeque<Arc<Event>>,
     weight: usize,
     /// The last event has been pushed.
     closed: bool,
@@ -61,7 +66,7 @@ impl Feed {
 
     /// Queue `event` for the reader; `false` once the feed is over (closed or lost), when the
     /// engine may forget it.
-    pub fn push(&self, event: Event) -> bool {
+    pub fn push(&self, event: Arc<Event>) -> bool {
         let mut queue = self.lock();
         if queue.closed || queue.lost {
             return false;
@@ -113,12 +118,12 @@ mod tests {
     use crate::a2a::message::Part;
     use crate::a2a::task::State;
 
-    fn chunk(text: &str) -> Event {
-        Event::Artifact {
+    fn chunk(text: &str) -> Arc<Event> {
+        Arc::new(Event::Artifact {
             parts: vec![Part::text(text)],
             append: true,
             last: false,
-        }
+        })
     }
 
     #[test]
@@ -126,12 +131,12 @@ mod tests {
         let feed = Feed::new("t".into(), "c".into());
         assert!(matches!(feed.next(Duration::from_millis(1)), Next::Idle));
         assert!(feed.push(chunk("a")));
-        let done = Event::Status {
+        let done = Arc::new(Event::Status {
             state: State::Completed,
             message: None,
             timestamp: 0,
             settled: true,
-        };
+        });
         assert!(
             !feed.push(done),
             "nothing more is taken after the last event"
@@ -139,13 +144,33 @@ mod tests {
         assert!(!feed.push(chunk("late")));
         assert!(matches!(
             feed.next(Duration::ZERO),
-            Next::Event(Event::Artifact { .. })
+            Next::Event(e) if matches!(*e, Event::Artifact { .. })
         ));
         assert!(matches!(
             feed.next(Duration::ZERO),
-            Next::Event(Event::Status { .. })
+            Next::Event(e) if matches!(*e, Event::Status { .. })
         ));
         assert!(matches!(feed.next(Duration::ZERO), Next::End));
+    }
+
+    #[test]
+    fn readers_share_one_copy_of_each_event() {
+        let feeds: Vec<Feed> = (0..100)
+            .map(|_| Feed::new("t".into(), "c".into()))
+            .collect();
+        let big = chunk(&"x".repeat(1 << 20));
+        for feed in &feeds {
+            assert!(feed.push(big.clone()));
+        }
+        assert_eq!(
+            Arc::strong_count(&big),
+            101,
+            "one copy, a pointer per reader"
+        );
+        let Next::Event(read) = feeds[0].next(Duration::ZERO) else {
+            panic!("an event was queued")
+        };
+        assert!(Arc::ptr_eq(&read, &big));
     }
 
     #[test]

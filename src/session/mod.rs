@@ -7,6 +7,7 @@
 //! every handler group is SIGKILLed first, so nothing outlives the session either way.
 
 pub mod auth;
+pub mod budget;
 pub mod control;
 pub mod door;
 pub mod feed;

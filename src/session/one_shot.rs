@@ -45,22 +45,31 @@ fn run(engine: &Arc<Engine>, text: String) -> Ended {
     let mut out = Printer::default();
     let mut ended = None;
     loop {
-        match feed.next(WAIT) {
-            Next::Event(Event::Artifact { parts, .. }) => {
+        let happened = match feed.next(WAIT) {
+            Next::Event(happened) => happened,
+            Next::Idle => continue,
+            Next::End => break,
+        };
+        match &*happened {
+            Event::Artifact { parts, .. } => {
                 for part in parts {
-                    if let Content::Text(text) = part.content {
-                        out.print(&text);
+                    if let Content::Text(text) = &part.content {
+                        out.print(text);
                     }
                 }
             }
-            Next::Event(Event::Status {
+            Event::Status {
                 state,
                 message,
                 settled: true,
                 ..
-            }) => ended = Some((state, message.map(|m| m.text()).unwrap_or_default())),
-            Next::Event(_) | Next::Idle => {}
-            Next::End => break,
+            } => {
+                ended = Some((
+                    *state,
+                    message.as_ref().map(|m| m.text()).unwrap_or_default(),
+                ))
+            }
+            _ => {}
         }
     }
     // A feed cut before the task settled (its reader — a slow stdout — fell a MiB behind) does

@@ -8,6 +8,9 @@
 //! what listing and visibility need ([`Summary`]) sits beside it unserialized.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::session::budget::{Budget, Charge};
 
 use crate::a2a::task::{State, Task};
 
@@ -45,6 +48,9 @@ pub struct Store {
     /// What the kept tasks cost, counted as [`BUDGET`] counts.
     bytes: usize,
     budget: usize,
+    /// What the kept tasks hold of the session's memory budget, when they count in one: kept
+    /// equal to `bytes`. They are the first to give way when a demand needs room.
+    charge: Option<Charge>,
 }
 
 impl Default for Store {
@@ -60,6 +66,45 @@ impl Store {
             order: VecDeque::new(),
             bytes: 0,
             budget,
+            charge: None,
+        }
+    }
+
+    /// A store of at most `cap` bytes that counts them in `budget`.
+    pub fn charged(budget: &Arc<Budget>, cap: usize) -> Self {
+        Self {
+            charge: Some(Charge::new(budget)),
+            ..Self::with_budget(cap)
+        }
+    }
+
+    /// Forget the oldest kept task; `false` when none is left.
+    fn evict_oldest(&mut self) -> bool {
+        let Some(oldest) = self.order.pop_front() else {
+            return false;
+        };
+        if let Some(gone) = self.by_id.remove(&oldest) {
+            self.bytes -= gone.body.len() + OVERHEAD;
+        }
+        true
+    }
+
+    /// Forget the oldest tasks until the session's budget has room for `bytes` more, or none
+    /// is left.
+    pub fn make_room(&mut self, bytes: usize) {
+        loop {
+            self.recount();
+            let fits = self.charge.as_ref().is_none_or(|c| c.budget().fits(bytes));
+            if fits || !self.evict_oldest() {
+                return;
+            }
+        }
+    }
+
+    /// Make the charge equal what is kept.
+    fn recount(&self) {
+        if let Some(charge) = &self.charge {
+            charge.set(self.bytes);
         }
     }
 
@@ -90,14 +135,8 @@ impl Store {
             self.order.retain(|o| *o != id);
         }
         self.order.push_back(id);
-        while self.order.len() > KEPT_TASKS || self.bytes > self.budget {
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
-            if let Some(gone) = self.by_id.remove(&oldest) {
-                self.bytes -= gone.body.len() + OVERHEAD;
-            }
-        }
+        while (self.order.len() > KEPT_TASKS || self.bytes > self.budget) && self.evict_oldest() {}
+        self.recount();
     }
 
     pub fn summary(&self, id: &str) -> Option<&Summary> {

@@ -29,6 +29,7 @@ use serde_json::Value;
 
 use crate::a2a::message::{Content, Message, Part};
 use crate::a2a::version::Generation;
+use crate::json::raw::RawJson;
 use crate::sys::dir::Dir;
 use crate::sys::fs::ReadRefusal;
 
@@ -125,12 +126,13 @@ impl TaskDir {
     /// `history.json`.
     pub fn write_turn(&self, message: &Message, earlier: &[Message]) -> Result<(), String> {
         let render = |m: &Message| m.render(Generation::V1_0);
+        // Parts' data stand as markers in a rendered tree: written out as their text.
         self.dir
-            .overwrite_private(MESSAGE, render(message).to_string().as_bytes())?;
+            .overwrite_private(MESSAGE, &crate::json::raw::to_vec(&render(message)))?;
         if !earlier.is_empty() {
             let history: Vec<Value> = earlier.iter().map(render).collect();
-            self.dir
-                .write_private("history.json", Value::Array(history).to_string().as_bytes())?;
+            let history = crate::json::raw::to_vec(&Value::Array(history));
+            self.dir.write_private("history.json", &history)?;
         }
         Ok(())
     }
@@ -241,9 +243,11 @@ fn holds_nothing(dir: &Dir) -> bool {
 /// A file's bytes as a part: valid JSON in a `*.json` file is data, anything else raw.
 fn part_of(name: &str, bytes: Vec<u8>) -> Part {
     let media_type = media_type(name);
+    // Kept as the file's text (checked to be one JSON value), never parsed into a tree.
     let json = (media_type == "application/json")
-        .then(|| serde_json::from_slice::<Value>(&bytes).ok())
-        .flatten();
+        .then(|| std::str::from_utf8(&bytes).ok())
+        .flatten()
+        .and_then(|text| RawJson::from_text(text.to_string()).ok());
     let content = match json {
         Some(value) => Content::Data(value),
         None => Content::Raw(crate::b64::encode_standard(&bytes)),
@@ -285,7 +289,10 @@ mod tests {
     #[test]
     fn files_become_parts_by_kind() {
         let json = part_of("r.json", br#"{"k":1}"#.to_vec());
-        assert_eq!(json.content, Content::Data(serde_json::json!({"k": 1})));
+        let Content::Data(data) = &json.content else {
+            panic!("{json:?}")
+        };
+        assert_eq!(data.to_value(), serde_json::json!({"k": 1}));
         let broken = part_of("r.json", b"{not json".to_vec());
         assert_eq!(broken.content, Content::Raw("e25vdCBqc29u".into()));
         assert_eq!(broken.media_type.as_deref(), Some("application/json"));

@@ -4,6 +4,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use super::super::budget::Charge;
 use super::super::feed::Feed;
 use super::super::taskdir::TaskDir;
 use crate::a2a::message::{Content, Message, Part};
@@ -33,6 +34,42 @@ pub(super) struct Entry {
     /// blocking caller's answer must not depend on the task still being in memory when it wakes
     /// — a thousand tasks ending meanwhile evict it from the store of finished ones.
     pub(super) settled: Arc<OnceLock<Task>>,
+    /// What the task holds of the session's memory budget: its messages (twice for a handler's
+    /// task: memory and its directory's files), its answer and the events streaming it.
+    pub(super) charge: Charge,
+    /// The task as it stands, as the first event every new reader gets: one copy shared by the
+    /// readers joining between two changes, never one per reader. Cleared on every change.
+    pub(super) snapshot: Option<Arc<Event>>,
+}
+
+/// What holding `message` costs: its parts' text, names and metadata.
+pub(super) fn message_weight(message: &Message) -> usize {
+    let metadata =
+        |m: &Option<serde_json::Value>| m.as_ref().map_or(0, |m| 16 * m.to_string().len());
+    256 + metadata(&message.metadata) + parts_weight(&message.parts)
+}
+
+fn parts_weight(parts: &[Part]) -> usize {
+    parts
+        .iter()
+        .map(|p| {
+            let content = match &p.content {
+                Content::Text(t) | Content::Raw(t) | Content::Url(t) => t.len(),
+                Content::Data(d) => d.len(),
+            };
+            let names = p.filename.as_ref().map_or(0, String::len)
+                + p.media_type.as_ref().map_or(0, String::len);
+            let metadata = p.metadata.as_ref().map_or(0, |m| 16 * m.to_string().len());
+            128 + content + names + metadata
+        })
+        .sum()
+}
+
+/// What holding `task` costs: its history (counted twice when its directory holds it too, as
+/// `message.json` and `history.json`) and its answer.
+pub(super) fn weight(task: &Task, on_disk: bool) -> usize {
+    let history: usize = task.history.iter().map(message_weight).sum();
+    history * (1 + usize::from(on_disk)) + parts_weight(&task.answer)
 }
 
 impl Entry {
@@ -86,10 +123,13 @@ impl Entry {
             timestamp: self.task.updated,
             settled: state.is_settled(),
         });
-        // A question's task stays live, so the claim gets a copy — only when someone holds it.
-        // An ended task is handed over whole when it is stored ([`super::insert_finished`]).
+        // A question's task stays live, so the claim gets a copy — only when someone holds it,
+        // and the entry lets go of that claim at once: the copy lives only as long as its
+        // waiter, not as long as the task is parked. An ended task is handed over whole when it
+        // is stored ([`super::insert_finished`]).
         if state == State::InputRequired && self.claimed() {
             let _ = self.settled.set(self.task.clone());
+            self.settled = Arc::default();
         }
     }
 
@@ -98,8 +138,11 @@ impl Entry {
         Arc::strong_count(&self.settled) > 1
     }
 
-    /// Give `event` to every reader still reading.
+    /// Give `event` to every reader still reading: one shared copy for all of them. Any event
+    /// is a change, so the shared snapshot of the task is dropped.
     pub(super) fn publish(&mut self, event: Event) {
+        self.snapshot = None;
+        let event = Arc::new(event);
         self.feeds.retain(|feed| feed.push(event.clone()));
     }
 
@@ -109,14 +152,18 @@ impl Entry {
             self.task.id.to_string(),
             self.task.context_id.clone(),
         ));
-        feed.push(Event::Task(self.task.clone()));
+        let task = &self.task;
+        let snapshot = self
+            .snapshot
+            .get_or_insert_with(|| Arc::new(Event::Task(task.clone())));
+        feed.push(snapshot.clone());
         if self.task.state.is_settled() {
-            feed.push(Event::Status {
+            feed.push(Arc::new(Event::Status {
                 state: self.task.state,
                 message: self.task.said(self.turn),
                 timestamp: self.task.updated,
                 settled: true,
-            });
+            }));
         } else {
             self.feeds.push(feed.clone());
         }

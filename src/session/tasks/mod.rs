@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::budget::{Budget, Charge};
 use super::feed::Feed;
 use super::handler::Outcome;
 use super::store::Store;
@@ -50,6 +51,9 @@ pub enum Refused {
     Internal(String),
     /// The message names a task it cannot continue.
     FollowUp(FollowUp),
+    /// The memory budget has no room for it, or parked tasks hold their whole share: the newest
+    /// demand is the one refused, and may be retried.
+    Memory(String),
 }
 
 /// Why a message naming a `taskId` was not taken as that task's next turn.
@@ -68,9 +72,10 @@ pub enum FollowUp {
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refused::NotAccepted(why) | Refused::Busy(why) | Refused::Internal(why) => {
-                f.write_str(why)
-            }
+            Refused::NotAccepted(why)
+            | Refused::Busy(why)
+            | Refused::Internal(why)
+            | Refused::Memory(why) => f.write_str(why),
             Refused::FollowUp(FollowUp::NotFound) => f.write_str("task not found"),
             Refused::FollowUp(FollowUp::Ended(_)) => {
                 f.write_str("the task has ended: a finished task is never continued")
@@ -120,7 +125,23 @@ pub struct Engine {
     state: Mutex<Tasks>,
     changed: Condvar,
     supervisor: Supervisor,
+    budget: Arc<Budget>,
+    /// Whether a task's messages are written to its directory too (a handler's capsule): then
+    /// they are counted twice, the file as well as the memory.
+    on_disk: bool,
 }
+
+/// Tasks parked waiting for input, at most; and the share of the budget they may hold, as a
+/// divisor (a half). A new task is refused while either is reached, so parked tasks can never
+/// starve reads, cancels and continuations of the budget.
+const MAX_PARKED: usize = 256;
+const PARKED_SHARE: usize = 2;
+/// The most turns one task takes: a handler that keeps asking (exit 10) fails the task at this
+/// turn, stating why, so a task's history is bounded (2 messages a turn, each within the
+/// door's 1 MiB request or the handler's 4 MiB answer, and all of it counted in the budget).
+pub const MAX_TURNS: u32 = 64;
+/// What a live task costs beyond its messages: its entry, ids, bookkeeping.
+const ENTRY_OVERHEAD: usize = 4 << 10;
 
 #[derive(Default)]
 struct Tasks {
@@ -156,14 +177,25 @@ impl Engine {
         calls: Option<CallService>,
         dirs: Option<SessionTasks>,
     ) -> Arc<Self> {
+        let limit = usize::try_from(lifecycle.memory_budget_mib)
+            .unwrap_or(usize::MAX >> 20)
+            .saturating_mul(1 << 20);
+        let budget = Budget::new(limit);
+        let finished = Store::charged(&budget, (limit / 4).min(super::store::BUDGET));
+        let on_disk = matches!(capsule, Capsule::Handler { .. });
         Arc::new(Self {
+            on_disk,
+            budget,
             capsule,
             lifecycle,
             base_env,
             extra_env,
             calls,
             dirs,
-            state: Mutex::new(Tasks::default()),
+            state: Mutex::new(Tasks {
+                finished,
+                ..Tasks::default()
+            }),
             changed: Condvar::new(),
             supervisor: Supervisor::default(),
         })
@@ -172,6 +204,69 @@ impl Engine {
     fn lock(&self) -> MutexGuard<'_, Tasks> {
         // panic = "abort": a poisoned lock cannot be observed half-updated.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What holding `task` in memory costs, as the budget counts it.
+    pub fn weight_of(task: &Task) -> usize {
+        entry::weight(task, false)
+    }
+
+    /// The session's memory budget.
+    pub fn budget(&self) -> &Arc<Budget> {
+        &self.budget
+    }
+
+    /// Reserve `bytes` of the budget for a demand (a request being read), evicting the oldest
+    /// finished tasks when that makes room; `None` when even that does not.
+    pub fn reserve(&self, bytes: usize) -> Option<Charge> {
+        let charge = Charge::new(&self.budget);
+        if charge.grow(bytes) {
+            return Some(charge);
+        }
+        self.make_room(bytes);
+        charge.grow(bytes).then_some(charge)
+    }
+
+    /// Evict the oldest finished tasks until the budget has room for `bytes` or none is left;
+    /// whether it has room now. (Finished tasks are the ones no client waits on.)
+    pub fn make_room(&self, bytes: usize) -> bool {
+        self.lock().finished.make_room(bytes);
+        self.budget.fits(bytes)
+    }
+
+    /// [`Engine::reserve`] under the lock already held.
+    fn reserve_locked(&self, tasks: &mut Tasks, bytes: usize) -> Result<Charge, Refused> {
+        let charge = Charge::new(&self.budget);
+        if charge.grow(bytes) {
+            return Ok(charge);
+        }
+        tasks.finished.make_room(bytes);
+        if charge.grow(bytes) {
+            return Ok(charge);
+        }
+        Err(Refused::Memory(format!(
+            "busy: the session's memory budget ({} MiB, lifecycle.memory_budget_mib) has no room for this message ({} KiB); try again later",
+            self.budget.limit() >> 20,
+            bytes.div_ceil(1024)
+        )))
+    }
+
+    /// Whether parked tasks (waiting for input) hold their whole share, by count or bytes: a new
+    /// task is refused then, saying which.
+    fn parked_full(&self, tasks: &Tasks) -> Option<String> {
+        let parked = tasks
+            .by_id
+            .values()
+            .filter(|e| e.task.state == State::InputRequired);
+        let (count, bytes) = parked.fold((0, 0), |(n, b), e| (n + 1, b + e.charge.bytes()));
+        let share = self.budget.limit() / PARKED_SHARE;
+        (count >= MAX_PARKED || bytes >= share).then(|| {
+            format!(
+                "busy: {count} task(s) wait for input, holding {} MiB (at most {MAX_PARKED} tasks and {} MiB of lifecycle.memory_budget_mib); continue or cancel one, or try again later",
+                bytes >> 20,
+                share >> 20
+            )
+        })
     }
 
     /// Start (or queue) a task for `owner` from a client's validated `message`; its id. `viewer`
@@ -202,6 +297,11 @@ impl Engine {
         message.task_id = Some(id.to_string());
         message.context_id = Some(context_id.clone());
         let mut tasks = self.lock();
+        if let Some(why) = self.parked_full(&tasks) {
+            return Err(Refused::Memory(why));
+        }
+        let weight = entry::message_weight(&message) * (1 + usize::from(self.on_disk));
+        let charge = self.reserve_locked(&mut tasks, weight + ENTRY_OVERHEAD)?;
         let seq = tasks.next_seq;
         let mut entry = Entry {
             task: Task {
@@ -222,6 +322,8 @@ impl Engine {
             feeds: Vec::new(),
             chunked: false,
             settled: Arc::default(),
+            charge,
+            snapshot: None,
         };
         let settled = entry.settled.clone();
         if let Capsule::Echo = self.capsule {
@@ -269,9 +371,14 @@ impl Engine {
             state => return Err(Refused::FollowUp(FollowUp::Live(state))),
         }
         let start_now = self.admit(&tasks)?;
+        let weight = entry::message_weight(&message) * (1 + usize::from(self.on_disk));
+        let more = self.reserve_locked(&mut tasks, weight)?;
         let Some(entry) = tasks.by_id.get_mut(named) else {
             return Err(Refused::FollowUp(FollowUp::NotFound));
         };
+        // The continuation joins the task's own charge.
+        entry.charge.force(more.bytes());
+        drop(more);
         message.context_id = Some(entry.task.context_id.clone());
         entry.task.history.push(message);
         entry.turn += 1;
@@ -415,6 +522,12 @@ impl Engine {
                 entry.task.answer = parts;
                 entry.finish(State::Completed, None);
             }
+            Outcome::InputRequired(_) if entry.turn >= MAX_TURNS => entry.finish(
+                State::Failed,
+                Some(format!(
+                    "the handler asked for input at turn {MAX_TURNS}, the most one task takes (its history is bounded)"
+                )),
+            ),
             Outcome::InputRequired(question) => {
                 entry.task.answer = vec![Part::text(question)];
                 entry.finish(State::InputRequired, None);
@@ -424,6 +537,10 @@ impl Engine {
             Outcome::Failed(why) => entry.finish(State::Failed, Some(why)),
             Outcome::Canceled => entry.finish(State::Canceled, Some("canceled".into())),
         }
+        // What the turn produced is counted, never refused: a client waits on this task.
+        entry
+            .charge
+            .set(entry::weight(&entry.task, self.on_disk) + ENTRY_OVERHEAD);
     }
 
     /// Fail every task whose input timeout has passed.

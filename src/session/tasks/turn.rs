@@ -139,6 +139,9 @@ impl Engine {
         if let Some(entry) = tasks.by_id.get_mut(id) {
             let append = entry.chunked;
             entry.chunked = true;
+            // The answer grows by the text, and so does the event every reader shares: counted,
+            // never refused (the turn is under way; [`Engine::record`] sets the count exactly).
+            entry.charge.force(2 * text.len());
             match entry.task.answer.first_mut().map(|p| &mut p.content) {
                 Some(Content::Text(so_far)) if append => so_far.push_str(&text),
                 _ => entry.task.answer = vec![Part::text(text.clone())],

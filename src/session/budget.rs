@@ -1,0 +1,152 @@
+//! One memory budget for the session, over everything in flight (DESIGN §5): request bodies
+//! being read and parsed, live tasks (queued, running, parked waiting for input) with their
+//! histories, answers and message files, stream events, and the finished tasks kept for reads.
+//!
+//! It is a counter, not an allocator: each holder takes a [`Charge`] for what it holds and gives
+//! it back when dropped. A *demand* — a request to read, a message to take — asks first
+//! ([`Charge::grow`]) and is refused when the budget has no room, so the newest demand is the one
+//! turned away, with a clear error; nothing already taken is ever cut for memory. What a task
+//! already taken goes on to produce (its answer, bounded by the handler's 4 MiB) is counted
+//! without asking ([`Charge::force`]): refusing it would fail a task a client waits on. The
+//! finished tasks give way first: a demand that does not fit evicts the oldest of them
+//! ([`super::tasks::Engine::reserve`]).
+//!
+//! Invariant: `used` is the sum of every live charge's bytes; a demand is granted only while
+//! `used + demand <= limit` (forced counts may pass the limit; demands then wait for room).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The default budget: with the door's 1 MiB request bound and its connection bound this keeps
+/// every hostile mix the tests and bench try under 256 MiB of resident memory.
+pub const DEFAULT_MIB: u64 = 128;
+
+/// The session's budget.
+#[derive(Debug)]
+pub struct Budget {
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl Budget {
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            limit,
+            used: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Room for `bytes` more, as a demand would be granted.
+    pub fn fits(&self, bytes: usize) -> bool {
+        self.used().saturating_add(bytes) <= self.limit
+    }
+
+    fn try_take(&self, bytes: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|&now| now <= self.limit)
+            })
+            .is_ok()
+    }
+
+    fn take(&self, bytes: usize) {
+        self.used.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    fn give(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// What one holder has counted against the budget; given back when dropped.
+#[derive(Debug)]
+pub struct Charge {
+    budget: Arc<Budget>,
+    bytes: AtomicUsize,
+}
+
+impl Charge {
+    /// A charge of nothing yet.
+    pub fn new(budget: &Arc<Budget>) -> Self {
+        Self {
+            budget: budget.clone(),
+            bytes: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// The budget it counts in.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// Ask for `bytes` more: granted only if the budget has room.
+    pub fn grow(&self, bytes: usize) -> bool {
+        let granted = self.budget.try_take(bytes);
+        if granted {
+            self.bytes.fetch_add(bytes, Ordering::AcqRel);
+        }
+        granted
+    }
+
+    /// Count `bytes` more without asking: what something already taken produces.
+    pub fn force(&self, bytes: usize) {
+        self.budget.take(bytes);
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// Count exactly `bytes`, up or down, without asking.
+    pub fn set(&self, bytes: usize) {
+        let was = self.bytes.swap(bytes, Ordering::AcqRel);
+        if bytes > was {
+            self.budget.take(bytes - was);
+        } else {
+            self.budget.give(was - bytes);
+        }
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.budget.give(*self.bytes.get_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demands_are_granted_within_the_limit_and_charges_give_back() {
+        let budget = Budget::new(100);
+        let a = Charge::new(&budget);
+        assert!(a.grow(60));
+        let b = Charge::new(&budget);
+        assert!(!b.grow(50), "the newest demand is refused");
+        assert!(b.grow(40));
+        b.force(30);
+        assert_eq!(
+            budget.used(),
+            130,
+            "what is produced is counted past the limit"
+        );
+        assert!(!a.grow(1));
+        drop(b);
+        assert_eq!(budget.used(), 60);
+        a.set(10);
+        assert_eq!(budget.used(), 10);
+        drop(a);
+        assert_eq!(budget.used(), 0);
+    }
+}
