@@ -11,6 +11,7 @@ pub mod control;
 pub mod door;
 pub mod feed;
 pub mod handler;
+pub mod log;
 pub mod member;
 pub mod one_shot;
 pub mod store;
@@ -146,6 +147,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
     let lifeline = inherited_lifeline()?;
     let member = inherited_membership(&declared)?;
     let session_id = SessionId::mint()?;
+    open_log(options, &session_id, lifeline.is_some())?;
     let tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
     let dirs = match declared.capsule {
         Capsule::Handler { .. } => task_dirs(&session_id)?,
@@ -240,12 +242,20 @@ pub fn run(options: &Options) -> Result<i32, String> {
     stop_door.stop();
     drop(record_guard);
     drop(control_guard);
+    log::close();
     let _ = server.join();
     Ok(match ending {
         Ending::Signal(libc::SIGINT) => 130,
         Ending::Signal(_) | Ending::Stop | Ending::Lifeline => 143,
         Ending::TaskDone(completed) => i32::from(!completed),
     })
+}
+
+/// Begin the session's log. Its task events go to stderr too for a serving session, whose
+/// stderr is a journal or a container's log; not for a one-shot task or a launched formation
+/// member, whose stderr is a terminal or a cron mail (their log has them).
+fn open_log(options: &Options, session_id: &SessionId, launched: bool) -> Result<(), String> {
+    log::open(session_id.as_str(), options.task.is_none() && !launched)
 }
 
 /// The formation lifeline this process inherited (`MURMUR_FORMATION_LIFELINE=<fd>`), if any.
