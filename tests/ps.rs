@@ -635,7 +635,9 @@ fn formations_get_a_column_and_a_summary_line() {
     assert_eq!(lines.len(), 1 + 3 + 1 + 2, "{}", run.stdout);
     for id in &members {
         assert!(
-            lines.iter().any(|l| l.starts_with(&format!("unreachable {id}: "))),
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("unreachable {id}: "))),
             "{}",
             run.stdout
         );

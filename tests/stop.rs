@@ -575,3 +575,64 @@ fn a_closed_stdout_does_not_cut_a_stop_short() {
     }
     assert!(home.running_entries().is_empty());
 }
+
+/// Issue 21: a capsule NAME or NAME@VERSION addresses the one running session of it, in
+/// `stop`, `token` and `logs` alike; several are an error listing them, and nothing is stopped.
+#[test]
+fn capsule_names_address_sessions_and_ambiguity_lists_the_candidates() {
+    let home = Home::patient();
+    let mut procs = vec![];
+    let mut ids = vec![];
+    for (name, version) in [("shout", "1"), ("shout", "2"), ("whisper", "0.3")] {
+        let process = Proc::sleeper();
+        let id = session_id();
+        let mut r = record_for(&id, &process, &dead_url());
+        r["capsule_name"] = json!(name);
+        r["capsule_version"] = json!(version);
+        r["door_token"] = json!(format!("mdt1.e30.{name}{version}MAC"));
+        home.write_record(&r);
+        procs.push(process);
+        ids.push(id);
+    }
+
+    let ambiguous = home.mur(&["stop", "--timeout", "1", "shout"]);
+    ambiguous.expect_code(1);
+    assert!(
+        ambiguous
+            .stderr
+            .contains("'shout' names 2 running sessions")
+            && ambiguous.stderr.contains(&ids[0])
+            && ambiguous.stderr.contains(&ids[1]),
+        "{}",
+        ambiguous.stderr
+    );
+    assert!(procs.iter_mut().all(Proc::alive), "nothing stopped");
+    let token = home.mur(&["token", "shout"]);
+    token.expect_code(1);
+    assert!(token.stderr.contains("names 2"), "{}", token.stderr);
+
+    assert_eq!(home.token(&["whisper"]), "mdt1.e30.whisper0.3MAC");
+    assert_eq!(home.token(&["whisper@0.3"]), "mdt1.e30.whisper0.3MAC");
+    // logs reaches the session by its name too (these records' sessions keep no log).
+    let logs = home.mur(&["logs", "whisper"]);
+    logs.expect_code(1);
+    assert!(logs.stderr.contains(&ids[2]), "{}", logs.stderr);
+
+    let run = home.mur(&["stop", "--timeout", "5", "shout@1"]);
+    run.expect_code(0);
+    assert!(run.stdout.contains(&ids[0]), "{}", run.stdout);
+    assert_died_of(&mut procs[0], libc::SIGTERM);
+    assert!(procs[1].alive());
+    // Now one shout is left: the name alone names it.
+    let run = home.mur(&["stop", "--timeout", "5", "shout"]);
+    run.expect_code(0);
+    assert!(run.stdout.contains(&ids[1]), "{}", run.stdout);
+    assert_died_of(&mut procs[1], libc::SIGTERM);
+    let gone = home.mur(&["stop", "shout"]);
+    gone.expect_code(1);
+    assert!(
+        gone.stderr.contains("no running capsule is named so"),
+        "{}",
+        gone.stderr
+    );
+}

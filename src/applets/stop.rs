@@ -23,8 +23,10 @@ Usage: mur stop ADDR... [--timeout SECS]
        mur stop --all [--timeout SECS]
 
 Stop sessions or formations. ADDR is @N (the N-th row of 'mur ps', @1 newest),
-a full ses_/frm_ id, or a case-insensitive suffix of at least 4 characters that
-matches exactly one session or formation.
+a full ses_/frm_ id, a capsule NAME or NAME@VERSION that exactly one running
+session has (several: an error listing them, nothing stopped), or a
+case-insensitive suffix of at least 4 characters that matches exactly one
+session or formation.
 
 A session is first asked to stop at its door (session/stop, with its operator
 token; a door of the original runtime, which speaks only A2A 1.0, is asked
