@@ -1352,3 +1352,54 @@ fn a_handler_busy_for_a_moment_still_runs() {
     assert_eq!(state(&done), "completed", "{done}");
     assert_eq!(artifact_text(&done), "ran late");
 }
+
+/// Issue 21: `--advertise-url` (and `network.advertise_url`) is the URL the card advertises, in
+/// both generations' members; the record keeps the bind address, so `mur ps` still probes it.
+#[test]
+fn the_card_advertises_the_advertise_url_and_the_record_keeps_the_bind_address() {
+    let home = Home::new();
+    let advertised = "http://203.0.113.7:18080/";
+    let session = home.start(&["--advertise-url", advertised]);
+    let card = session.card();
+    assert_eq!(card["url"], advertised, "{card}");
+    for interface in card["supportedInterfaces"].as_array().unwrap() {
+        assert_eq!(interface["url"], advertised, "{card}");
+    }
+    assert!(session.url.starts_with("127.0.0.1:"), "{}", session.url);
+    assert_eq!(home.record(&session.id)["url"], session.url.as_str());
+    let ps = home.mur(&["ps", "--format", "{{.status}} {{.url}}"]);
+    ps.expect_code(0);
+    assert_eq!(ps.stdout, format!("running {}\n", session.url));
+
+    let manifest = home.write_capsule(
+        "mapped",
+        json!({"name": "mapped", "version": "1", "network": {"advertise_url": "https://agents.example.com/mapped/"}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let mapped = home.start(&[manifest.to_str().unwrap()]);
+    assert_eq!(mapped.card()["url"], "https://agents.example.com/mapped/");
+    let flag_wins = home.start(&[manifest.to_str().unwrap(), "--advertise-url", advertised]);
+    assert_eq!(flag_wins.card()["url"], advertised);
+
+    for bad in ["203.0.113.7:18080", "ftp://x/", "http://", "http://a b/"] {
+        let out = home.mur(&["run", "--advertise-url", bad, "--task", "x"]);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("--advertise-url"),
+            "{bad}: {}",
+            out.stderr
+        );
+    }
+    let wrong = home.write_capsule(
+        "wrong",
+        json!({"name": "wrong", "version": "1", "network": {"advertise_url": "localhost:8080"}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let out = home.mur(&["run", wrong.to_str().unwrap(), "--task", "x"]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("network.advertise_url"),
+        "{}",
+        out.stderr
+    );
+}

@@ -11,7 +11,8 @@ pub const APPLET: Applet = Applet {
     summary: "run one capsule session behind an A2A door",
     usage: "\
 Usage: mur run [MANIFEST|DIR] [--task TEXT|-] [--json] [--workdir DIR]
-               [--bind ADDR] [--port N] [--capsule-sha256 HEX]
+               [--bind ADDR] [--port N] [--advertise-url URL]
+               [--capsule-sha256 HEX]
 
 Run one capsule session: an A2A door (HTTP/1.1, JSON-RPC 2.0, A2A 0.3) on
 loopback whose tasks are run by the capsule's handler, listed by 'mur ps' for
@@ -35,6 +36,13 @@ Options:
   --workdir DIR   the handler's working directory (default: the current one)
   --bind ADDR     listen address (default 127.0.0.1; a wildcard only if given)
   --port N        listen port (default 0: any free port)
+  --advertise-url URL
+                  the URL the agent card advertises (its url and every
+                  supportedInterfaces entry), for clients that reach the door
+                  through NAT, a port mapping or a Kubernetes Service, e.g.
+                  -p 18080:8080 with --advertise-url http://HOST:18080/;
+                  default http://BIND:PORT/; overrides network.advertise_url.
+                  The record (and so mur ps, stop) keeps the bind address.
   --capsule-sha256 HEX
                   refuse to start unless the manifest's sha256 is HEX
   -h, --help      this text
@@ -70,6 +78,8 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         workdir: PathBuf::new(),
         json: false,
         capsule_sha256: None,
+        advertise_url: None,
+        detach: false,
     };
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
@@ -83,6 +93,12 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
                 })?;
             }
             lexopt::Arg::Long("port") => options.port = cli::number("--port", parser.value()?)?,
+            lexopt::Arg::Long("advertise-url") => {
+                let url = cli::utf8(parser.value()?)?;
+                crate::json::manifest::check_advertise_url(&url)
+                    .map_err(|why| Failure::Usage(format!("--advertise-url: {why}")))?;
+                options.advertise_url = Some(url);
+            }
             lexopt::Arg::Long("workdir") => options.workdir = parser.value()?.into(),
             lexopt::Arg::Long("capsule-sha256") => {
                 let hex = cli::utf8(parser.value()?)?;

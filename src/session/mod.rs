@@ -70,6 +70,10 @@ pub struct Options {
     pub workdir: PathBuf,
     pub json: bool,
     pub capsule_sha256: Option<String>,
+    /// `--advertise-url`: the URL the card advertises (the record keeps the bind address).
+    pub advertise_url: Option<String>,
+    /// `--detach`: whether this process is the session started in the background.
+    pub detach: bool,
 }
 
 /// What a capsule declares, whichever way it came.
@@ -82,6 +86,8 @@ struct Declared {
     control: Option<(Vec<String>, Vec<String>)>,
     /// `network.cors`: the origins the door answers CORS for.
     cors: Vec<String>,
+    /// `--advertise-url`, else `network.advertise_url`.
+    advertise: Option<String>,
 }
 
 fn declare(options: &Options) -> Result<Declared, String> {
@@ -95,6 +101,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
                 credentials: None,
                 control: None,
                 cors: Vec::new(),
+                advertise: options.advertise_url.clone(),
             });
         }
         Source::Manifest(path) => path,
@@ -120,6 +127,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
         },
         lifecycle: m.lifecycle,
         cors: m.network.cors,
+        advertise: options.advertise_url.clone().or(m.network.advertise_url),
         credentials: m.network.authentication.map(|a| {
             a.credentials
                 .into_iter()
@@ -155,14 +163,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
     };
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
 
-    let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
-        .map_err(|err| format!("cannot listen on {}:{}: {err}", options.bind, options.port))?;
-    // Best effort: std's 128 still serves, only a burst of connections waits longer.
-    let _ = crate::sys::socket::deepen_backlog(&listener, DOOR_BACKLOG);
-    let addr = listener
-        .local_addr()
-        .map_err(|err| format!("cannot read the door's address: {err}"))?
-        .to_string();
+    let (listener, addr) = listen(options)?;
     let door = Arc::new(door::Door {
         session_id: session_id.clone(),
         name: declared.name.clone(),
@@ -172,6 +173,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         auth: tokens.auth,
         control: tokens.control,
         cors: declared.cors.clone(),
+        advertise: declared.advertise.clone(),
         stop_requested: AtomicBool::new(false),
     });
     let stop_door = crate::net::server::Stopper::new()?;
@@ -249,6 +251,19 @@ pub fn run(options: &Options) -> Result<i32, String> {
         Ending::Signal(_) | Ending::Stop | Ending::Lifeline => 143,
         Ending::TaskDone(completed) => i32::from(!completed),
     })
+}
+
+/// The door's listening socket, on the address and port asked for, and its `host:port`.
+fn listen(options: &Options) -> Result<(TcpListener, String), String> {
+    let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
+        .map_err(|err| format!("cannot listen on {}:{}: {err}", options.bind, options.port))?;
+    // Best effort: std's 128 still serves, only a burst of connections waits longer.
+    let _ = crate::sys::socket::deepen_backlog(&listener, DOOR_BACKLOG);
+    let addr = listener
+        .local_addr()
+        .map_err(|err| format!("cannot read the door's address: {err}"))?
+        .to_string();
+    Ok((listener, addr))
 }
 
 /// Begin the session's log. Its task events go to stderr too for a serving session, whose
