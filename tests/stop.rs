@@ -636,3 +636,53 @@ fn capsule_names_address_sessions_and_ambiguity_lists_the_candidates() {
         gone.stderr
     );
 }
+
+/// Issue 21: a session mur may not signal — pid 1, as when it is its container's init — is
+/// still asked at its door (`session/stop`, operator token): asking is not signalling. Here the
+/// door takes the request but pid 1 (this machine's init) does not go, so the record is kept and
+/// `mur stop` exits 1 saying both; `mur ps` shows the reason in its table.
+#[test]
+fn a_pid_1_session_is_asked_at_its_door_whatever_its_pid() {
+    let home = Home::patient();
+    let Some(init_start) = start_token(1) else {
+        return skipped(
+            "a_pid_1_session_is_asked_at_its_door_whatever_its_pid",
+            "pid 1's start time is not readable here",
+        );
+    };
+    let id = session_id();
+    let token = "mdt1.e30.PID1MAC";
+    let door = Door::start(DoorSpec {
+        session_id: id.clone(),
+        token: Some(token.into()),
+        ..DoorSpec::default()
+    });
+    let mut r = record(&id, 1, &init_start, &door.url());
+    r["door_token"] = json!(token);
+    let path = home.write_record(&r);
+
+    let ps = home.mur(&["ps"]);
+    ps.expect_code(0);
+    assert!(
+        ps.stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("unreachable {id}: ")) && l.contains("pid 1")),
+        "{}",
+        ps.stdout
+    );
+
+    let run = home.mur(&["stop", "--timeout", "2", &id]);
+    run.expect_code(1);
+    let asked = door.seen_of("session/stop");
+    assert_eq!(asked.len(), 1, "{:?}", door.seen());
+    assert_eq!(
+        asked[0].authorization.as_deref(),
+        Some(format!("Bearer {token}").as_str())
+    );
+    assert!(
+        run.stderr.contains("asked at its door (session/stop)") && run.stderr.contains("pid 1"),
+        "{}",
+        run.stderr
+    );
+    assert!(path.exists(), "record kept");
+}
