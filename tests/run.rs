@@ -1403,3 +1403,60 @@ fn the_card_advertises_the_advertise_url_and_the_record_keeps_the_bind_address()
         out.stderr
     );
 }
+
+/// Issue 21: `mur run -d` returns once the record is written and the door answers, printing the
+/// session id (the readiness line with --json); a session that cannot come up is a non-zero
+/// exit with its reason, and leaves nothing running.
+#[test]
+fn detach_returns_once_the_door_answers_and_fails_cleanly() {
+    let home = Home::new();
+    let out = home.mur(&["run", "-d"]);
+    out.expect_code(0);
+    let id = out.stdout.trim_end().to_string();
+    assert!(
+        id.starts_with("ses_") && out.stdout.ends_with('\n'),
+        "{}",
+        out.stdout
+    );
+    // Up already: no waiting, no timing.
+    let record = home.record(&id);
+    let url = record["url"].as_str().unwrap().to_string();
+    let card = Http::connect(&url).get("/.well-known/agent-card.json");
+    assert_eq!(card.status, 200);
+    let ps = home.mur(&[
+        "ps",
+        "--format",
+        "{{.session_id}} {{.status}} {{.outlives_launcher}}",
+    ]);
+    assert_eq!(ps.stdout, format!("{id} running true\n"));
+
+    let json_out = home.mur(&["run", "--detach", "--json"]);
+    json_out.expect_code(0);
+    let ready: Value = serde_json::from_str(json_out.stdout.trim_end()).unwrap();
+    assert!(
+        ready["session_id"].as_str().unwrap().starts_with("ses_"),
+        "{ready}"
+    );
+    assert_eq!(json_out.stdout.lines().count(), 1);
+
+    let bad = home.write_capsule("bad", json!({"name": "Bad!", "version": "1"}), None);
+    let failed = home.mur(&["run", "-d", bad.to_str().unwrap()]);
+    failed.expect_code(1);
+    assert!(
+        failed
+            .stderr
+            .starts_with("mur run: the session did not come up")
+            && failed.stderr.contains("name"),
+        "{}",
+        failed.stderr
+    );
+    home.mur(&["run", "-d", "--task", "x"]).expect_code(2);
+
+    let stop = home.mur(&["stop", "--all"]);
+    stop.expect_code(0);
+    assert!(
+        home.running_entries().is_empty(),
+        "{:?}",
+        home.running_entries()
+    );
+}

@@ -1,5 +1,6 @@
 //! One file per applet: its usage text, its option parsing, its main.
 
+mod detached;
 pub mod formation;
 pub mod logs;
 pub mod ps;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::Applet;
+use super::detached;
 use crate::cli::{self, Failure, Outcome};
 use crate::session::{self, Options, Source};
 
@@ -10,7 +11,7 @@ pub const APPLET: Applet = Applet {
     name: "run",
     summary: "run one capsule session behind an A2A door",
     usage: "\
-Usage: mur run [MANIFEST|DIR] [--task TEXT|-] [--json] [--workdir DIR]
+Usage: mur run [MANIFEST|DIR] [--task TEXT|-] [-d] [--json] [--workdir DIR]
                [--bind ADDR] [--port N] [--advertise-url URL]
                [--capsule-sha256 HEX]
 
@@ -30,6 +31,12 @@ Options:
                   handler writes it (each piece flushed at once), and exit
                   (0 if it completed, 1 otherwise, saying why on stderr);
                   '-' reads it from stdin (one trailing newline dropped)
+  -d, --detach    start the session in the background and return once its
+                  record is written and its door answers as it, printing the
+                  session id (with --json, the readiness line); exit 1 with
+                  the reason (the session's own words) if it does not come up
+                  within 30 s. The session's stderr is then gone: its task
+                  events are in 'mur logs'. Not with --task.
   --json          print one readiness line on stdout once the door listens:
                   {\"session_id\",\"url\",\"pid\",\"name\",\"version\",\"workdir\"}
                   (without it, a human line on stderr). Never a token.
@@ -68,6 +75,9 @@ usage error.
     main,
 };
 
+/// The option by which `mur run -d` tells the session it starts that it is detached.
+pub const DETACHED: &str = "detached-session";
+
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut manifest: Option<PathBuf> = None;
     let mut options = Options {
@@ -81,10 +91,15 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         advertise_url: None,
         detach: false,
     };
+    let mut detach = false;
+    let original = args.clone();
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
             lexopt::Arg::Long("json") => options.json = true,
+            lexopt::Arg::Short('d') | lexopt::Arg::Long("detach") => detach = true,
+            // Internal: this process is the session `-d` started (see `detach`).
+            lexopt::Arg::Long(DETACHED) => options.detach = true,
             lexopt::Arg::Long("task") => options.task = Some(cli::utf8(parser.value()?)?),
             lexopt::Arg::Long("bind") => {
                 let text = cli::utf8(parser.value()?)?;
@@ -112,6 +127,14 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             lexopt::Arg::Value(path) if manifest.is_none() => manifest = Some(path.into()),
             other => return Err(other.unexpected().into()),
         }
+    }
+    if detach {
+        if options.task.is_some() {
+            return Err(Failure::Usage(
+                "--detach runs a serving session; --task runs one task in the foreground".into(),
+            ));
+        }
+        return detached::start(original, options.json);
     }
     if options.task.as_deref() == Some("-") {
         options.task = Some(cli::task_from_stdin()?);

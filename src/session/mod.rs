@@ -194,7 +194,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         capsule_name: declared.name.clone(),
         capsule_version: declared.version.clone(),
         workdir: options.workdir.clone(),
-        outlives_launcher: !crate::sys::tty::has_controlling_terminal(),
+        outlives_launcher: options.detach || !crate::sys::tty::has_controlling_terminal(),
         started_at: crate::time::format_rfc3339(crate::time::unix_now()),
         door_token: tokens.operator,
         credentials: tokens.credentials,
