@@ -210,7 +210,13 @@ fn render(pieces: &[Piece], doc: &Value) -> String {
             Piece::Text(text) => line.push_str(text),
             Piece::Key(key) => match &doc[*key] {
                 Value::Null => {}
-                Value::String(text) => line.push_str(&text.escape_debug().to_string()),
+                Value::String(text) => line.extend(text.chars().flat_map(|c| {
+                    if c.is_control() {
+                        c.escape_default().collect::<Vec<_>>()
+                    } else {
+                        vec![c]
+                    }
+                })),
                 other => line.push_str(&other.to_string()),
             },
         }
@@ -427,8 +433,8 @@ mod tests {
         assert!(err("{{.nope}}").contains("unknown key '.nope'"));
         assert!(err("{{url}}").contains("unknown key 'url'"));
         assert!(err("{{.url").contains("without"));
-        let doc = json!({"url": "a\nb", "pid": 7, "reason": null});
+        let doc = json!({"url": "a\nb\"c\\", "pid": 7, "reason": null});
         let pieces = template("{{.url}} {{.pid}} [{{.reason}}]").unwrap();
-        assert_eq!(render(&pieces, &doc), "a\\nb 7 []");
+        assert_eq!(render(&pieces, &doc), "a\\nb\"c\\ 7 []");
     }
 }
