@@ -1,5 +1,6 @@
-//! Naming a session or formation on the command line: `@N`, a full `ses_`/`frm_` id, or a
-//! case-insensitive suffix of at least four characters matching exactly one of them.
+//! Naming a session or formation on the command line: `@N`, a full `ses_`/`frm_` id, a capsule
+//! `NAME` or `NAME@VERSION` that exactly one running session has, or a case-insensitive suffix
+//! of at least four characters matching exactly one of them.
 
 use crate::id::{FormationId, SessionId};
 use crate::running::Entry;
@@ -43,9 +44,12 @@ pub fn resolve<'a>(address: &str, running: &'a [Entry]) -> Result<Named<'a>, Str
         return formation(id.clone(), running)
             .ok_or_else(|| format!("no running formation {id} (mur ps lists them)"));
     }
+    if let Some(named) = by_name(address, running)? {
+        return Ok(named);
+    }
     if address.chars().count() < MIN_SUFFIX {
         return Err(format!(
-            "'{address}' is too short: give @N, a full id, or at least {MIN_SUFFIX} of its last characters"
+            "'{address}' is too short and names no running capsule: give @N, a full id, a capsule NAME, or at least {MIN_SUFFIX} of an id's last characters"
         ));
     }
     let suffix = address.to_ascii_lowercase();
@@ -63,7 +67,7 @@ pub fn resolve<'a>(address: &str, running: &'a [Entry]) -> Result<Named<'a>, Str
     let matches = usize::from(session.is_some()) + sessions.count() + formations.len();
     match (matches, session, formations.first()) {
         (0, ..) => Err(format!(
-            "no running session or formation ends in '{address}' (mur ps lists them)"
+            "no running session or formation ends in '{address}', and no running capsule is named so (mur ps lists them)"
         )),
         (1, Some(entry), _) => Ok(Named::Session(entry)),
         (1, None, Some(&f)) => {
@@ -73,6 +77,30 @@ pub fn resolve<'a>(address: &str, running: &'a [Entry]) -> Result<Named<'a>, Str
         }
         _ => Err(format!(
             "'{address}' matches {matches} sessions or formations; give more characters"
+        )),
+    }
+}
+
+/// The one running session of the capsule `address` names (`NAME`, or `NAME@VERSION`), if any
+/// has it; several are an `Err` listing them (each with its `@N`), so a script never stops or
+/// reads the wrong one. Names are tried before suffixes: a capsule name is what a person
+/// types, and one that happens to end an id too would otherwise be refused as ambiguous.
+fn by_name<'a>(address: &str, running: &'a [Entry]) -> Result<Option<Named<'a>>, String> {
+    let matching: Vec<(usize, &Entry)> = running
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.record.capsule_name == address || e.record.capsule() == address)
+        .collect();
+    match matching.as_slice() {
+        [] => Ok(None),
+        [(_, only)] => Ok(Some(Named::Session(only))),
+        many => Err(format!(
+            "'{address}' names {} running sessions: {}; give @N or an id",
+            many.len(),
+            many.iter()
+                .map(|(i, e)| format!("@{} {} {}", i + 1, e.record.session_id, e.record.capsule()))
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
@@ -91,10 +119,14 @@ mod tests {
     use crate::json::record::RunningRecord;
 
     fn entry(hex_tail: &str, formation: Option<&str>) -> Entry {
+        named_entry(hex_tail, formation, "c", "1")
+    }
+
+    fn named_entry(hex_tail: &str, formation: Option<&str>, name: &str, version: &str) -> Entry {
         let id = format!("ses_0199c4e2f1b7712a9d3e4f50{hex_tail:0>8}");
         let mut value = serde_json::json!({
             "session_id": id, "url": "127.0.0.1:1", "pid": 1, "process_start": "1",
-            "capsule_name": "c", "capsule_version": "1", "workdir": "/", "outlives_launcher": true,
+            "capsule_name": name, "capsule_version": version, "workdir": "/", "outlives_launcher": true,
             "started_at": "2026-01-01T00:00:00Z"});
         if let Some(f) = formation {
             value["formation_id"] = format!("frm_0199c4e2f1b7712a9d3e4f50{f:0>8}").into();
@@ -149,5 +181,30 @@ mod tests {
                 .contains("not a session id")
         );
         assert!(resolve("frm_0199c4e2f1b7712a9d3e4f5000000000", &running).is_err());
+    }
+
+    #[test]
+    fn capsule_names_and_versions_address_one_session() {
+        let running = [
+            named_entry("3", None, "shout", "2"),
+            named_entry("2", None, "shout", "1"),
+            named_entry("1", None, "echo", "0.1.0"),
+        ];
+        assert!(session_of(resolve("echo", &running).unwrap()).ends_with('1'));
+        assert!(session_of(resolve("shout@1", &running).unwrap()).ends_with('2'));
+        let ambiguous = resolve("shout", &running).unwrap_err();
+        assert!(
+            ambiguous.contains("names 2 running sessions")
+                && ambiguous.contains("@1 ")
+                && ambiguous.contains("@2 ")
+                && ambiguous.contains("shout@1"),
+            "{ambiguous}"
+        );
+        assert!(
+            resolve("shout@3", &running)
+                .unwrap_err()
+                .contains("no running")
+        );
+        assert!(resolve("ab", &running).unwrap_err().contains("too short"));
     }
 }

@@ -175,6 +175,31 @@ pub fn remove_task_dirs(session_id: &crate::id::SessionId) {
     }
 }
 
+/// `~/.murmur/<name>` for a reader (`mur logs`), creating nothing: `Ok(None)` when it or the
+/// home is missing; both opened without following a link and trusted only when the effective
+/// uid owns them ([`trust`]).
+pub fn existing_dir(name: &str) -> Result<Option<Dir>, HomeError> {
+    let Some(home) = murmur(false)? else {
+        return Ok(None);
+    };
+    trust(&home)?;
+    let path = home.join(name);
+    let Some(dir) = opened(&path, || home.open_child(name))? else {
+        return Ok(None);
+    };
+    trust(&dir)?;
+    Ok(Some(dir))
+}
+
+/// Remove the log of `session_id` (`logs/<session>.log` and its rotated `.1`), a session found
+/// gone: as [`remove_task_dirs`], best effort, only in a home and `logs/` this euid owns.
+pub fn remove_logs(session_id: &crate::id::SessionId) {
+    if let Ok(Some(logs)) = existing_dir(crate::session::log::LOGS_DIR) {
+        let _ = logs.unlink(crate::session::log::old_name(session_id.as_str()));
+        let _ = logs.unlink(crate::session::log::file_name(session_id.as_str()));
+    }
+}
+
 /// The subdirectory `name` of a held directory, created if missing, opened without following a
 /// link, and held by [`hold`]: `~/.murmur`'s own directories, a formation's directory and its
 /// members' workdirs.

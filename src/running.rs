@@ -406,7 +406,7 @@ pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
 }
 
 /// Remove one record and its control token file, through the directory it was read from, and
-/// the session's task directories if it left any. For a [`Liveness::Gone`] reading only. The
+/// the session's task directories and log if it left any. For a [`Liveness::Gone`] reading only. The
 /// `Err` is the OS error that kept the record in place (a read-only filesystem, say), or an
 /// entry whose name is not its record's (`check_name`): then nothing is removed, whoever
 /// built the entry — [`scan`] never yields one, and [`Entry::new`] is public.
@@ -417,6 +417,7 @@ pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
     let _ = entry.dir.unlink(entry.control_name());
     if removed.is_ok() {
         crate::home::remove_task_dirs(&entry.record.session_id);
+        crate::home::remove_logs(&entry.record.session_id);
     }
     removed
 }

@@ -27,7 +27,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use common::home::repo;
 use common::skip::skipped;
 
-const APPLETS: [&str; 5] = ["run", "ps", "stop", "token", "formation"];
+const APPLETS: [&str; 6] = ["run", "ps", "stop", "token", "logs", "formation"];
 
 /// A fresh private directory under the system temp dir, removed (with its contents) on drop.
 struct TempDir(PathBuf);

@@ -631,7 +631,17 @@ fn formations_get_a_column_and_a_summary_line() {
         summary.contains(&format!("launcher pid {}", launcher.pid())) && !summary.contains("gone"),
         "{summary}"
     );
-    assert_eq!(lines.len(), 1 + 3 + 1, "{}", run.stdout);
+    // Header, three rows, the summary, and each unreachable member's reason.
+    assert_eq!(lines.len(), 1 + 3 + 1 + 2, "{}", run.stdout);
+    for id in &members {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("unreachable {id}: "))),
+            "{}",
+            run.stdout
+        );
+    }
 }
 
 #[test]
@@ -931,4 +941,109 @@ fn a_stale_copy_of_a_live_record_under_another_name_is_reported_and_never_acted_
     session.wait_exit(WAIT);
     assert!(!tasks.exists(), "the session's own end takes them");
     assert!(copy_path.exists(), "and still leaves the copy alone");
+}
+
+/// Issue 21: `-q`, `--format` over the `--json` keys, the filters, and exit 1 when a filter
+/// matched nothing; an unreachable session's reason in the table.
+#[test]
+fn quiet_format_filters_and_the_unreachable_reason() {
+    let home = Home::patient();
+    let shout = home.write_capsule(
+        "shout",
+        json!({"name": "shout", "version": "1.2"}),
+        Some("#!/bin/sh\ntr a-z A-Z\n"),
+    );
+    let echo = home.start(&[]);
+    let loud = home.start(&[shout.to_str().unwrap()]);
+    let sleeper = Proc::sleeper();
+    let lost = session_id();
+    let frm = formation_id();
+    let mut r = record_for(&lost, &sleeper, &dead_url());
+    r["formation_id"] = json!(frm);
+    home.write_record(&r);
+
+    let ids = home.mur(&["ps", "-q"]);
+    ids.expect_code(0);
+    let listed: Vec<&str> = ids.stdout.lines().collect();
+    assert_eq!(listed.len(), 3, "{}", ids.stdout);
+    assert!(listed.contains(&echo.id.as_str()) && listed.contains(&loud.id.as_str()));
+
+    // Every --json key renders as that key's value.
+    let doc = home.mur(&["ps", "--json"]).json();
+    let row_of_loud = ps_row(&doc, &loud.id).unwrap().clone();
+    for (key, value) in row_of_loud.as_object().unwrap() {
+        let template = format!("{{{{.{key}}}}}");
+        let out = home.mur(&["ps", "--capsule", "shout", "--format", &template]);
+        out.expect_code(0);
+        let expected = match value {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        if key != "uptime_secs" {
+            assert_eq!(out.stdout, format!("{expected}\n"), "{key}");
+        }
+    }
+    let urls = home.mur(&[
+        "ps",
+        "--status",
+        "running",
+        "--format",
+        "{{.url}} {{ .capsule_name }}",
+    ]);
+    urls.expect_code(0);
+    assert!(
+        urls.stdout.contains(&format!("{} shout\n", loud.url)),
+        "{}",
+        urls.stdout
+    );
+    assert!(
+        urls.stdout.contains(&format!("{} echo\n", echo.url)),
+        "{}",
+        urls.stdout
+    );
+    let bad = home.mur(&["ps", "--format", "{{.nope}}"]);
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("unknown key '.nope'"), "{}", bad.stderr);
+
+    let by_version = home.mur(&["ps", "-q", "--capsule", "shout@1.2"]);
+    by_version.expect_code(0);
+    assert_eq!(by_version.stdout, format!("{}\n", loud.id));
+    let unreachable = home.mur(&["ps", "-q", "--status", "unreachable"]);
+    assert_eq!(unreachable.stdout, format!("{lost}\n"));
+    let member = home.mur(&["ps", "-q", "--formation", &frm[frm.len() - 6..]]);
+    assert_eq!(member.stdout, format!("{lost}\n"));
+
+    // As pgrep: a filter that matched nothing is exit 1, and nothing printed.
+    for args in [
+        &["ps", "-q", "--capsule", "nothing"][..],
+        &["ps", "--capsule", "shout@9"],
+        &["ps", "--json", "--formation", "0123456789"],
+    ] {
+        let none = home.mur(args);
+        none.expect_code(1);
+        assert!(!none.stdout.contains("ses_"), "{args:?}: {}", none.stdout);
+    }
+    home.mur(&["ps", "--status", "asleep"]).expect_code(2);
+
+    let table = home.mur(&["ps"]);
+    table.expect_code(0);
+    let reason = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("unreachable {lost}: ")))
+        .unwrap_or_else(|| panic!("no reason line:\n{}", table.stdout));
+    assert!(
+        reason.len() > format!("unreachable {lost}: ").len(),
+        "{reason}"
+    );
+}
+
+#[test]
+fn an_empty_machine_is_exit_0_without_a_filter_and_1_with_one() {
+    let home = Home::patient();
+    home.mur(&["ps"]).expect_code(0);
+    home.mur(&["ps", "-q"]).expect_code(0);
+    home.mur(&["ps", "-q", "--status", "running"])
+        .expect_code(1);
 }

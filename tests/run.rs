@@ -261,7 +261,7 @@ fn a_shell_handler_gets_stdin_env_and_workdir_and_its_stdout_is_the_answer() {
 }
 
 #[test]
-fn a_handler_exiting_non_zero_fails_with_the_tail_of_its_stderr() {
+fn a_handler_exiting_non_zero_fails_with_its_exit_code_and_not_its_stderr() {
     let home = Home::new();
     let manifest = home.write_capsule(
         "grumpy",
@@ -274,8 +274,9 @@ fn a_handler_exiting_non_zero_fails_with_the_tail_of_its_stderr() {
     let task = session.send(None, "go", true);
     assert_eq!(state(&task), "failed", "{task}");
     let message = status_text(&task);
-    assert!(message.contains("the real reason"), "{message}");
-    assert!(message.contains('3'), "the exit code: {message}");
+    // The stderr is the operator's (the session's log), never a caller's.
+    assert!(!message.contains("the real reason"), "{message}");
+    assert!(message.contains("code 3"), "the exit code: {message}");
     assert!(
         task.get("artifacts")
             .is_none_or(|a| a.as_array().is_none_or(|a| a.is_empty())),
@@ -1350,4 +1351,112 @@ fn a_handler_busy_for_a_moment_still_runs() {
     let done = session.wait_task(None, id, WAIT);
     assert_eq!(state(&done), "completed", "{done}");
     assert_eq!(artifact_text(&done), "ran late");
+}
+
+/// Issue 21: `--advertise-url` (and `network.advertise_url`) is the URL the card advertises, in
+/// both generations' members; the record keeps the bind address, so `mur ps` still probes it.
+#[test]
+fn the_card_advertises_the_advertise_url_and_the_record_keeps_the_bind_address() {
+    let home = Home::new();
+    let advertised = "http://203.0.113.7:18080/";
+    let session = home.start(&["--advertise-url", advertised]);
+    let card = session.card();
+    assert_eq!(card["url"], advertised, "{card}");
+    for interface in card["supportedInterfaces"].as_array().unwrap() {
+        assert_eq!(interface["url"], advertised, "{card}");
+    }
+    assert!(session.url.starts_with("127.0.0.1:"), "{}", session.url);
+    assert_eq!(home.record(&session.id)["url"], session.url.as_str());
+    let ps = home.mur(&["ps", "--format", "{{.status}} {{.url}}"]);
+    ps.expect_code(0);
+    assert_eq!(ps.stdout, format!("running {}\n", session.url));
+
+    let manifest = home.write_capsule(
+        "mapped",
+        json!({"name": "mapped", "version": "1", "network": {"advertise_url": "https://agents.example.com/mapped/"}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let mapped = home.start(&[manifest.to_str().unwrap()]);
+    assert_eq!(mapped.card()["url"], "https://agents.example.com/mapped/");
+    let flag_wins = home.start(&[manifest.to_str().unwrap(), "--advertise-url", advertised]);
+    assert_eq!(flag_wins.card()["url"], advertised);
+
+    for bad in ["203.0.113.7:18080", "ftp://x/", "http://", "http://a b/"] {
+        let out = home.mur(&["run", "--advertise-url", bad, "--task", "x"]);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("--advertise-url"),
+            "{bad}: {}",
+            out.stderr
+        );
+    }
+    let wrong = home.write_capsule(
+        "wrong",
+        json!({"name": "wrong", "version": "1", "network": {"advertise_url": "localhost:8080"}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let out = home.mur(&["run", wrong.to_str().unwrap(), "--task", "x"]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("network.advertise_url"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Issue 21: `mur run -d` returns once the record is written and the door answers, printing the
+/// session id (the readiness line with --json); a session that cannot come up is a non-zero
+/// exit with its reason, and leaves nothing running.
+#[test]
+fn detach_returns_once_the_door_answers_and_fails_cleanly() {
+    let home = Home::new();
+    let out = home.mur(&["run", "-d"]);
+    out.expect_code(0);
+    let id = out.stdout.trim_end().to_string();
+    assert!(
+        id.starts_with("ses_") && out.stdout.ends_with('\n'),
+        "{}",
+        out.stdout
+    );
+    // Up already: no waiting, no timing.
+    let record = home.record(&id);
+    let url = record["url"].as_str().unwrap().to_string();
+    let card = Http::connect(&url).get("/.well-known/agent-card.json");
+    assert_eq!(card.status, 200);
+    let ps = home.mur(&[
+        "ps",
+        "--format",
+        "{{.session_id}} {{.status}} {{.outlives_launcher}}",
+    ]);
+    assert_eq!(ps.stdout, format!("{id} running true\n"));
+
+    let json_out = home.mur(&["run", "--detach", "--json"]);
+    json_out.expect_code(0);
+    let ready: Value = serde_json::from_str(json_out.stdout.trim_end()).unwrap();
+    assert!(
+        ready["session_id"].as_str().unwrap().starts_with("ses_"),
+        "{ready}"
+    );
+    assert_eq!(json_out.stdout.lines().count(), 1);
+
+    let bad = home.write_capsule("bad", json!({"name": "Bad!", "version": "1"}), None);
+    let failed = home.mur(&["run", "-d", bad.to_str().unwrap()]);
+    failed.expect_code(1);
+    assert!(
+        failed
+            .stderr
+            .starts_with("mur run: the session did not come up")
+            && failed.stderr.contains("name"),
+        "{}",
+        failed.stderr
+    );
+    home.mur(&["run", "-d", "--task", "x"]).expect_code(2);
+
+    let stop = home.mur(&["stop", "--all"]);
+    stop.expect_code(0);
+    assert!(
+        home.running_entries().is_empty(),
+        "{:?}",
+        home.running_entries()
+    );
 }

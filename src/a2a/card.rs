@@ -16,6 +16,9 @@ pub struct CardFacts<'a> {
     pub version: &'a str,
     /// `host:port`.
     pub addr: &'a str,
+    /// The URL the card advertises instead of `http://addr/` (`--advertise-url`): the door as
+    /// clients reach it through NAT, a port mapping or a Kubernetes Service.
+    pub advertised: Option<&'a str>,
     /// Adds the capsule extension naming the session.
     pub session: Option<&'a str>,
     /// The door wants a bearer token: declares the scheme and the extended card.
@@ -48,7 +51,9 @@ pub enum CardFor {
 /// card with both.
 pub fn agent_card(facts: &CardFacts, written_for: CardFor) -> Value {
     let CardFacts { name, version, .. } = *facts;
-    let url = format!("http://{}/", facts.addr);
+    let url = facts
+        .advertised
+        .map_or_else(|| format!("http://{}/", facts.addr), str::to_string);
     let extensions: Vec<Value> = facts
         .session
         .map(|id| json!({"uri": CAPSULE_EXTENSION_URI, "params": {"sessionId": id}}))
@@ -140,6 +145,7 @@ mod tests {
             name: "echo",
             version: "0.1.0",
             addr: "127.0.0.1:5",
+            advertised: None,
             session: Some("ses_x"),
             bearer: false,
         };
@@ -186,6 +192,7 @@ mod tests {
             name: "echo",
             version: "0.1.0",
             addr: "127.0.0.1:5",
+            advertised: None,
             session: Some("ses_x"),
             bearer: true,
         };

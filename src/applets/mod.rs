@@ -1,6 +1,8 @@
 //! One file per applet: its usage text, its option parsing, its main.
 
+mod detached;
 pub mod formation;
+pub mod logs;
 pub mod ps;
 pub mod run;
 pub mod stop;
@@ -24,10 +26,11 @@ pub const APPLETS: &[Applet] = &[
     ps::APPLET,
     stop::APPLET,
     token::APPLET,
+    logs::APPLET,
     formation::APPLET,
 ];
 
-/// The prologue `ps`, `stop` and `token` share: the running directory (opened without following
+/// The prologue `ps`, `stop`, `token` and `logs` share: the running directory (opened without following
 /// a link, trusted only if the effective uid owns it, held at `0700` where it exists), swept as
 /// deep as `depth` says, and what the sweep pruned or could not read (or did not trust) said on
 /// stderr — the same way by each applet, so no applet prunes silently.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::Applet;
-use crate::cli::{Out, Outcome};
+use crate::cli::{self, Failure, Out, Outcome};
 use crate::running::{Depth, Kept};
 use crate::time;
 
@@ -14,9 +14,11 @@ pub const APPLET: Applet = Applet {
     name: "ps",
     summary: "list the capsules running on this machine",
     usage: "\
-Usage: mur ps [--json] [-v]
+Usage: mur ps [--json | -q | --format TEMPLATE] [-v]
+              [--capsule NAME[@VERSION]] [--formation ID] [--status STATUS]
 
-List every capsule session running on this machine, most recent first.
+List every capsule session of this murmur home (~/.murmur: this user's), most
+recent first.
 
 Each record in ~/.murmur/running is checked three ways: its pid is alive, the
 process holding that pid started when the record says, and its door answers as
@@ -25,7 +27,9 @@ the slowest probe (at most ~7 s for a door that never answers).
 
 Records whose process is gone, and files that are not records, are removed on
 the way past; how many is said on stderr (-v: one line each, with the reason).
-A live process whose door does not answer is kept and shown as 'unreachable'.
+A live process whose door does not answer is kept and shown as 'unreachable',
+with the reason on a line of its own after the table:
+  unreachable ses_0199...: pid 1 (init) is never signalled
 
 Columns: SESSION CAPSULE STATUS DETACHED UPTIME [FORMATION] URL
   STATUS     running, or unreachable (live process, door not answering as it)
@@ -36,49 +40,233 @@ Columns: SESSION CAPSULE STATUS DETACHED UPTIME [FORMATION] URL
 Options:
   --json     one JSON document: {\"capsules\":[...],\"formations\":[...]}; keys are
              stable (added, never renamed or removed); never a token
+  -q, --quiet
+             session ids only, one a line
+  --format TEMPLATE
+             one line per session: TEMPLATE with each {{.key}} replaced by that
+             session's value of the --json key (a string as is, null empty),
+             e.g. --format '{{.url}}' or '{{.session_id}} {{.status}}'; an
+             unknown key is a usage error naming it
+  --capsule NAME[@VERSION]
+             only the sessions of that capsule
+  --formation ID
+             only the members of that formation (a full frm_ id or a suffix of
+             at least 4 characters)
+  --status running|unreachable
+             only the sessions in that state
   -v         name each pruned record and why
   -h, --help this text
 
-Exit status: 0, even with nothing running; 1 when ~/.murmur/running cannot be
-read (the path and reason are printed).
+Exit status: 0; 1 when ~/.murmur/running cannot be read (the path and reason
+are printed), or when a filter was given and no session matched it (as pgrep:
+'mur ps --capsule shout -q || mur run ...'); 2 on a usage error. With nothing
+running and no filter, 0 and 'no running capsules'.
 ",
     main,
 };
 
-fn main(args: Vec<std::ffi::OsString>) -> Outcome {
-    let mut json_output = false;
+/// How the sessions are printed.
+enum Output {
+    Table,
+    Json,
+    Quiet,
+    Format(Vec<Piece>),
+}
+
+/// One piece of a `--format` template.
+#[derive(Debug, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Key(&'static str),
+}
+
+/// Which sessions are shown.
+#[derive(Default)]
+struct Filters {
+    capsule: Option<String>,
+    formation: Option<String>,
+    status: Option<&'static str>,
+}
+
+impl Filters {
+    fn any(&self) -> bool {
+        self.capsule.is_some() || self.formation.is_some() || self.status.is_some()
+    }
+
+    fn keep(&self, k: &Kept) -> bool {
+        let r = &k.entry.record;
+        let capsule = self
+            .capsule
+            .as_ref()
+            .is_none_or(|c| *c == r.capsule_name || *c == r.capsule());
+        let formation = self.formation.as_ref().is_none_or(|f| {
+            r.formation_id
+                .as_ref()
+                .is_some_and(|id| id.as_str().ends_with(f.as_str()))
+        });
+        let status = self.status.is_none_or(|s| s == status(k));
+        capsule && formation && status
+    }
+}
+
+fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, bool), Failure> {
+    let mut output = Output::Table;
+    let mut filters = Filters::default();
     let mut verbose = false;
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Long("json") => json_output = true,
+            lexopt::Arg::Long("json") => output = Output::Json,
+            lexopt::Arg::Short('q') | lexopt::Arg::Long("quiet") => output = Output::Quiet,
+            lexopt::Arg::Long("format") => {
+                output = Output::Format(template(&cli::utf8(parser.value()?)?)?);
+            }
             lexopt::Arg::Short('v') | lexopt::Arg::Long("verbose") => verbose = true,
+            lexopt::Arg::Long("capsule") => filters.capsule = Some(cli::utf8(parser.value()?)?),
+            lexopt::Arg::Long("formation") => {
+                let id = cli::utf8(parser.value()?)?.to_ascii_lowercase();
+                if id.len() < crate::address::MIN_SUFFIX {
+                    return Err(Failure::Usage(format!(
+                        "--formation wants a frm_ id or at least {} of its last characters, not '{id}'",
+                        crate::address::MIN_SUFFIX
+                    )));
+                }
+                filters.formation = Some(id);
+            }
+            lexopt::Arg::Long("status") => {
+                let text = cli::utf8(parser.value()?)?;
+                filters.status = Some(match text.as_str() {
+                    "running" => "running",
+                    "unreachable" => "unreachable",
+                    _ => {
+                        return Err(Failure::Usage(format!(
+                            "--status wants running or unreachable, not '{text}'"
+                        )));
+                    }
+                });
+            }
             other => return Err(other.unexpected().into()),
         }
     }
+    Ok((output, filters, verbose))
+}
 
-    let sweep = super::sweep("ps", Depth::Door, verbose)?;
+/// The keys of a session in `--json` (and so in `--format`), in the order it writes them.
+const KEYS: &[&str] = &[
+    "session_id",
+    "capsule_name",
+    "capsule_version",
+    "status",
+    "reason",
+    "pid",
+    "url",
+    "workdir",
+    "started_at",
+    "uptime_secs",
+    "outlives_launcher",
+    "authenticated",
+    "formation_id",
+];
+
+/// A `--format` template: text and `{{.key}}` (spaces inside the braces allowed), each key one
+/// of [`KEYS`]. The `Err` is a usage error naming an unknown key or an unclosed `{{`.
+fn template(text: &str) -> Result<Vec<Piece>, Failure> {
+    let mut pieces = vec![];
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        if open > 0 {
+            pieces.push(Piece::Text(rest[..open].to_string()));
+        }
+        let after = &rest[open + 2..];
+        let close = after.find("}}").ok_or_else(|| {
+            Failure::Usage(format!("--format: '{{{{' without '}}}}' in '{text}'"))
+        })?;
+        let inner = after[..close].trim();
+        let name = inner.strip_prefix('.').unwrap_or("");
+        let key = KEYS.iter().find(|k| **k == name).ok_or_else(|| {
+            Failure::Usage(format!(
+                "--format: unknown key '{inner}'; the keys are {}",
+                KEYS.iter()
+                    .map(|k| format!(".{k}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ))
+        })?;
+        pieces.push(Piece::Key(key));
+        rest = &after[close + 2..];
+    }
+    if !rest.is_empty() {
+        pieces.push(Piece::Text(rest.to_string()));
+    }
+    Ok(pieces)
+}
+
+/// One session through a template: strings as they are, null as nothing, anything else as
+/// JSON; control characters escaped so a value cannot forge a line.
+fn render(pieces: &[Piece], doc: &Value) -> String {
+    let mut line = String::new();
+    for piece in pieces {
+        match piece {
+            Piece::Text(text) => line.push_str(text),
+            Piece::Key(key) => match &doc[*key] {
+                Value::Null => {}
+                Value::String(text) => line.extend(text.chars().flat_map(|c| {
+                    if c.is_control() {
+                        c.escape_default().collect::<Vec<_>>()
+                    } else {
+                        vec![c]
+                    }
+                })),
+                other => line.push_str(&other.to_string()),
+            },
+        }
+    }
+    line
+}
+
+fn main(args: Vec<std::ffi::OsString>) -> Outcome {
+    let (output, filters, verbose) = parse(args)?;
+    let mut sweep = super::sweep("ps", Depth::Door, verbose)?;
+    sweep.kept.retain(|k| filters.keep(k));
 
     let now = time::unix_now();
     let formations = group_formations(&sweep.kept);
     let mut out = Out::default();
-    if json_output {
-        let doc = json!({
-            "capsules": sweep.kept.iter().map(|k| capsule_json(k, now)).collect::<Vec<_>>(),
-            "formations": formations.iter().map(|(id, members)| formation_json(id, members)).collect::<Vec<_>>(),
-        });
-        out.line(&doc.to_string());
-    } else if sweep.kept.is_empty() {
-        out.line("no running capsules");
-    } else {
-        for line in table(&sweep.kept, !formations.is_empty(), now) {
-            out.line(&line);
+    match output {
+        Output::Json => {
+            let doc = json!({
+                "capsules": sweep.kept.iter().map(|k| capsule_json(k, now)).collect::<Vec<_>>(),
+                "formations": formations.iter().map(|(id, members)| formation_json(id, members)).collect::<Vec<_>>(),
+            });
+            out.line(&doc.to_string());
         }
-        for (id, members) in &formations {
-            out.line(&formation_summary(id, members));
+        Output::Quiet => {
+            for k in &sweep.kept {
+                out.line(k.entry.record.session_id.as_str());
+            }
+        }
+        Output::Format(pieces) => {
+            for k in &sweep.kept {
+                out.line(&render(&pieces, &capsule_json(k, now)));
+            }
+        }
+        Output::Table if sweep.kept.is_empty() => out.line("no running capsules"),
+        Output::Table => {
+            for line in table(&sweep.kept, !formations.is_empty(), now) {
+                out.line(&line);
+            }
+            for (id, members) in &formations {
+                out.line(&formation_summary(id, members));
+            }
+            for k in &sweep.kept {
+                if let Some(why) = &k.unreachable {
+                    let id = &k.entry.record.session_id;
+                    out.line(&format!("unreachable {id}: {}", why.escape_debug()));
+                }
+            }
         }
     }
-    Ok(0)
+    Ok(i32::from(filters.any() && sweep.kept.is_empty()))
 }
 
 fn status(kept: &Kept) -> &'static str {
@@ -222,4 +410,31 @@ fn formation_json(id: &str, members: &[&Kept]) -> Value {
         "unreachable": members.iter().filter(|k| k.unreachable.is_some()).count(),
         "launcher": launcher,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_name_json_keys_and_nothing_else() {
+        assert_eq!(
+            template("{{.url}} x{{ .pid }}").unwrap(),
+            [
+                Piece::Key("url"),
+                Piece::Text(" x".into()),
+                Piece::Key("pid")
+            ]
+        );
+        let err = |t: &str| match template(t) {
+            Err(Failure::Usage(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(err("{{.nope}}").contains("unknown key '.nope'"));
+        assert!(err("{{url}}").contains("unknown key 'url'"));
+        assert!(err("{{.url").contains("without"));
+        let doc = json!({"url": "a\nb\"c\\", "pid": 7, "reason": null});
+        let pieces = template("{{.url}} {{.pid}} [{{.reason}}]").unwrap();
+        assert_eq!(render(&pieces, &doc), "a\\nb\"c\\ 7 []");
+    }
 }

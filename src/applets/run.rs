@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::Applet;
+use super::detached;
 use crate::cli::{self, Failure, Outcome};
 use crate::session::{self, Options, Source};
 
@@ -10,8 +11,9 @@ pub const APPLET: Applet = Applet {
     name: "run",
     summary: "run one capsule session behind an A2A door",
     usage: "\
-Usage: mur run [MANIFEST|DIR] [--task TEXT|-] [--json] [--workdir DIR]
-               [--bind ADDR] [--port N] [--capsule-sha256 HEX]
+Usage: mur run [MANIFEST|DIR] [--task TEXT|-] [-d] [--json] [--workdir DIR]
+               [--bind ADDR] [--port N] [--advertise-url URL]
+               [--capsule-sha256 HEX]
 
 Run one capsule session: an A2A door (HTTP/1.1, JSON-RPC 2.0, A2A 0.3) on
 loopback whose tasks are run by the capsule's handler, listed by 'mur ps' for
@@ -29,12 +31,25 @@ Options:
                   handler writes it (each piece flushed at once), and exit
                   (0 if it completed, 1 otherwise, saying why on stderr);
                   '-' reads it from stdin (one trailing newline dropped)
+  -d, --detach    start the session in the background and return once its
+                  record is written and its door answers as it, printing the
+                  session id (with --json, the readiness line); exit 1 with
+                  the reason (the session's own words) if it does not come up
+                  within 30 s. The session's stderr is then gone: its task
+                  events are in 'mur logs'. Not with --task.
   --json          print one readiness line on stdout once the door listens:
                   {\"session_id\",\"url\",\"pid\",\"name\",\"version\",\"workdir\"}
                   (without it, a human line on stderr). Never a token.
   --workdir DIR   the handler's working directory (default: the current one)
   --bind ADDR     listen address (default 127.0.0.1; a wildcard only if given)
   --port N        listen port (default 0: any free port)
+  --advertise-url URL
+                  the URL the agent card advertises (its url and every
+                  supportedInterfaces entry), for clients that reach the door
+                  through NAT, a port mapping or a Kubernetes Service, e.g.
+                  -p 18080:8080 with --advertise-url http://HOST:18080/;
+                  default http://BIND:PORT/; overrides network.advertise_url.
+                  The record (and so mur ps, stop) keeps the bind address.
   --capsule-sha256 HEX
                   refuse to start unless the manifest's sha256 is HEX
   -h, --help      this text
@@ -60,6 +75,9 @@ usage error.
     main,
 };
 
+/// The option by which `mur run -d` tells the session it starts that it is detached.
+pub const DETACHED: &str = "detached-session";
+
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut manifest: Option<PathBuf> = None;
     let mut options = Options {
@@ -70,11 +88,18 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         workdir: PathBuf::new(),
         json: false,
         capsule_sha256: None,
+        advertise_url: None,
+        detach: false,
     };
+    let mut detach = false;
+    let original = args.clone();
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
             lexopt::Arg::Long("json") => options.json = true,
+            lexopt::Arg::Short('d') | lexopt::Arg::Long("detach") => detach = true,
+            // Internal: this process is the session `-d` started (see `detach`).
+            lexopt::Arg::Long(DETACHED) => options.detach = true,
             lexopt::Arg::Long("task") => options.task = Some(cli::utf8(parser.value()?)?),
             lexopt::Arg::Long("bind") => {
                 let text = cli::utf8(parser.value()?)?;
@@ -83,6 +108,12 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
                 })?;
             }
             lexopt::Arg::Long("port") => options.port = cli::number("--port", parser.value()?)?,
+            lexopt::Arg::Long("advertise-url") => {
+                let url = cli::utf8(parser.value()?)?;
+                crate::json::manifest::check_advertise_url(&url)
+                    .map_err(|why| Failure::Usage(format!("--advertise-url: {why}")))?;
+                options.advertise_url = Some(url);
+            }
             lexopt::Arg::Long("workdir") => options.workdir = parser.value()?.into(),
             lexopt::Arg::Long("capsule-sha256") => {
                 let hex = cli::utf8(parser.value()?)?;
@@ -96,6 +127,14 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             lexopt::Arg::Value(path) if manifest.is_none() => manifest = Some(path.into()),
             other => return Err(other.unexpected().into()),
         }
+    }
+    if detach {
+        if options.task.is_some() {
+            return Err(Failure::Usage(
+                "--detach runs a serving session; --task runs one task in the foreground".into(),
+            ));
+        }
+        return detached::start(original, options.json);
     }
     if options.task.as_deref() == Some("-") {
         options.task = Some(cli::task_from_stdin()?);

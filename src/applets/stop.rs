@@ -10,7 +10,7 @@ use crate::a2a::rpc::{SESSION_STOP, STOP_SESSION};
 use crate::address::{self, Named};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
-use crate::json::record::ProcessIdentity;
+use crate::json::record::{ProcessIdentity, RunningRecord};
 use crate::net::client::Deadlines;
 use crate::process::{self, Ended, NotSignallable, Stoppable, Target};
 use crate::running::{self, Depth, Entry};
@@ -23,8 +23,10 @@ Usage: mur stop ADDR... [--timeout SECS]
        mur stop --all [--timeout SECS]
 
 Stop sessions or formations. ADDR is @N (the N-th row of 'mur ps', @1 newest),
-a full ses_/frm_ id, or a case-insensitive suffix of at least 4 characters that
-matches exactly one session or formation.
+a full ses_/frm_ id, a capsule NAME or NAME@VERSION that exactly one running
+session has (several: an error listing them, nothing stopped), or a
+case-insensitive suffix of at least 4 characters that matches exactly one
+session or formation.
 
 A session is first asked to stop at its door (session/stop, with its operator
 token; a door of the original runtime, which speaks only A2A 1.0, is asked
@@ -34,8 +36,11 @@ passed. Every signal goes to the
 recorded process only: its start time is checked first (through a pidfd where
 the kernel has one), so a pid that now belongs to another process is never
 signalled. Whatever a record says, mur signals only your own processes, and
-never pid 1, a kernel thread, a thread id, itself or its ancestors: such a
-record is refused and kept. Its record is removed once it is gone.
+never pid 1, a kernel thread, a thread id, itself or its ancestors. Asking is
+not signalling: such a session is still asked at its door, so a session that
+is pid 1 of its container stops that way; if it does not go within the
+timeout, its record is kept and the reason said (exit 1). A record is removed
+once its process is gone.
 
 A formation is stopped through its launcher: SIGTERM (SIGKILL after the
 timeout), which closes every member's lifeline; members still running after
@@ -60,6 +65,9 @@ this user does not own); 2 on a usage error.
 
 /// How long a session asked at its door has before it is sent SIGTERM.
 const DOOR_GRACE: Duration = Duration::from_secs(2);
+/// How often a session that cannot be pinned (pid 1 of its container) is looked for after its
+/// door was asked.
+const GONE_POLL: Duration = Duration::from_millis(50);
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut addresses = vec![];
@@ -146,38 +154,21 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
     let record = &entry.record;
     let label = format!("{}  {}", record.session_id, record.capsule());
     let deadline = Instant::now() + timeout;
-    let target = match Target::open(record.pid, &record.process_start) {
+    let target = Target::open(record.pid, &record.process_start);
+    if let Err(NotSignallable::Gone(_)) = target {
+        forget(entry);
+        out.line(&format!("stopped: {label}  already gone"));
+        return true;
+    }
+    // Asking is not signalling: the door is asked whatever the pid, so a session mur may not
+    // signal (pid 1 of its container) still stops this way.
+    let asked = ask_door(record, timeout);
+    let target = match target {
         Ok(target) => target,
-        Err(NotSignallable::Gone(_)) => {
-            forget(entry);
-            out.line(&format!("stopped: {label}  already gone"));
-            return true;
-        }
-        Err(NotSignallable::Refused(why)) => {
-            cli::warn("stop", &format!("{label}: refused: {why}; record kept"));
-            return false;
+        Err(NotSignallable::Refused(why) | NotSignallable::Gone(why)) => {
+            return asked_only(entry, &label, &why, asked, deadline, out);
         }
     };
-    // Asking is not signalling: the door is asked whatever the pid. The door and its grace get
-    // at most half the timeout, so SIGTERM always has the other half before SIGKILL.
-    let mut asked = None;
-    if !timeout.is_zero() {
-        let door_budget = DOOR_GRACE.min(timeout / 2);
-        let ask = Deadlines {
-            connect: door_budget,
-            response: door_budget,
-        };
-        let asked_at = Instant::now();
-        if let Ok((method, _)) = door_client::call_either(
-            &record.url,
-            record.door_token.as_ref(),
-            [SESSION_STOP, STOP_SESSION],
-            json!({}),
-            ask,
-        ) {
-            asked = Some((asked_at + door_budget, method));
-        }
-    }
     let until = asked.map(|(until, _)| until);
     match process::stop(&target, until, !timeout.is_zero(), deadline) {
         Ok(ended) => {
@@ -194,6 +185,74 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
             cli::warn("stop", &format!("{label}: pid {pid}: {why}; record kept"));
             false
         }
+    }
+}
+
+/// Ask the session at its door to stop (`session/stop`, or the original runtime's
+/// `murmur.StopSession`, with its operator token): until when it has to go, and the method
+/// that took; `None` when the door did not accept or there is no time (`--timeout 0`). The
+/// door and its grace get at most half the timeout, so SIGTERM always has the other half.
+fn ask_door(record: &RunningRecord, timeout: Duration) -> Option<(Instant, &'static str)> {
+    if timeout.is_zero() {
+        return None;
+    }
+    let door_budget = DOOR_GRACE.min(timeout / 2);
+    let ask = Deadlines {
+        connect: door_budget,
+        response: door_budget,
+    };
+    let asked_at = Instant::now();
+    door_client::call_either(
+        &record.url,
+        record.door_token.as_ref(),
+        [SESSION_STOP, STOP_SESSION],
+        json!({}),
+        ask,
+    )
+    .ok()
+    .map(|(method, _)| (asked_at + door_budget, method))
+}
+
+/// A session mur may not signal (`refused` says why): stopped only if its door took the
+/// request and it went within the timeout (its pid no longer held by the recorded process).
+fn asked_only(
+    entry: &Entry,
+    label: &str,
+    refused: &str,
+    asked: Option<(Instant, &'static str)>,
+    deadline: Instant,
+    out: &mut Out,
+) -> bool {
+    let record = &entry.record;
+    let Some((until, method)) = asked else {
+        cli::warn(
+            "stop",
+            &format!(
+                "{label}: refused: {refused}, and its door did not take session/stop; record kept"
+            ),
+        );
+        return false;
+    };
+    let give_up = deadline.max(until);
+    loop {
+        if matches!(
+            process::check(record.pid, &record.process_start),
+            Err(NotSignallable::Gone(_))
+        ) {
+            forget(entry);
+            out.line(&format!("stopped: {label}  {method}"));
+            return true;
+        }
+        if Instant::now() >= give_up {
+            cli::warn(
+                "stop",
+                &format!(
+                    "{label}: asked at its door ({method}) and still running; not signalled: {refused}; record kept"
+                ),
+            );
+            return false;
+        }
+        std::thread::sleep(GONE_POLL);
     }
 }
 

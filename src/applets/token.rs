@@ -16,9 +16,9 @@ Usage: mur token [ADDR] [CREDENTIAL] [--control]
 
 Print exactly one token of a running session and a newline, so that
   T=$(mur token @1) && curl -H \"Authorization: Bearer $T\" ...
-works. ADDR is @N, a full ses_ id or a suffix of at least 4 characters (see
-'mur stop --help'); without it, the only running session (an error if there
-are none or several).
+works. ADDR is @N, a full ses_ id, a capsule NAME or NAME@VERSION, or a suffix
+of at least 4 characters (see 'mur stop --help'); without it, the only running
+session (an error if there are none or several).
 
   (default)    the operator token: every method at the session's door
   CREDENTIAL   the token of a credential the capsule's manifest declares

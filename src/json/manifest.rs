@@ -91,6 +91,9 @@ pub struct Network {
     /// Empty (the default): the door answers no CORS at all.
     #[serde(default)]
     pub cors: Vec<String>,
+    /// The URL the agent card advertises (`--advertise-url` wins over it).
+    #[serde(default)]
+    pub advertise_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -134,6 +137,29 @@ pub fn is_valid_name(name: &str) -> bool {
     matches!(bytes.next(), Some(b'a'..=b'z'))
         && name.len() <= 32
         && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-'))
+}
+
+/// An advertised URL (`--advertise-url`, `network.advertise_url`): `http://` or `https://`, a
+/// host, at most 2,048 printable characters without spaces — it goes into every card as it is,
+/// and an SDK follows it, so a typo is refused at start, not found by a client.
+pub fn check_advertise_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    let host = rest
+        .and_then(|r| r.split(['/', '?', '#']).next())
+        .unwrap_or("");
+    if rest.is_none()
+        || host.is_empty()
+        || url.len() > 2048
+        || !url.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(format!(
+            "'{}' is not a URL a client can follow (http:// or https://, a host, no spaces; e.g. http://203.0.113.7:18080/)",
+            url.escape_debug()
+        ));
+    }
+    Ok(())
 }
 
 /// `network.cors`: each entry an origin as a browser sends it in `Origin` — `http` or `https`,
@@ -287,6 +313,9 @@ impl Manifest {
             }
         }
         check_cors(&self.network.cors)?;
+        if let Some(url) = &self.network.advertise_url {
+            check_advertise_url(url).map_err(|why| format!("network.advertise_url: {why}"))?;
+        }
         if let Some(control) = &self.control {
             let mut seen = std::collections::BTreeSet::new();
             for (key, names) in [

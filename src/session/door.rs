@@ -156,6 +156,9 @@ pub struct Door {
     /// `network.cors`: the browser origins answered CORS; empty, none is (and nothing about the
     /// door's answers changes).
     pub cors: Vec<String>,
+    /// The URL the card advertises (`--advertise-url`, `network.advertise_url`); `None`:
+    /// `http://addr/`.
+    pub advertise: Option<String>,
     /// Set by `session/stop`; the session's main loop winds down when it sees it.
     pub stop_requested: AtomicBool,
 }
@@ -169,6 +172,7 @@ impl Door {
             name: &self.name,
             version: &self.version,
             addr: &self.addr,
+            advertised: self.advertise.as_deref(),
             session: (extended || !bearer).then_some(self.session_id.as_str()),
             bearer,
         };

@@ -4,8 +4,10 @@
 //! The handler contract: argv from `run`, cwd the workdir, the task's text on stdin, the
 //! session's and the task's `MUR_*` variables and the control values currently set in the
 //! environment. Its stdout (up to 4 MiB; one trailing newline dropped) is the answer; exit 0 is
-//! `completed`, exit 10 `input-required` (stdout the question), anything else `failed` with the
-//! tail of its stderr.
+//! `completed`, exit 10 `input-required` (stdout the question), anything else `failed` with a
+//! short reason (the exit code or signal). Its stderr goes, as it arrives, to whoever runs it
+//! (the session's log, [`super::log`]) and never into the answer: a traceback names paths and
+//! internals that a caller of a public door has no business reading.
 //!
 //! Each handler leads its own process group, under a subreaper of its own
 //! ([`crate::sys::spawn::Shim`]) that everything it orphans is reparented to. On timeout or cancel the
@@ -31,8 +33,6 @@ use crate::sys::spawn::{Spawned, Spec};
 pub const MAX_ANSWER: usize = 4 << 20;
 /// The exit status by which a handler asks for input: its stdout is the question.
 pub const INPUT_REQUIRED_EXIT: i32 = 10;
-/// How much of a failed handler's stderr is reported.
-const STDERR_TAIL: usize = 2048;
 /// Between SIGTERM and SIGKILL for a timed-out or canceled handler.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// How long a finished handler's pipes are read for after its group is gone: enough for what
@@ -48,7 +48,7 @@ pub enum Outcome {
     Completed(String),
     /// Exit 10: its stdout (less one trailing newline) is a question for the client.
     InputRequired(String),
-    /// Why it failed: its exit and stderr tail, a timeout, or a resource failure here.
+    /// Why it failed: its exit code or signal, a timeout, or a resource failure here.
     Failed(String),
     Canceled,
 }
@@ -139,13 +139,14 @@ enum Stopped {
 /// Feed `stdin` to the handler and collect its output until it and everything it started are
 /// gone, stopping them when `canceled()` says so or `timeout` passes (SIGTERM, then SIGKILL
 /// after [`KILL_GRACE`]); then reap it and say how it ended. Each piece of stdout goes to
-/// `on_output` as it arrives (within the answer's bound).
+/// `on_output` as it arrives (within the answer's bound), each piece of stderr to `on_stderr`.
 pub fn run(
     spawned: Spawned,
     stdin: Vec<u8>,
     timeout: Duration,
     canceled: impl Fn() -> bool,
     on_output: &mut dyn FnMut(&[u8]),
+    on_stderr: &mut dyn FnMut(&[u8]),
 ) -> Outcome {
     let Spawned {
         mut shim,
@@ -154,7 +155,7 @@ pub fn run(
         stderr,
     } = spawned;
     let remote = shim.remote();
-    let mut pump = match Pump::new([input, stdout, stderr], stdin, MAX_ANSWER, STDERR_TAIL) {
+    let mut pump = match Pump::new([input, stdout, stderr], stdin, MAX_ANSWER, 0) {
         Ok(pump) => pump,
         Err(err) => {
             remote.kill();
@@ -172,6 +173,10 @@ pub fn run(
         if pump.out.len() > seen {
             on_output(&pump.out[seen..]);
             seen = pump.out.len();
+        }
+        let err = pump.take_err();
+        if !err.is_empty() {
+            on_stderr(&err);
         }
         if shim.wait_exit(Duration::ZERO) {
             break;
@@ -195,17 +200,21 @@ pub fn run(
         }
     }
     let status = shim.reap();
-    outcome(pump, stopped, status, timeout)
+    pump.drain(DRAIN_GRACE);
+    let err = pump.take_err();
+    if !err.is_empty() {
+        on_stderr(&err);
+    }
+    outcome(&pump, stopped, status, timeout)
 }
 
 /// What the handler's end means, once its pipes are drained.
 fn outcome(
-    mut pump: Pump,
+    pump: &Pump,
     stopped: Option<Stopped>,
     status: std::io::Result<ExitStatus>,
     timeout: Duration,
 ) -> Outcome {
-    pump.drain(DRAIN_GRACE);
     match stopped {
         Some(Stopped::Canceled) => return Outcome::Canceled,
         Some(Stopped::TimedOut) => {
@@ -227,16 +236,9 @@ fn outcome(
             _ => Outcome::InputRequired(answer),
         };
     }
-    let how = match (status.code(), status.signal()) {
+    Outcome::Failed(match (status.code(), status.signal()) {
         (Some(code), _) => format!("the handler exited with code {code}"),
         (_, Some(signal)) => format!("the handler was killed by signal {signal}"),
         _ => "the handler failed".into(),
-    };
-    let tail = String::from_utf8_lossy(&pump.err_tail);
-    let tail = tail.trim_end();
-    Outcome::Failed(if tail.is_empty() {
-        how
-    } else {
-        format!("{how}: {tail}")
     })
 }

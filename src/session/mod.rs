@@ -12,6 +12,7 @@ pub mod control;
 pub mod door;
 pub mod feed;
 pub mod handler;
+pub mod log;
 pub mod member;
 pub mod one_shot;
 pub mod store;
@@ -70,6 +71,10 @@ pub struct Options {
     pub workdir: PathBuf,
     pub json: bool,
     pub capsule_sha256: Option<String>,
+    /// `--advertise-url`: the URL the card advertises (the record keeps the bind address).
+    pub advertise_url: Option<String>,
+    /// `--detach`: whether this process is the session started in the background.
+    pub detach: bool,
 }
 
 /// What a capsule declares, whichever way it came.
@@ -82,6 +87,8 @@ struct Declared {
     control: Option<(Vec<String>, Vec<String>)>,
     /// `network.cors`: the origins the door answers CORS for.
     cors: Vec<String>,
+    /// `--advertise-url`, else `network.advertise_url`.
+    advertise: Option<String>,
 }
 
 fn declare(options: &Options) -> Result<Declared, String> {
@@ -95,6 +102,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
                 credentials: None,
                 control: None,
                 cors: Vec::new(),
+                advertise: options.advertise_url.clone(),
             });
         }
         Source::Manifest(path) => path,
@@ -120,6 +128,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
         },
         lifecycle: m.lifecycle,
         cors: m.network.cors,
+        advertise: options.advertise_url.clone().or(m.network.advertise_url),
         credentials: m.network.authentication.map(|a| {
             a.credentials
                 .into_iter()
@@ -147,6 +156,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
     let lifeline = inherited_lifeline()?;
     let member = inherited_membership(&declared)?;
     let session_id = SessionId::mint()?;
+    open_log(options, &session_id, lifeline.is_some())?;
     let tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
     let dirs = match declared.capsule {
         Capsule::Handler { .. } => task_dirs(&session_id)?,
@@ -154,14 +164,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
     };
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
 
-    let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
-        .map_err(|err| format!("cannot listen on {}:{}: {err}", options.bind, options.port))?;
-    // Best effort: std's 128 still serves, only a burst of connections waits longer.
-    let _ = crate::sys::socket::deepen_backlog(&listener, DOOR_BACKLOG);
-    let addr = listener
-        .local_addr()
-        .map_err(|err| format!("cannot read the door's address: {err}"))?
-        .to_string();
+    let (listener, addr) = listen(options)?;
     let door = Arc::new(door::Door {
         session_id: session_id.clone(),
         name: declared.name.clone(),
@@ -171,6 +174,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         auth: tokens.auth,
         control: tokens.control,
         cors: declared.cors.clone(),
+        advertise: declared.advertise.clone(),
         stop_requested: AtomicBool::new(false),
     });
     let stop_door = crate::net::server::Stopper::new()?;
@@ -191,7 +195,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         capsule_name: declared.name.clone(),
         capsule_version: declared.version.clone(),
         workdir: options.workdir.clone(),
-        outlives_launcher: !crate::sys::tty::has_controlling_terminal(),
+        outlives_launcher: options.detach || !crate::sys::tty::has_controlling_terminal(),
         started_at: crate::time::format_rfc3339(crate::time::unix_now()),
         door_token: tokens.operator,
         credentials: tokens.credentials,
@@ -241,12 +245,33 @@ pub fn run(options: &Options) -> Result<i32, String> {
     stop_door.stop();
     drop(record_guard);
     drop(control_guard);
+    log::close();
     let _ = server.join();
     Ok(match ending {
         Ending::Signal(libc::SIGINT) => 130,
         Ending::Signal(_) | Ending::Stop | Ending::Lifeline => 143,
         Ending::TaskDone(completed) => i32::from(!completed),
     })
+}
+
+/// The door's listening socket, on the address and port asked for, and its `host:port`.
+fn listen(options: &Options) -> Result<(TcpListener, String), String> {
+    let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
+        .map_err(|err| format!("cannot listen on {}:{}: {err}", options.bind, options.port))?;
+    // Best effort: std's 128 still serves, only a burst of connections waits longer.
+    let _ = crate::sys::socket::deepen_backlog(&listener, DOOR_BACKLOG);
+    let addr = listener
+        .local_addr()
+        .map_err(|err| format!("cannot read the door's address: {err}"))?
+        .to_string();
+    Ok((listener, addr))
+}
+
+/// Begin the session's log. Its task events go to stderr too for a serving session, whose
+/// stderr is a journal or a container's log; not for a one-shot task or a launched formation
+/// member, whose stderr is a terminal or a cron mail (their log has them).
+fn open_log(options: &Options, session_id: &SessionId, launched: bool) -> Result<(), String> {
+    log::open(session_id.as_str(), options.task.is_none() && !launched)
 }
 
 /// The formation lifeline this process inherited (`MURMUR_FORMATION_LIFELINE=<fd>`), if any.

@@ -93,8 +93,20 @@ fn run(engine: &Arc<Engine>, text: String) -> Ended {
     if out.open_line {
         out.print("\n");
     }
-    ended
+    // Whoever runs `--task` is the session's operator: a failure's stderr is theirs to read,
+    // here as in `mur logs`, though never in the answer a door's caller gets.
+    let (state, mut text) = ended;
+    if state == State::Failed {
+        for line in super::log::task_lines(taken.id.as_str(), STDERR_TAIL) {
+            text.push_str("\n  ");
+            text.push_str(&line);
+        }
+    }
+    (state, text)
 }
+
+/// How much of the log's end a failed one-shot task's stderr is looked for in.
+const STDERR_TAIL: u64 = 8 * 1024;
 
 /// The answer's text on stdout, each piece flushed as it comes.
 #[derive(Default)]

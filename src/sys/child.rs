@@ -39,7 +39,14 @@ pub struct Pump {
     out_limit: usize,
     pub err_tail: Vec<u8>,
     err_limit: usize,
+    /// Stderr read since the last [`Pump::take_err`], for the session's log: at most
+    /// [`MAX_ERR_PENDING`], the rest of a burst dropped (the log is bounded anyway).
+    err_pending: Vec<u8>,
 }
+
+/// The most stderr held between two [`Pump::take_err`] calls (a handler writing faster than
+/// its log is written loses the excess, never memory).
+pub const MAX_ERR_PENDING: usize = 256 * 1024;
 
 impl Pump {
     /// Take a child's pipes (our ends of its stdin, stdout and stderr) and set them
@@ -66,6 +73,7 @@ impl Pump {
             out_limit,
             err_tail: Vec::new(),
             err_limit,
+            err_pending: Vec::new(),
         };
         if pump.input.is_empty() {
             pump.stdin = None;
@@ -117,6 +125,11 @@ impl Pump {
         }
     }
 
+    /// The stderr read since the last call (none: empty).
+    pub fn take_err(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.err_pending)
+    }
+
     fn move_bytes(&mut self) {
         use std::io::Write;
         if let Some(stdin) = &mut self.stdin {
@@ -147,7 +160,10 @@ impl Pump {
             self.stdout = None;
         }
         let (tail, err_limit) = (&mut self.err_tail, self.err_limit);
+        let pending = &mut self.err_pending;
         if !read_available(self.stderr.as_mut(), |bytes| {
+            let room = MAX_ERR_PENDING.saturating_sub(pending.len());
+            pending.extend_from_slice(&bytes[..bytes.len().min(room)]);
             tail.extend_from_slice(bytes);
             if tail.len() > err_limit {
                 tail.drain(..tail.len() - err_limit);

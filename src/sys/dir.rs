@@ -278,6 +278,38 @@ impl Dir {
         self.write_private(name, bytes)
     }
 
+    /// The regular file `name` opened to append to, created at mode `0600` if missing: a log a
+    /// session writes line by line for as long as it runs. Refused (`EPERM`) when what holds the
+    /// name is not a regular file of ours, mode `0600`, with one link — so appending cannot
+    /// reach another file through a link of any kind. Opened without following a link or
+    /// blocking on a FIFO.
+    pub fn append_private(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
+        use std::os::unix::fs::MetadataExt;
+        let flags = libc::O_WRONLY
+            | libc::O_CREAT
+            | libc::O_APPEND
+            | libc::O_NOFOLLOW
+            | libc::O_NONBLOCK
+            | libc::O_CLOEXEC;
+        let file = File::from(self.open_at(name.as_ref(), flags, PRIVATE_FILE_MODE)?);
+        let meta = file.metadata()?;
+        if !meta.is_file() || meta.nlink() != 1 || meta.uid() != super::proc::euid() {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        // The umask may have taken bits away, or an old file kept wider ones: exactly 0600.
+        if meta.mode() & 0o7777 != PRIVATE_FILE_MODE {
+            file.set_permissions(Permissions::from_mode(PRIVATE_FILE_MODE))?;
+        }
+        Ok(file)
+    }
+
+    /// The entry `name` opened to read, without following a link or blocking on a FIFO; the
+    /// caller checks what it is (`metadata`) before trusting it.
+    pub fn open_read(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        Ok(File::from(self.open_at(name.as_ref(), flags, 0)?))
+    }
+
     /// Empty the regular file `name` in place when it is ours, mode `0600`, one link (as
     /// [`Dir::overwrite_private`] would write it); remove whatever else is there.
     pub fn clear_private(&self, name: impl AsRef<OsStr>) -> io::Result<()> {

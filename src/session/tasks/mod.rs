@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use super::budget::{Budget, Charge};
 use super::feed::Feed;
 use super::handler::Outcome;
+use super::log;
 use super::store::Store;
 use super::supervisor::Supervisor;
 use super::taskdir::{SessionTasks, TaskDir};
@@ -466,9 +467,13 @@ impl Engine {
     /// (whatever happened: a task gone before its turn ran still held one) and start the next
     /// queued task.
     fn execute(self: Arc<Self>, id: String) {
-        let ran = self.turn_of(&id).map(|turn| match &self.capsule {
-            Capsule::Echo => (Outcome::Completed(turn.message.text()), Vec::new()),
-            Capsule::Handler { argv, workdir } => self.run_turn(&id, argv, workdir, &turn),
+        let began = Instant::now();
+        let ran = self.turn_of(&id).map(|turn| {
+            log::event(&id, &format!("started turn {}", turn.number));
+            match &self.capsule {
+                Capsule::Echo => (Outcome::Completed(turn.message.text()), Vec::new()),
+                Capsule::Handler { argv, workdir } => self.run_turn(&id, argv, workdir, &turn),
+            }
         });
         let mut tasks = self.lock();
         tasks.running -= 1;
@@ -476,6 +481,8 @@ impl Engine {
             && let Some(mut entry) = tasks.by_id.remove(&id)
         {
             self.record(&mut entry, outcome, files);
+            let task = &entry.task;
+            log::turn_ended(&id, task.state, task.note.as_deref(), began.elapsed());
             if entry.task.state.is_final() {
                 insert_finished(&mut tasks, entry);
             } else {
@@ -559,6 +566,7 @@ impl Engine {
                     "no input within {}s (lifecycle.input_timeout_secs)",
                     self.lifecycle.input_timeout_secs
                 );
+                log::event(&id, &format!("failed: {why}"));
                 entry.finish(State::Failed, Some(why));
                 insert_finished(tasks, entry);
                 self.changed.notify_all();

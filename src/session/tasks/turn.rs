@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::handler::{self, CallSocket, MAX_ANSWER, Outcome};
+use super::super::log::TaskStderr;
 use super::super::taskdir::TaskDir;
 use super::Engine;
 use super::entry::Turn;
@@ -183,15 +184,21 @@ impl Engine {
             }
         };
         let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
+        // Its stderr goes to the session's log, tagged with the task, never to a caller.
+        let mut stderr = TaskStderr::new(id);
+        let on_stderr = &mut |bytes: &[u8]| stderr.push(bytes);
         let outcome = match &serving {
             // No thread to serve its calls: the handler is stopped at once, as on cancel.
-            Some(Err(_)) => handler::run(spawned, Vec::new(), timeout, || true, on_output),
+            Some(Err(_)) => {
+                handler::run(spawned, Vec::new(), timeout, || true, on_output, on_stderr)
+            }
             _ => handler::run(
                 spawned,
                 text.into_bytes(),
                 timeout,
                 || self.lock().by_id.get(id).is_some_and(|e| e.cancel),
                 on_output,
+                on_stderr,
             ),
         };
         drop(registration);

@@ -1,0 +1,219 @@
+//! `mur logs`: a running session's log — its handlers' stderr and its task events, each line
+//! tagged with its task id — like `tail` and `docker logs`; `-f` follows it until the session
+//! ends.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+use super::Applet;
+use crate::address::{self, Named};
+use crate::cli::{self, Failure, Out, Outcome};
+use crate::running::{Depth, Entry};
+use crate::session::log::{self, LOGS_DIR, MAX_LOG_BYTES};
+use crate::sys::dir::Dir;
+
+pub const APPLET: Applet = Applet {
+    name: "logs",
+    summary: "show a running session's log",
+    usage: "\
+Usage: mur logs ADDR [-f] [--task ID] [-n N]
+
+Print the log of a running session: what its handlers wrote on stderr and the
+session's task events (started, completed/failed/... with the duration and,
+for a failure, the reason), one line each:
+  2026-05-01T12:00:00Z tsk_0199...  stderr: the handler's own words
+  2026-05-01T12:00:01Z tsk_0199...  mur: failed in 0.52s: the handler exited with code 3
+ADDR is @N, a full ses_ id, a suffix of at least 4 characters, or a capsule
+NAME or NAME@VERSION that one running session has (see 'mur stop --help').
+
+The log is ~/.murmur/logs/<session>.log (mode 0600): at most 1 MiB, then it is
+rotated to <session>.log.1 (the one before dropped), so a session keeps at most
+2 MiB of log. It goes when the session ends. A handler's stderr never reaches a
+caller of the door: a failed task's answer says only why (exit code, signal,
+timeout); the rest is here.
+
+Options:
+  -f, --follow   keep printing lines as they are written, until the session ends
+  --task ID      only the lines of this task (its full tsk_ id, or a suffix of
+                 at least 4 characters)
+  -n N           only the last N lines (before following)
+  -h, --help     this text
+
+Exit status: 0 when the log was printed (with -f: once the session has ended);
+1 when the address matched no running session, or its log cannot be read; 2 on
+a usage error.
+",
+    main,
+};
+
+/// How often `-f` looks for more.
+const FOLLOW_TICK: Duration = Duration::from_millis(100);
+/// The most `-n` takes: more lines than two full log files could hold.
+const MAX_LINES: usize = 1 << 22;
+
+struct Options {
+    address: String,
+    follow: bool,
+    task: Option<String>,
+    last: Option<usize>,
+}
+
+fn parse(args: Vec<std::ffi::OsString>) -> Result<Options, Failure> {
+    let mut address = None;
+    let mut options = Options {
+        address: String::new(),
+        follow: false,
+        task: None,
+        last: None,
+    };
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            lexopt::Arg::Short('f') | lexopt::Arg::Long("follow") => options.follow = true,
+            lexopt::Arg::Long("task") => {
+                let id = cli::utf8(parser.value()?)?;
+                if id.len() < address::MIN_SUFFIX {
+                    return Err(Failure::Usage(format!(
+                        "--task wants a task id or at least {} of its last characters, not '{id}'",
+                        address::MIN_SUFFIX
+                    )));
+                }
+                options.task = Some(id.to_ascii_lowercase());
+            }
+            lexopt::Arg::Short('n') | lexopt::Arg::Long("lines") => {
+                let n: usize = cli::number("-n", parser.value()?)?;
+                if n > MAX_LINES {
+                    return Err(Failure::Usage(format!("-n wants at most {MAX_LINES}")));
+                }
+                options.last = Some(n);
+            }
+            lexopt::Arg::Value(value) if address.is_none() => address = Some(cli::utf8(value)?),
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    options.address = address.ok_or_else(|| Failure::Usage("name a session (ADDR)".into()))?;
+    Ok(options)
+}
+
+fn main(args: Vec<std::ffi::OsString>) -> Outcome {
+    let options = parse(args)?;
+    let sweep = super::sweep("logs", Depth::Process, false)?;
+    let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
+    let entry = match address::resolve(&options.address, &running).map_err(Failure::Failed)? {
+        Named::Session(entry) => entry,
+        Named::Formation(id, _) => {
+            return Err(Failure::Failed(format!(
+                "{id} is a formation; each member has a log of its own (name one: mur ps lists them)"
+            )));
+        }
+    };
+    let id = entry.record.session_id.as_str();
+    let no_log = || Failure::Failed(format!("{id} has no log (its home could not hold one)"));
+    let dir = crate::home::existing_dir(LOGS_DIR)
+        .map_err(|err| Failure::Failed(err.into()))?
+        .ok_or_else(no_log)?;
+    let mut text = read_whole(&dir, &log::old_name(id)).unwrap_or_default();
+    let current = open_log(&dir, &log::file_name(id)).ok_or_else(no_log)?;
+    let (mut file, mut ino) = current;
+    file.read_to_end(&mut text)
+        .map_err(|err| Failure::Failed(format!("cannot read {id}'s log: {err}")))?;
+    let mut out = Out::default();
+    let mut lines = Lines::new(options.task.clone());
+    let mut shown = lines.complete(&mut text);
+    if let Some(n) = options.last {
+        shown.drain(..shown.len().saturating_sub(n));
+    }
+    shown.iter().for_each(|line| out.line(line));
+    if !options.follow {
+        return Ok(0);
+    }
+    loop {
+        let ended = crate::running::process_liveness(&entry.record)
+            .is_some_and(|l| matches!(l, crate::running::Liveness::Gone(_)));
+        // Read what the open file holds; when the name now holds another file (rotated), the
+        // rest of the old one was read first, and the new one is read from its start.
+        let _ = file.read_to_end(&mut text);
+        if let Some((new, new_ino)) = open_log(&dir, &log::file_name(id))
+            && new_ino != ino
+        {
+            (file, ino) = (new, new_ino);
+            let _ = file.read_to_end(&mut text);
+        }
+        lines.complete(&mut text).iter().for_each(|l| out.line(l));
+        if ended {
+            return Ok(0);
+        }
+        std::thread::sleep(FOLLOW_TICK);
+    }
+}
+
+/// The log file `name`, when it is a regular file of ours: opened (following no link) and its
+/// inode, to tell a rotation.
+fn open_log(dir: &Dir, name: &str) -> Option<(File, u64)> {
+    let file = dir.open_read(name).ok()?;
+    let meta = file.metadata().ok()?;
+    (meta.is_file() && meta.uid() == crate::sys::proc::euid()).then_some((file, meta.ino()))
+}
+
+/// The whole of the rotated log `name`, if there is one (at most one file's bound).
+fn read_whole(dir: &Dir, name: &str) -> Option<Vec<u8>> {
+    let (file, _) = open_log(dir, name)?;
+    let mut bytes = Vec::new();
+    let mut file = file;
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.take(MAX_LOG_BYTES * 2).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Complete lines taken off the front of what was read, filtered by task.
+struct Lines {
+    task: Option<String>,
+}
+
+impl Lines {
+    fn new(task: Option<String>) -> Self {
+        Self { task }
+    }
+
+    /// The complete lines at the front of `bytes` (removed from it) that pass the filter; an
+    /// unfinished last line stays for the next read.
+    fn complete(&mut self, bytes: &mut Vec<u8>) -> Vec<String> {
+        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
+            return Vec::new();
+        };
+        let taken: Vec<u8> = bytes.drain(..=end).collect();
+        String::from_utf8_lossy(&taken)
+            .lines()
+            .filter(|line| self.wanted(line))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Whether `line` (`<time> <task> …`) is of the task asked for, if one was.
+    fn wanted(&self, line: &str) -> bool {
+        let Some(task) = &self.task else {
+            return true;
+        };
+        line.split(' ')
+            .nth(1)
+            .is_some_and(|id| id.to_ascii_lowercase().ends_with(task.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_taken_whole_and_filtered_by_task_suffix() {
+        let mut lines = Lines::new(Some("beef".into()));
+        let mut bytes = b"t tsk_1dead x: a\nt tsk_1BEEF x: b\nt tsk_1beef x: par".to_vec();
+        assert_eq!(lines.complete(&mut bytes), ["t tsk_1BEEF x: b"]);
+        assert_eq!(bytes, b"t tsk_1beef x: par");
+        bytes.extend_from_slice(b"tial\n");
+        assert_eq!(lines.complete(&mut bytes), ["t tsk_1beef x: partial"]);
+        assert!(bytes.is_empty());
+    }
+}

@@ -1,0 +1,263 @@
+//! The session's log, `~/.murmur/logs/<session>.log`: its handlers' stderr, one line per line
+//! they wrote, and the session's own task events, each line tagged with its task id — what
+//! `mur logs` shows. The events also go to the session's own stderr, one line each, for
+//! journald and container logs.
+//!
+//! Invariants:
+//! - **Bounded.** A log file grows to [`MAX_LOG_BYTES`]; then it is renamed `<session>.log.1`
+//!   (replacing the one before) and a fresh one begun, so a session holds at most twice that on
+//!   disk however much its handlers write. A line is at most [`MAX_LINE`] bytes (longer ones
+//!   are cut into several).
+//! - **Private.** Files `0600` in `logs/` held at `0700`, like every directory of the home,
+//!   opened through its descriptor, following no link ([`Dir::append_private`]).
+//! - **Never a secret, never a message.** The session writes only task ids, states, durations
+//!   and its own failure reasons; what a handler writes on stderr is its own to keep clean. A
+//!   control character a handler writes is escaped, so `mur logs` cannot forge a line or drive
+//!   a terminal.
+//! - **Its session's only.** The log goes when the session ends in order, or when a later
+//!   `mur ps` prunes its record as gone ([`crate::home::remove_logs`]).
+//!
+//! One session per process, so one log per process: a process-wide handle ([`open`]), which
+//! the task threads write through a lock.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::a2a::task::State;
+use crate::a2a::version::Generation;
+use crate::sys::dir::Dir;
+
+/// The most one log file holds before it is rotated.
+pub const MAX_LOG_BYTES: u64 = 1 << 20;
+/// The longest line written; a longer one is cut.
+pub const MAX_LINE: usize = 4096;
+/// The directory of the murmur home that holds the logs.
+pub const LOGS_DIR: &str = "logs";
+
+struct Open {
+    dir: Dir,
+    name: OsString,
+    file: Option<File>,
+    size: u64,
+}
+
+struct Log {
+    open: Mutex<Option<Open>>,
+    /// Whether the events go to stderr too (not for a one-shot task or a launched member,
+    /// whose stderr is a terminal or a cron mail).
+    to_stderr: bool,
+}
+
+static LOG: OnceLock<Log> = OnceLock::new();
+
+/// The log's file name for `session_id`.
+pub fn file_name(session_id: &str) -> String {
+    format!("{session_id}.log")
+}
+
+/// The rotated file's name for `session_id`.
+pub fn old_name(session_id: &str) -> String {
+    format!("{session_id}.log.1")
+}
+
+/// Begin this process's session log. A home whose `logs/` cannot be used leaves the session
+/// without a log (said on stderr); the events still reach stderr when `to_stderr`.
+pub fn open(session_id: &str, to_stderr: bool) -> Result<(), String> {
+    let open = match crate::home::private_dir(LOGS_DIR) {
+        Ok(dir) => {
+            let name = OsString::from(file_name(session_id));
+            match dir.append_private(&name) {
+                Ok(file) => Some(Open {
+                    size: file.metadata().map_or(0, |m| m.len()),
+                    dir,
+                    name,
+                    file: Some(file),
+                }),
+                Err(err) => {
+                    let path = dir.join(&name);
+                    crate::cli::warn("run", &format!("{}: {err}; no log", path.display()));
+                    None
+                }
+            }
+        }
+        Err(crate::home::HomeError::Untrusted(why)) => return Err(why),
+        Err(crate::home::HomeError::Unusable(why)) => {
+            crate::cli::warn("run", &format!("{why}; no log"));
+            None
+        }
+    };
+    let _ = LOG.set(Log {
+        open: Mutex::new(open),
+        to_stderr,
+    });
+    Ok(())
+}
+
+/// A task event: one line on the session's stderr (when it says them there) and in its log.
+/// `text` is the session's own words: a state, a duration, a reason — never a token, never
+/// what a message said.
+pub fn event(task_id: &str, text: &str) {
+    let Some(log) = LOG.get() else {
+        return;
+    };
+    if log.to_stderr {
+        let _ = writeln!(std::io::stderr().lock(), "mur run: {task_id} {text}");
+    }
+    log.write(task_id, "mur:", text.as_bytes());
+}
+
+/// The event of a turn's end: its state, how long it ran, and for a failure the session's
+/// short reason (a handler's exit code or signal, a timeout — never its output).
+pub fn turn_ended(task_id: &str, state: State, note: Option<&str>, took: Duration) {
+    let state_name = state.wire(Generation::V0_3);
+    let secs = took.as_secs_f64();
+    match note.filter(|_| state == State::Failed) {
+        Some(why) => event(task_id, &format!("{state_name} in {secs:.2}s: {why}")),
+        None => event(task_id, &format!("{state_name} in {secs:.2}s")),
+    }
+}
+
+impl Log {
+    /// Append `<time> <task> <tag> <text>` (escaped, cut at [`MAX_LINE`]), rotating first when
+    /// the file would pass its bound. A write that fails is dropped: the log is never a reason
+    /// for a task to fail.
+    fn write(&self, task_id: &str, tag: &str, text: &[u8]) {
+        let mut guard = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(open) = guard.as_mut() else {
+            return;
+        };
+        let stamp = crate::time::format_rfc3339(crate::time::unix_now());
+        for piece in text.chunks(MAX_LINE) {
+            let line = format!("{stamp} {task_id} {tag} {}\n", escaped(piece));
+            if open.size + line.len() as u64 > MAX_LOG_BYTES {
+                open.rotate();
+            }
+            if let Some(file) = &mut open.file
+                && file.write_all(line.as_bytes()).is_ok()
+            {
+                open.size += line.len() as u64;
+            }
+        }
+    }
+}
+
+impl Open {
+    /// `<session>.log` becomes `<session>.log.1` (the one before goes) and a fresh file begins.
+    fn rotate(&mut self) {
+        let mut old = self.name.clone();
+        old.push(".1");
+        self.file = None;
+        let _ = self.dir.rename(&self.name, &old);
+        self.file = self.dir.append_private(&self.name).ok();
+        self.size = 0;
+    }
+}
+
+/// `bytes` as text with control characters (but tab) escaped, invalid UTF-8 replaced.
+fn escaped(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .flat_map(|c| {
+            if c.is_control() && c != '\t' {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// One task's stderr on its way into the log: cut into lines as they complete (a line longer
+/// than [`MAX_LINE`] is written in pieces), the unfinished last one written when it is dropped.
+pub struct TaskStderr {
+    task_id: String,
+    partial: Vec<u8>,
+}
+
+impl TaskStderr {
+    pub fn new(task_id: &str) -> Self {
+        Self {
+            task_id: task_id.to_string(),
+            partial: Vec::new(),
+        }
+    }
+
+    /// Take what the handler wrote; write each line it completes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        let Some(log) = LOG.get() else {
+            return;
+        };
+        self.partial.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = self.partial[start..].iter().position(|&b| b == b'\n') {
+            log.write(&self.task_id, "stderr:", &self.partial[start..start + end]);
+            start += end + 1;
+        }
+        self.partial.drain(..start);
+        if self.partial.len() >= MAX_LINE {
+            log.write(&self.task_id, "stderr:", &self.partial);
+            self.partial.clear();
+        }
+    }
+}
+
+impl Drop for TaskStderr {
+    fn drop(&mut self) {
+        if let Some(log) = LOG.get()
+            && !self.partial.is_empty()
+        {
+            log.write(&self.task_id, "stderr:", &self.partial);
+        }
+    }
+}
+
+/// The lines of task `task_id` in this session's current log file (at most `max` bytes from
+/// its end): a one-shot task's own stderr, for the operator who ran it.
+pub fn task_lines(task_id: &str, max: u64) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Some(log) = LOG.get() else {
+        return Vec::new();
+    };
+    let guard = log.open.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(open) = guard.as_ref() else {
+        return Vec::new();
+    };
+    let Ok(mut file) = open.dir.open_read(&open.name) else {
+        return Vec::new();
+    };
+    let size = file.metadata().map_or(0, |m| m.len());
+    let _ = file.seek(SeekFrom::Start(size.saturating_sub(max)));
+    let mut text = String::new();
+    let _ = file.take(max).read_to_string(&mut text);
+    let tag = format!(" {task_id} stderr: ");
+    text.lines()
+        .filter_map(|line| line.split_once(&tag).map(|(_, rest)| rest.to_string()))
+        .collect()
+}
+
+/// Remove this process's session log, at the session's orderly end.
+pub fn close() {
+    if let Some(log) = LOG.get() {
+        let mut guard = log.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(open) = guard.take() {
+            let mut old = open.name.clone();
+            old.push(".1");
+            let _ = open.dir.unlink(&old);
+            let _ = open.dir.unlink(&open.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_tabs_kept() {
+        assert_eq!(escaped(b"a\tb\x1b[31mc\r"), "a\tb\\u{1b}[31mc\\r");
+        assert_eq!(escaped(b"\xff ok"), "\u{fffd} ok");
+    }
+}
