@@ -33,6 +33,7 @@ fuzz_target!(|data: &[u8]| {
         auth: None,
         control: None,
         cors: Vec::new(),
+        advertise: None,
         stop_requested: AtomicBool::new(false),
     };
     let (version, body): (Option<&[u8]>, &[u8]) = match data.split_first() {
