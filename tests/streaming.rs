@@ -314,24 +314,30 @@ fn assembled(events: &[Value], artifact_of: impl Fn(&Value) -> Option<&Value>) -
 
 /// A stream assembled equals the stored answer byte for byte, in both generations: stdout less
 /// one trailing newline (README, the handler contract). The chunks still come as written.
-#[test]
-fn the_assembled_stream_equals_the_stored_answer() {
-    let home = Home::new();
-    let script =
-        "#!/bin/sh\ncat >/dev/null\necho 3\nsleep 0.2\necho 2\nsleep 0.2\nprintf 'liftoff\\n'\n";
+/// A session of capsule `name` running `script`, and every event of one `message/stream` to it.
+fn streamed(home: &Home, name: &str, script: &str) -> (common::session::Session, Vec<Value>) {
     let path = home.write_capsule(
-        "countdown",
-        json!({"name": "countdown", "version": "1.0.0"}),
+        name,
+        json!({"name": name, "version": "1.0.0"}),
         Some(script),
     );
     let session = home.start(&[path.to_str().unwrap()]);
-    let old = Sse::open(
+    let events = Sse::open(
         &session.url,
         None,
         "message/stream",
         send_params(&["go"], true),
     )
     .rest();
+    (session, events)
+}
+
+#[test]
+fn the_assembled_stream_equals_the_stored_answer() {
+    let home = Home::new();
+    let script =
+        "#!/bin/sh\ncat >/dev/null\necho 3\nsleep 0.2\necho 2\nsleep 0.2\nprintf 'liftoff\\n'\n";
+    let (session, old) = streamed(&home, "countdown", script);
     let id = old[0]["id"].as_str().unwrap().to_string();
     let stored = session.get_task(None, &id);
     let stored = stored["artifacts"][0]["parts"][0]["text"]
@@ -361,19 +367,7 @@ fn the_assembled_stream_equals_the_stored_answer() {
 fn an_input_required_stream_closes_the_question_before_its_status() {
     let home = Home::new();
     let script = "#!/bin/sh\ncat >/dev/null\necho 'which one?'\nexit 10\n";
-    let path = home.write_capsule(
-        "asker",
-        json!({"name": "asker", "version": "1.0.0"}),
-        Some(script),
-    );
-    let session = home.start(&[path.to_str().unwrap()]);
-    let old = Sse::open(
-        &session.url,
-        None,
-        "message/stream",
-        send_params(&["go"], true),
-    )
-    .rest();
+    let (session, old) = streamed(&home, "asker", script);
     let last = old.iter().rposition(|e| e["kind"] == "artifact-update");
     let last = last.unwrap_or_else(|| panic!("the question streams: {old:?}"));
     assert_eq!(old[last]["lastChunk"], true, "{old:?}");

@@ -139,16 +139,21 @@ pub fn session_id_from_card(card: &Value) -> Option<&str> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_built_card_names_its_session_and_both_interfaces() {
-        let facts = CardFacts {
+    /// An echo session's facts at 127.0.0.1:5, its door authenticating as `bearer` says.
+    fn facts(bearer: bool) -> CardFacts<'static> {
+        CardFacts {
             name: "echo",
             version: "0.1.0",
             addr: "127.0.0.1:5",
             advertised: None,
             session: Some("ses_x"),
-            bearer: false,
-        };
+            bearer,
+        }
+    }
+
+    #[test]
+    fn a_built_card_names_its_session_and_both_interfaces() {
+        let facts = facts(false);
         let card = agent_card(&facts, CardFor::Both);
         assert_eq!(session_id_from_card(&card), Some("ses_x"));
         assert!(card.get("securitySchemes").is_none());
@@ -188,14 +193,7 @@ mod tests {
 
     #[test]
     fn a_card_for_one_generation_carries_only_its_members() {
-        let facts = CardFacts {
-            name: "echo",
-            version: "0.1.0",
-            addr: "127.0.0.1:5",
-            advertised: None,
-            session: Some("ses_x"),
-            bearer: true,
-        };
+        let facts = facts(true);
         let keys = |card: &Value| -> Vec<String> {
             let mut keys: Vec<String> = card.as_object().unwrap().keys().cloned().collect();
             keys.sort();
