@@ -16,14 +16,25 @@ pub enum Named<'a> {
     Formation(FormationId, Vec<&'a Entry>),
 }
 
+/// `Some(N)` for an `@N` address, `None` for any other form; the `Err` is an `@` form that can
+/// never name a session (`@0`, `@x`): a usage error, which applets check before looking at any
+/// record, so it is told apart (exit 2) from an address that merely matched nothing (exit 1).
+pub fn at_n(address: &str) -> Result<Option<usize>, String> {
+    let Some(n) = address.strip_prefix('@') else {
+        return Ok(None);
+    };
+    n.parse()
+        .ok()
+        .filter(|&n| n >= 1)
+        .map(Some)
+        .ok_or_else(|| format!("'{address}': @N wants a whole number from 1 (@1 is the newest)"))
+}
+
 /// Resolve `address` among `running` (records that passed layers 1 and 2, most recent first —
 /// the order `mur ps` lists them in, which `@N` counts). The `Err` names the address and says
 /// what would have matched.
 pub fn resolve<'a>(address: &str, running: &'a [Entry]) -> Result<Named<'a>, String> {
-    if let Some(n) = address.strip_prefix('@') {
-        let n: usize = n.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
-            format!("'{address}': @N wants a whole number from 1 (@1 is the newest)")
-        })?;
+    if let Some(n) = at_n(address)? {
         return running.get(n - 1).map(Named::Session).ok_or_else(|| {
             format!(
                 "{address}: only {} session(s) running (mur ps lists them)",

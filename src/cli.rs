@@ -73,6 +73,17 @@ pub fn number<T: std::str::FromStr>(option: &str, value: std::ffi::OsString) -> 
         .map_err(|_| Failure::Usage(format!("{option} wants a whole number, not '{text}'")))
 }
 
+/// A TCP port option's value, `0..=65535`, or a usage error naming the option, the value and
+/// the range: "wants a whole number" would mislead for `99999`, which is one.
+pub fn port(option: &str, value: std::ffi::OsString) -> Result<u16, Failure> {
+    let text = utf8(value)?;
+    text.parse().map_err(|_| {
+        Failure::Usage(format!(
+            "{option} wants a port number from 0 to 65535 (0: any free port), not '{text}'"
+        ))
+    })
+}
+
 /// The longest duration any option takes: a year. Bounded at parse time, so no deadline
 /// computed from it can overflow (`Instant + Duration` panics where this would not).
 pub const MAX_SECS: u64 = 366 * 24 * 3600;

@@ -1,4 +1,4 @@
-//! The murmur home, `$HOME/.murmur`, and the directories `mur` keeps in it.
+//! The murmur home, `$MURMUR_HOME` or else `$HOME/.murmur`, and the directories `mur` keeps in it.
 //!
 //! Invariants (DESIGN.md §3):
 //! - **No link is followed.** `~/.murmur` is opened `O_NOFOLLOW|O_DIRECTORY` and each directory
@@ -39,18 +39,50 @@ impl From<HomeError> for String {
     }
 }
 
-/// `$HOME/.murmur`, resolved without touching the filesystem.
+/// The murmur home, resolved without touching the filesystem: `$MURMUR_HOME` when set, else
+/// `$HOME/.murmur`. `MURMUR_HOME` exists for cron jobs, services and minimal containers, where
+/// `HOME` is unset or shared; the same trust rules apply to it as to `~/.murmur`.
 ///
-/// The `Err` is `HOME` unset, empty or relative: a relative home would put records wherever the
-/// current directory happens to be, where no other `mur` would look.
+/// The `Err` is `MURMUR_HOME` set but relative (or empty), or, without it, `HOME` unset, empty or
+/// relative: a relative home would put records wherever the current directory happens to be,
+/// where no other `mur` would look.
 pub fn location() -> Result<PathBuf, String> {
-    match std::env::var_os("HOME") {
-        Some(home) if Path::new(&home).is_absolute() => Ok(Path::new(&home).join(".murmur")),
+    resolve(
+        std::env::var_os("MURMUR_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    )
+}
+
+/// [`location`] over the two variables' values, so the rules are testable without touching
+/// the process environment.
+fn resolve(
+    murmur_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> Result<PathBuf, String> {
+    if let Some(murmur_home) = murmur_home {
+        let path = Path::new(murmur_home);
+        return if path.is_absolute() {
+            Ok(path.to_path_buf())
+        } else {
+            Err(format!(
+                "MURMUR_HOME is '{}', not an absolute path; set it to an absolute directory \
+                 (or unset it to use $HOME/.murmur)",
+                path.display()
+            ))
+        };
+    }
+    match home {
+        Some(home) if Path::new(home).is_absolute() => Ok(Path::new(home).join(".murmur")),
         Some(home) if !home.is_empty() => Err(format!(
-            "HOME is '{}', not an absolute path; mur keeps its state in $HOME/.murmur",
-            Path::new(&home).display()
+            "HOME is '{}', not an absolute path, and MURMUR_HOME is not set; mur keeps its state \
+             in $MURMUR_HOME, else $HOME/.murmur: set either to an absolute path",
+            Path::new(home).display()
         )),
-        _ => Err("HOME is not set; mur keeps its state in $HOME/.murmur".to_string()),
+        _ => Err(
+            "neither MURMUR_HOME nor HOME is set; mur keeps its state in $MURMUR_HOME, \
+                  else $HOME/.murmur: set either to an absolute path"
+                .to_string(),
+        ),
     }
 }
 
@@ -97,7 +129,7 @@ pub fn trust(dir: &Dir) -> Result<u32, HomeError> {
     if meta.uid() != me {
         return Err(HomeError::Untrusted(format!(
             "{path} is owned by uid {}, not uid {me} (you): mur trusts only a murmur home you own; \
-             fix: chown -R {me} {path}, or point HOME elsewhere",
+             fix: chown -R {me} {path}, or point MURMUR_HOME (or HOME) elsewhere",
             meta.uid()
         )));
     }
@@ -236,4 +268,36 @@ pub fn running_dir_if_present(applet: Option<&str>) -> Result<Option<Dir>, HomeE
     hold_for_reader(&home, applet)?;
     hold_for_reader(&running, applet)?;
     Ok(Some(running))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn murmur_home_wins_over_home_and_must_be_absolute() {
+        let abs = Some(OsStr::new("/srv/mur"));
+        let home = Some(OsStr::new("/home/u"));
+        assert_eq!(resolve(abs, home), Ok(PathBuf::from("/srv/mur")));
+        assert_eq!(resolve(abs, None), Ok(PathBuf::from("/srv/mur")));
+        let err = resolve(Some(OsStr::new("rel")), home).unwrap_err();
+        assert!(err.contains("MURMUR_HOME") && err.contains("rel"), "{err}");
+        assert!(resolve(Some(OsStr::new("")), home).is_err());
+    }
+
+    #[test]
+    fn without_murmur_home_a_missing_or_relative_home_names_both_variables() {
+        assert_eq!(
+            resolve(None, Some(OsStr::new("/home/u"))),
+            Ok(PathBuf::from("/home/u/.murmur"))
+        );
+        for home in [None, Some(OsStr::new("")), Some(OsStr::new("rel"))] {
+            let err = resolve(None, home).unwrap_err();
+            assert!(
+                err.contains("MURMUR_HOME") && err.contains("HOME "),
+                "{err}"
+            );
+        }
+    }
 }

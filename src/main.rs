@@ -88,6 +88,11 @@ fn dispatch(name: &str, args: Vec<OsString>) -> u8 {
     {
         return print(applet.usage);
     }
+    // `--version` as the first argument, so `mur-run --version` answers as `mur --version`
+    // does; only first, so a task text or peer argument `--version` later is left alone.
+    if args.first().is_some_and(|a| a == "--version" || a == "-V") {
+        return print(&format!("{VERSION}\n"));
+    }
     match (applet.main)(args) {
         Ok(code) => u8::try_from(code).unwrap_or(1),
         Err(Failure::Failed(message)) => {
@@ -128,7 +133,9 @@ fn general_help() -> String {
         help.push_str(&format!("  {:<10} {}\n", applet.name, applet.summary));
     }
     help.push_str(
-        "\nExit status: 0 success, 1 failure, 2 usage error, 127 unknown applet;\n\
+        "\nState: the murmur home, $MURMUR_HOME when set (an absolute path), else\n\
+         $HOME/.murmur; ps, stop, token and logs see the sessions of that home only.\n\
+         \nExit status: 0 success, 1 failure, 2 usage error, 127 unknown applet;\n\
          mur run and mur formation also pass through a task's outcome.\n",
     );
     help

@@ -470,3 +470,89 @@ fn a_record_of_ours_readable_by_others_is_remoded_0600() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("unreachable"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// MURMUR_HOME
+// ---------------------------------------------------------------------------------------------
+
+impl Scratch {
+    /// `mur ARGS…` as [`Scratch::mur`], but with exactly the `HOME` and `MURMUR_HOME` given
+    /// (`None`: unset).
+    fn mur_with(&self, home: Option<&Path>, murmur_home: Option<&Path>, args: &[&str]) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mur"));
+        command
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .current_dir(&self.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(home) = home {
+            command.env("HOME", home);
+        }
+        if let Some(murmur_home) = murmur_home {
+            command.env("MURMUR_HOME", murmur_home);
+        }
+        wait_bounded(command.spawn().unwrap())
+    }
+}
+
+#[test]
+fn murmur_home_overrides_home_and_works_with_home_unset() {
+    let s = Scratch::new("murmur-home");
+    let state = s.root.join("state");
+    let cap = capsule(&s.root);
+    let cap = cap.to_str().unwrap();
+    // HOME unset: a run, a detached session, ps, stop all use MURMUR_HOME.
+    let out = s.mur_with(None, Some(&state), &["run", cap, "--task", "hi"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hi");
+    assert_eq!(mode_of(&state), 0o700, "MURMUR_HOME is held at 0700");
+    let out = s.mur_with(None, Some(&state), &["run", cap, "-d", "--port", "0"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let ps = s.mur_with(None, Some(&state), &["ps", "-q"]);
+    let listed = String::from_utf8_lossy(&ps.stdout).trim().to_string();
+    // Another home does not see it: MURMUR_HOME, not HOME, is the home.
+    let other = s.mur_with(Some(&s.home()), None, &["ps", "-q"]);
+    let stop = s.mur_with(None, Some(&state), &["stop", &id]);
+    assert_eq!(
+        listed,
+        id,
+        "ps under MURMUR_HOME lists the session; {}",
+        stderr(&ps)
+    );
+    assert_eq!(String::from_utf8_lossy(&other.stdout).trim(), "");
+    assert_eq!(stop.status.code(), Some(0), "stderr: {}", stderr(&stop));
+    assert!(state.join("running").is_dir());
+    assert!(
+        !s.murmur().exists(),
+        "nothing is written under $HOME/.murmur"
+    );
+}
+
+#[test]
+fn a_relative_murmur_home_or_no_home_at_all_is_a_clear_error() {
+    let s = Scratch::new("murmur-home-bad");
+    let out = s.mur_with(Some(&s.home()), Some(Path::new("rel/state")), &["ps"]);
+    expect_refusal(&out, &["MURMUR_HOME", "rel/state", "absolute"]);
+    assert!(
+        !s.root.join("rel").exists(),
+        "nothing created at a relative path"
+    );
+    for home in [None, Some(Path::new("relative-home"))] {
+        let out = s.mur_with(home, None, &["ps"]);
+        expect_refusal(&out, &["MURMUR_HOME", "HOME "]);
+    }
+}
+
+#[test]
+fn a_murmur_home_that_is_a_link_is_refused_like_dot_murmur() {
+    let s = Scratch::new("murmur-home-link");
+    let link = s.root.join("state-link");
+    symlink(s.outside(), &link).unwrap();
+    let out = s.mur_with(None, Some(&link), &["ps"]);
+    expect_refusal(&out, &["state-link"]);
+    assert_eq!(fs::read_dir(s.outside()).unwrap().count(), 0);
+}

@@ -1460,3 +1460,135 @@ fn detach_returns_once_the_door_answers_and_fails_cleanly() {
         home.running_entries()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 21: no silent fallback, capsule authoring, usage errors, the door's pointers
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn the_embedded_echo_serves_only_without_a_murmur_json_and_says_so() {
+    let home = Home::new();
+    let out = home.mur(&["run", "--task", "hi"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "hi\n");
+    assert!(
+        out.stderr.contains("serving the embedded 'echo' capsule"),
+        "the fallback is said on stderr: {}",
+        out.stderr
+    );
+    // A named capsule is never replaced by the echo, nor is a murmur.json that is here but
+    // broken (a dangling link): its error, exit 1, no answer.
+    let out = home.mur(&["run", "no-such-capsule", "--task", "hi"]);
+    out.expect_code(1);
+    assert!(!out.stderr.contains("embedded"), "{}", out.stderr);
+    std::os::unix::fs::symlink(
+        home.path().join("gone.json"),
+        home.path().join("murmur.json"),
+    )
+    .unwrap();
+    let out = home.mur(&["run", "--task", "hi"]);
+    out.expect_code(1);
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr.contains("murmur.json") && !out.stderr.contains("embedded"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_handler_gets_mur_capsule_dir_and_a_bare_run_name_beside_the_manifest_gets_a_hint() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "dirty",
+        json!({"name": "dirty", "version": "1"}),
+        Some("#!/bin/sh\nprintf '%s|%s' \"$MUR_CAPSULE_DIR\" \"$(pwd)\"\n"),
+    );
+    let capsule_dir = fs::canonicalize(manifest.parent().unwrap()).unwrap();
+    let workdir = home.dir("work");
+    let expected = format!("{}|{}", capsule_dir.display(), workdir.display());
+    // Named by path, from elsewhere.
+    let out = home.mur(&[
+        "run",
+        manifest.to_str().unwrap(),
+        "--task",
+        "x",
+        "--workdir",
+        workdir.to_str().unwrap(),
+    ]);
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim_end(), expected);
+    // Found as ./murmur.json: still absolute.
+    let mut command = common::run::mur_command(
+        home.path(),
+        &capsule_dir,
+        &["run", "--task", "x", "--workdir", workdir.to_str().unwrap()],
+    );
+    command.stdin(Stdio::null());
+    let out = common::run::run(command, MUR_DEADLINE);
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim_end(), expected);
+
+    let bare = home.write_capsule(
+        "bare",
+        json!({"name": "bare", "version": "1", "run": ["handler.sh"]}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let out = home.mur(&["run", bare.to_str().unwrap(), "--task", "x"]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("not an executable on PATH")
+            && out.stderr.contains("did you mean ./handler.sh?"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn run_usage_errors_name_the_range_and_a_repeated_task_and_version_works_through_a_link() {
+    let home = Home::new();
+    let out = home.mur(&["run", "--port", "99999"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("0 to 65535"), "{}", out.stderr);
+    for applet in ["run", "formation"] {
+        let out = home.mur(&[applet, "--task", "a", "--task", "b"]);
+        out.expect_code(2);
+        assert!(out.stderr.contains("--task given twice"), "{}", out.stderr);
+    }
+    let version = home.mur(&["--version"]);
+    version.expect_code(0);
+    let link = home.path().join("mur-run");
+    std::os::unix::fs::symlink(mur_bin(), &link).unwrap();
+    let mut command = Command::new(&link);
+    command
+        .arg("--version")
+        .env_clear()
+        .env("HOME", home.path())
+        .stdin(Stdio::null());
+    let out = common::run::run(command, MUR_DEADLINE);
+    out.expect_code(0);
+    assert_eq!(out.stdout, version.stdout);
+}
+
+#[test]
+fn the_door_points_a_stray_request_at_the_card() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let mut conn = session.connect();
+    let root = conn.get("/");
+    assert_eq!(root.status, 405);
+    assert_eq!(root.header("allow"), Some("POST"));
+    assert!(
+        root.text().contains("GET /.well-known/agent-card.json"),
+        "{}",
+        root.text()
+    );
+    let mut conn = session.connect();
+    let nowhere = conn.get("/nowhere");
+    assert_eq!(nowhere.status, 404);
+    assert!(
+        nowhere.text().contains("/.well-known/agent-card.json"),
+        "{}",
+        nowhere.text()
+    );
+}

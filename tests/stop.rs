@@ -333,7 +333,9 @@ fn addresses_that_match_nothing_or_too_much_are_exit_1_and_stop_nothing() {
     session_as(&home, &y, &py);
     let unknown_full = with_suffix(&session_id(), "3beef");
 
-    let cases: [(&str, &str); 9] = [
+    // `@0` is a usage error (exit 2): see
+    // bare_stop_says_to_name_what_to_stop_and_an_impossible_at_n_is_a_usage_error.
+    let cases: [(&str, &str); 8] = [
         ("beef", "matches 2"),
         ("BEEF", "matches 2"),
         ("eef", "too short"),
@@ -345,7 +347,6 @@ fn addresses_that_match_nothing_or_too_much_are_exit_1_and_stop_nothing() {
             "no running formation",
         ),
         ("@3", "only 2"),
-        ("@0", "@N"),
     ];
     for (address, says) in cases {
         let run = home.mur(&["stop", "--timeout", "0", address]);
@@ -685,4 +686,30 @@ fn a_pid_1_session_is_asked_at_its_door_whatever_its_pid() {
         run.stderr
     );
     assert!(path.exists(), "record kept");
+}
+
+#[test]
+fn bare_stop_says_to_name_what_to_stop_and_an_impossible_at_n_is_a_usage_error() {
+    let home = Home::new();
+    let out = home.mur(&["stop"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("name what to stop") && !out.stderr.contains("not both"),
+        "{}",
+        out.stderr
+    );
+    let out = home.mur(&["stop", "--all", "@1"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("not both"), "{}", out.stderr);
+    for bad in ["@0", "@x", "@"] {
+        let out = home.mur(&["stop", bad]);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("@N wants a whole number"),
+            "{bad}: {}",
+            out.stderr
+        );
+    }
+    // In range but nothing running: a failure, not a usage error.
+    home.mur(&["stop", "@1"]).expect_code(1);
 }

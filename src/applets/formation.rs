@@ -23,8 +23,9 @@ stopped and the refusal names each failed member and why.
 
 Every member holds a lifeline (a pipe only the launcher can close), so however
 the launcher ends -- its entry member finishing, ^C, mur stop, SIGKILL -- no
-member outlives it. On the way out it says which members were still running:
-'stopped: reviewer (pid 4242), ...' or 'stopped: none'.
+member outlives it. On the way out it says on stderr which members were still
+running: 'stopped: reviewer (pid 4242), ...' or 'stopped: none' -- except after
+a --task that completed (exit 0), which prints nothing on stderr.
 
 roster.json:
   {\"members\": [{\"name\": \"lead\", \"capsule\": \"lead/\", \"entry\": true},
@@ -74,7 +75,13 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Long("task") => options.task = Some(cli::utf8(parser.value()?)?),
+            lexopt::Arg::Long("task") => {
+                // One --task per run; keeping the last would drop the others silently.
+                if options.task.is_some() {
+                    return Err(Failure::Usage("--task given twice".into()));
+                }
+                options.task = Some(cli::utf8(parser.value()?)?);
+            }
             lexopt::Arg::Long("json") => options.json = true,
             lexopt::Arg::Long("ready-timeout") => {
                 options.ready_timeout = cli::seconds("--ready-timeout", parser.value()?, 1)?;

@@ -89,7 +89,11 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<Options, Failure> {
                 }
                 options.last = Some(n);
             }
-            lexopt::Arg::Value(value) if address.is_none() => address = Some(cli::utf8(value)?),
+            lexopt::Arg::Value(value) if address.is_none() => {
+                let value = cli::utf8(value)?;
+                address::at_n(&value).map_err(Failure::Usage)?;
+                address = Some(value);
+            }
             other => return Err(other.unexpected().into()),
         }
     }

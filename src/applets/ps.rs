@@ -17,10 +17,12 @@ pub const APPLET: Applet = Applet {
 Usage: mur ps [--json | -q | --format TEMPLATE] [-v]
               [--capsule NAME[@VERSION]] [--formation ID] [--status STATUS]
 
-List every capsule session of this murmur home (~/.murmur: this user's), most
-recent first.
+List every capsule session of this murmur home, most recent first: the
+sessions started with the same home, $MURMUR_HOME when set (absolute), else
+~/.murmur -- this user's, not other users', nor ones started under another
+MURMUR_HOME.
 
-Each record in ~/.murmur/running is checked three ways: its pid is alive, the
+Each record in the home's running/ is checked three ways: its pid is alive, the
 process holding that pid started when the record says, and its door answers as
 that session. Doors are probed at once, so the listing takes about as long as
 the slowest probe (at most ~7 s for a door that never answers).

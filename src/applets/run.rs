@@ -19,15 +19,16 @@ Run one capsule session: an A2A door (HTTP/1.1, JSON-RPC 2.0, A2A 0.3) on
 loopback whose tasks are run by the capsule's handler, listed by 'mur ps' for
 as long as it runs, ended by 'mur stop', ^C or SIGTERM.
 
-MANIFEST is a murmur.json (or a directory holding one); default ./murmur.json,
-and without one the embedded 'echo' capsule, which answers each task with every
-part it got. The door speaks A2A 1.0 and 0.3 at one URL (JSON-RPC; streaming,
+MANIFEST is a murmur.json (or a directory holding one); default ./murmur.json.
+Only when no MANIFEST is named and the current directory has no murmur.json
+does the embedded 'echo' capsule serve (saying so on stderr): it answers each
+task with every part it got. The door speaks A2A 1.0 and 0.3 at one URL (JSON-RPC; streaming,
 multi-turn, every part kind). See README.md, 'Writing a capsule', for the
 manifest and the handler contract (exit 10 asks for input; MUR_TASK_DIR holds
 message.json, history.json and out/).
 
 Options:
-  --task TEXT     run this one task, print its answer on stdout as the
+  --task TEXT     run this one task (given once), print its answer on stdout as the
                   handler writes it (each piece flushed at once), and exit
                   (0 if it completed, 1 otherwise, saying why on stderr);
                   '-' reads it from stdin (one trailing newline dropped)
@@ -42,7 +43,7 @@ Options:
                   (without it, a human line on stderr). Never a token.
   --workdir DIR   the handler's working directory (default: the current one)
   --bind ADDR     listen address (default 127.0.0.1; a wildcard only if given)
-  --port N        listen port (default 0: any free port)
+  --port N        listen port, 0-65535 (default 0: any free port)
   --advertise-url URL
                   the URL the agent card advertises (its url and every
                   supportedInterfaces entry), for clients that reach the door
@@ -79,54 +80,22 @@ usage error.
 pub const DETACHED: &str = "detached-session";
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
-    let mut manifest: Option<PathBuf> = None;
-    let mut options = Options {
-        source: Source::Embedded,
-        task: None,
-        bind: std::net::Ipv4Addr::LOCALHOST.into(),
-        port: 0,
-        workdir: PathBuf::new(),
-        json: false,
-        capsule_sha256: None,
-        advertise_url: None,
-        detach: false,
-    };
-    let mut detach = false;
     let original = args.clone();
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            lexopt::Arg::Long("json") => options.json = true,
-            lexopt::Arg::Short('d') | lexopt::Arg::Long("detach") => detach = true,
-            // Internal: this process is the session `-d` started (see `detach`).
-            lexopt::Arg::Long(DETACHED) => options.detach = true,
-            lexopt::Arg::Long("task") => options.task = Some(cli::utf8(parser.value()?)?),
-            lexopt::Arg::Long("bind") => {
-                let text = cli::utf8(parser.value()?)?;
-                options.bind = text.parse().map_err(|_| {
-                    Failure::Usage(format!("--bind wants an IP address, not '{text}'"))
-                })?;
-            }
-            lexopt::Arg::Long("port") => options.port = cli::number("--port", parser.value()?)?,
-            lexopt::Arg::Long("advertise-url") => {
-                let url = cli::utf8(parser.value()?)?;
-                crate::json::manifest::check_advertise_url(&url)
-                    .map_err(|why| Failure::Usage(format!("--advertise-url: {why}")))?;
-                options.advertise_url = Some(url);
-            }
-            lexopt::Arg::Long("workdir") => options.workdir = parser.value()?.into(),
-            lexopt::Arg::Long("capsule-sha256") => {
-                let hex = cli::utf8(parser.value()?)?;
-                if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(Failure::Usage(format!(
-                        "--capsule-sha256 wants 64 hex digits, not '{hex}'"
-                    )));
-                }
-                options.capsule_sha256 = Some(hex);
-            }
-            lexopt::Arg::Value(path) if manifest.is_none() => manifest = Some(path.into()),
-            other => return Err(other.unexpected().into()),
-        }
+    let (mut options, manifest, detach) = parse(args)?;
+    options.source = source(manifest)?;
+    // Said by the command the user ran (the launcher under -d, not the session it starts, whose
+    // stderr is gone once it is up), so a script run from the wrong directory is not silent.
+    if matches!(options.source, Source::Embedded) && !options.detach {
+        cli::warn(
+            "run",
+            "no MANIFEST named and no ./murmur.json here: serving the embedded 'echo' capsule \
+             (name a capsule, e.g. 'mur run ./my-capsule', to run yours)",
+        );
+    }
+    if options.capsule_sha256.is_some() && matches!(options.source, Source::Embedded) {
+        return Err(Failure::Usage(
+            "--capsule-sha256 needs a MANIFEST to check".into(),
+        ));
     }
     if detach {
         if options.task.is_some() {
@@ -155,17 +124,85 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         )));
     }
     options.workdir = std::fs::canonicalize(&options.workdir).unwrap_or(options.workdir);
-    options.source = match manifest {
-        Some(path) => Source::Manifest(path),
-        None if std::path::Path::new("murmur.json").exists() => {
-            Source::Manifest(PathBuf::from("murmur.json"))
-        }
-        None => Source::Embedded,
-    };
-    if options.capsule_sha256.is_some() && matches!(options.source, Source::Embedded) {
-        return Err(Failure::Usage(
-            "--capsule-sha256 needs a MANIFEST to check".into(),
-        ));
-    }
     session::run(&options).map_err(Failure::Failed)
+}
+
+/// The capsule to run: the one named, else `./murmur.json`, else the embedded echo.
+///
+/// Anything at all named `murmur.json` here — a dangling link, an unreadable file — is taken
+/// as the capsule meant, so its error is reported instead of the echo silently answering in
+/// its place; only a `murmur.json` that is certainly absent lets the echo serve.
+fn source(manifest: Option<PathBuf>) -> Result<Source, Failure> {
+    if let Some(path) = manifest {
+        return Ok(Source::Manifest(path));
+    }
+    let here = std::path::Path::new("murmur.json");
+    match std::fs::symlink_metadata(here) {
+        Ok(_) => Ok(Source::Manifest(here.to_path_buf())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Source::Embedded),
+        Err(err) => Err(Failure::Failed(format!(
+            "cannot tell whether ./murmur.json exists ({err}); name the capsule to run"
+        ))),
+    }
+}
+
+/// The command line: the options, the MANIFEST named (if any) and whether `-d` was given.
+fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, bool), Failure> {
+    let mut manifest: Option<PathBuf> = None;
+    let mut options = Options {
+        source: Source::Embedded,
+        task: None,
+        bind: std::net::Ipv4Addr::LOCALHOST.into(),
+        port: 0,
+        workdir: PathBuf::new(),
+        json: false,
+        capsule_sha256: None,
+        advertise_url: None,
+        detach: false,
+    };
+    let mut detach = false;
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            lexopt::Arg::Long("json") => options.json = true,
+            lexopt::Arg::Short('d') | lexopt::Arg::Long("detach") => detach = true,
+            // Internal: this process is the session `-d` started (see `detach`).
+            lexopt::Arg::Long(DETACHED) => options.detach = true,
+            lexopt::Arg::Long("task") => {
+                // One session runs one --task; keeping the last would drop the others silently.
+                if options.task.is_some() {
+                    return Err(Failure::Usage(
+                        "--task given twice; mur run --task runs one task".into(),
+                    ));
+                }
+                options.task = Some(cli::utf8(parser.value()?)?);
+            }
+            lexopt::Arg::Long("bind") => {
+                let text = cli::utf8(parser.value()?)?;
+                options.bind = text.parse().map_err(|_| {
+                    Failure::Usage(format!("--bind wants an IP address, not '{text}'"))
+                })?;
+            }
+            lexopt::Arg::Long("port") => options.port = cli::port("--port", parser.value()?)?,
+            lexopt::Arg::Long("advertise-url") => {
+                let url = cli::utf8(parser.value()?)?;
+                crate::json::manifest::check_advertise_url(&url)
+                    .map_err(|why| Failure::Usage(format!("--advertise-url: {why}")))?;
+                options.advertise_url = Some(url);
+            }
+            lexopt::Arg::Long("workdir") => options.workdir = parser.value()?.into(),
+            lexopt::Arg::Long("capsule-sha256") => {
+                let hex = cli::utf8(parser.value()?)?;
+                if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(Failure::Usage(format!(
+                        "--capsule-sha256 wants 64 hex digits, not '{hex}'"
+                    )));
+                }
+                options.capsule_sha256 = Some(hex);
+            }
+            lexopt::Arg::Value(path) if manifest.is_none() => manifest = Some(path.into()),
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    Ok((options, manifest, detach))
 }

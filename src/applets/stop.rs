@@ -58,7 +58,8 @@ Options:
 Exit status: 0 when everything named was stopped; 1 when an address matched
 nothing, or something could not be stopped (its record is kept: a live pid
 whose start time cannot be read, a process mur may not signal, or a record
-this user does not own); 2 on a usage error.
+this user does not own); 2 on a usage error (no ADDR and no --all, both, or an
+@N that can name nothing, such as @0).
 ",
     main,
 };
@@ -80,14 +81,26 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
                 timeout = cli::seconds("--timeout", parser.value()?, 0)?;
             }
             lexopt::Arg::Long("all") => all = true,
-            lexopt::Arg::Value(value) => addresses.push(cli::utf8(value)?),
+            lexopt::Arg::Value(value) => {
+                let value = cli::utf8(value)?;
+                address::at_n(&value).map_err(Failure::Usage)?;
+                addresses.push(value);
+            }
             other => return Err(other.unexpected().into()),
         }
     }
-    if all != addresses.is_empty() {
-        return Err(Failure::Usage(
-            "name what to stop (ADDR...), or give --all, not both".into(),
-        ));
+    match (all, addresses.is_empty()) {
+        (false, true) => {
+            return Err(Failure::Usage(
+                "name what to stop (ADDR..., as 'mur ps' lists them), or give --all".into(),
+            ));
+        }
+        (true, false) => {
+            return Err(Failure::Usage(
+                "name what to stop (ADDR...) or give --all, not both".into(),
+            ));
+        }
+        _ => {}
     }
 
     let sweep = super::sweep("stop", Depth::Process, false)?;

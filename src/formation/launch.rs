@@ -73,7 +73,7 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     let ready = match readiness::await_peers(waits, &mut members, options.ready_timeout) {
         PeersReady::All(ready) => ready,
         PeersReady::Signalled(caught) => {
-            report_stopped(&mut members, &launch.id);
+            report_stopped(&mut members, &launch.id, false);
             return Ok(128 + caught);
         }
         PeersReady::Failed(failures) => {
@@ -112,7 +112,10 @@ pub fn launch(options: &Options) -> Result<i32, String> {
             break code;
         }
     };
-    report_stopped(&mut members, &launch.id);
+    // A --task that completed is quiet on stderr (cron mails any output): stopping the peers
+    // is then the expected end, not news.
+    let quiet = options.task.is_some() && code == 0;
+    report_stopped(&mut members, &launch.id, quiet);
     let _ = relay.join();
     Ok(code)
 }
@@ -252,11 +255,14 @@ impl Launch {
     }
 }
 
-/// Stop every member and say on stderr which were still running; then remove the records that
-/// members which could not end in order (a SIGKILLed entry member) left behind.
-fn report_stopped(members: &mut Members, id: &FormationId) {
+/// Stop every member and say on stderr which were still running (unless `quiet`); then remove
+/// the records that members which could not end in order (a SIGKILLed entry member) left behind.
+fn report_stopped(members: &mut Members, id: &FormationId, quiet: bool) {
     let stopped = members.stop_all();
     prune_records_of(id);
+    if quiet {
+        return;
+    }
     let list = if stopped.is_empty() {
         "none".to_string()
     } else {

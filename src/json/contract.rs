@@ -46,6 +46,9 @@ pub mod env {
     pub const TASK_DIR: &str = "MUR_TASK_DIR";
     /// `name@version` of the capsule.
     pub const CAPSULE: &str = "MUR_CAPSULE";
+    /// The capsule's directory (the manifest's, absolute): a handler runs in the workdir, so
+    /// this is how it finds the files it ships with (`"$MUR_CAPSULE_DIR/prompt.txt"`).
+    pub const CAPSULE_DIR: &str = "MUR_CAPSULE_DIR";
     /// The `mur` binary, so a handler can run `"$MUR" formation call …` without mur on its PATH.
     pub const MUR: &str = "MUR";
     /// Prefixes of names that are mur's own: a manifest may not declare a control value so named.

@@ -127,6 +127,9 @@ pub struct Loaded {
     pub path: PathBuf,
     /// `run` with `argv[0]` resolved (from the manifest's directory, or `PATH` for a bare name).
     pub handler: Vec<String>,
+    /// The manifest's directory, absolute where it can be made so: the handler's
+    /// `MUR_CAPSULE_DIR`, since its cwd is the workdir, not where its own files are.
+    pub dir: PathBuf,
     /// SHA-256 of the manifest file's bytes, lowercase hex.
     pub sha256: String,
 }
@@ -239,13 +242,22 @@ impl Manifest {
         let manifest: Manifest =
             serde_json::from_slice(&bytes).map_err(|err| at(err.to_string()))?;
         manifest.check().map_err(at)?;
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let handler = resolve_handler(&manifest.run, dir).map_err(at)?;
+        // Absolute, so a handler named relative to the manifest is found whatever the
+        // workdir it runs in (a relative `./murmur.json` with `--workdir` elsewhere), and
+        // `MUR_CAPSULE_DIR` means the same from anywhere. `murmur.json`'s parent is the empty
+        // path, which is the current directory.
+        let dir = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let handler = resolve_handler(&manifest.run, &dir).map_err(at)?;
         Ok(Loaded {
             sha256: sha256_hex(&bytes),
             manifest,
             path,
             handler,
+            dir,
         })
     }
 
@@ -365,11 +377,32 @@ fn resolve_handler(run: &[String], dir: &Path) -> Result<Vec<String>, String> {
             .flat_map(std::env::split_paths)
             .map(|d| d.join(program))
             .find(|p| executable(p))
-            .ok_or_else(|| format!("run: the handler '{program}' is not an executable on PATH"))?
+            .ok_or_else(|| not_on_path(program, dir))?
     };
     let mut argv = vec![resolved.to_string_lossy().into_owned()];
     argv.extend(run[1..].iter().cloned());
     Ok(argv)
+}
+
+/// The error for a bare `run[0]` found nowhere on PATH. A file of that name beside the
+/// manifest is almost always what was meant (`"run": ["handler.sh"]`), so the error says how
+/// to name it: a bare name is looked up on PATH only, as a shell would.
+fn not_on_path(program: &str, dir: &Path) -> String {
+    let mut why = format!("run: the handler '{program}' is not an executable on PATH");
+    let beside = dir.join(program);
+    if std::fs::symlink_metadata(&beside).is_ok() {
+        why.push_str(&format!(
+            "; did you mean ./{program}? (a name without a slash is looked up on PATH; \
+             ./{program} is relative to the manifest's directory)"
+        ));
+        if !executable(&beside) {
+            why.push_str(&format!(
+                " -- and {} is not executable (chmod +x)",
+                beside.display()
+            ));
+        }
+    }
+    why
 }
 
 fn executable(path: &Path) -> bool {

@@ -690,8 +690,27 @@ impl Door {
                 Some(control) => control.handle(&request),
                 None => Response::text(404, "this capsule declares no control"),
             },
-            (_, "/.well-known/agent-card.json" | "/") => Response::text(405, "method not allowed"),
-            _ => Response::text(404, "not found"),
+            // A person or a browser probing the door gets where to go, not a bare status.
+            (_, "/") => {
+                let mut response = Response::text(
+                    405,
+                    "method not allowed: / takes A2A JSON-RPC 2.0 by POST; \
+                     the agent card is GET /.well-known/agent-card.json",
+                );
+                response.headers.push(("Allow", "POST".into()));
+                response
+            }
+            (_, "/.well-known/agent-card.json") => {
+                let mut response =
+                    Response::text(405, "method not allowed: the agent card is read by GET");
+                response.headers.push(("Allow", "GET".into()));
+                response
+            }
+            _ => Response::text(
+                404,
+                "not found: the agent card is GET /.well-known/agent-card.json; \
+                 A2A JSON-RPC 2.0 is POST /",
+            ),
         }
     }
 }

@@ -89,6 +89,8 @@ struct Declared {
     cors: Vec<String>,
     /// `--advertise-url`, else `network.advertise_url`.
     advertise: Option<String>,
+    /// The manifest's directory (`MUR_CAPSULE_DIR`); none for the embedded echo.
+    capsule_dir: Option<PathBuf>,
 }
 
 fn declare(options: &Options) -> Result<Declared, String> {
@@ -103,6 +105,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
                 control: None,
                 cors: Vec::new(),
                 advertise: options.advertise_url.clone(),
+                capsule_dir: None,
             });
         }
         Source::Manifest(path) => path,
@@ -136,6 +139,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
                 .collect()
         }),
         control: m.control.map(|c| (c.settings, c.secrets)),
+        capsule_dir: Some(loaded.dir),
     })
 }
 
@@ -370,6 +374,9 @@ fn engine(
             format!("{}@{}", declared.name, declared.version).into(),
         ),
     ];
+    if let Some(dir) = &declared.capsule_dir {
+        base_env.push((env::CAPSULE_DIR.into(), dir.clone().into()));
+    }
     // So a handler can run `"$MUR" formation call …` without mur on its PATH.
     if let Ok(exe) = std::env::current_exe() {
         base_env.push((env::MUR.into(), exe.into()));
