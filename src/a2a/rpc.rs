@@ -22,7 +22,8 @@ pub enum Op {
     ExtendedCard,
     /// `session/stop`: mur's own answer shape.
     Stop,
-    /// `murmur.StopSession`: the original runtime's name and answer shape.
+    /// `murmur.StopSession`: the original runtime's — cancel every live task and account for
+    /// them, leaving the process to the caller's signal.
     StopSession,
 }
 
@@ -51,7 +52,8 @@ pub const EXTENDED_CARD: &str = "agent/getAuthenticatedExtendedCard";
 pub const EXTENDED_CARD_V1: &str = "GetExtendedAgentCard";
 /// mur's own: end the session in order.
 pub const SESSION_STOP: &str = "session/stop";
-/// The original runtime's name for ending a session at its door (it speaks only 1.0).
+/// The original runtime's session method (it speaks only 1.0): cancel every live task and say
+/// which; the process is ended by the signal its caller sends next.
 pub const STOP_SESSION: &str = "murmur.StopSession";
 
 const fn m(name: &'static str, op: Op, generation: Generation) -> Method {
@@ -116,20 +118,25 @@ pub fn twin_names(op: Op) -> String {
         .join(" or ")
 }
 
-/// The grant an op needs: twins share one, `ListTasks` is a read like `GetTask`, and the two
-/// stop methods are one. `None`: no scope is needed (push config, refused to everyone alike).
+/// The grant an op needs: twins share one, and `ListTasks` is a read like `GetTask`. `None`: no
+/// scope is needed (push config, refused to everyone alike).
 pub fn grant(op: Op) -> Option<Op> {
     match op {
         Op::List => Some(Op::Get),
-        Op::StopSession => Some(Op::Stop),
         Op::PushConfig => None,
         other => Some(other),
     }
 }
 
-/// Whether `scope` (a method name from a manifest or a token) grants `op`.
+/// Whether `scope` (a method name from a manifest or a token) grants `op`. `session/stop`
+/// grants `murmur.StopSession` too — the lesser: it cancels tasks but ends nothing — and not
+/// the other way round.
 pub fn scope_grants(scope: &str, op: Op) -> bool {
-    method(scope).is_some_and(|m| grant(m.op).is_some() && grant(m.op) == grant(op))
+    method(scope).is_some_and(|m| {
+        let (held, needed) = (grant(m.op), grant(op));
+        held.is_some()
+            && (held == needed || (held == Some(Op::Stop) && needed == Some(Op::StopSession)))
+    })
 }
 
 /// Whether `name` may be a scope: a door method that some grant covers.
@@ -196,6 +203,11 @@ mod tests {
         assert!(scope_grants(TASKS_GET, Op::List));
         assert!(scope_grants("ListTasks", Op::Get));
         assert!(scope_grants(SESSION_STOP, Op::StopSession));
+        assert!(scope_grants(STOP_SESSION, Op::StopSession));
+        assert!(
+            !scope_grants(STOP_SESSION, Op::Stop),
+            "the lesser grants less"
+        );
         assert!(!scope_grants(MESSAGE_SEND, Op::Get));
         assert!(!scope_grants(TASKS_GET, Op::Cancel));
         assert!(!scope_grants(
