@@ -27,7 +27,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use common::home::repo;
 use common::skip::skipped;
 
-const APPLETS: [&str; 8] = [
+const APPLETS: [&str; 9] = [
     "run",
     "ps",
     "stop",
@@ -35,6 +35,7 @@ const APPLETS: [&str; 8] = [
     "logs",
     "cancel",
     "control",
+    "watch",
     "formation",
 ];
 

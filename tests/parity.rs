@@ -204,3 +204,141 @@ fn control_refuses_a_secret_on_argv_and_a_session_without_control() {
     run.expect_code(1);
     assert!(run.stderr.contains("declares no control"), "{}", run.stderr);
 }
+
+/// A capsule that streams two lines with a pause between them, then waits for the gate.
+fn streaming(home: &Home, gate: &Path) -> String {
+    let path = home.write_capsule(
+        "streamer",
+        json!({"name": "streamer", "version": "1.0.0"}),
+        Some(&streaming_script(gate)),
+    );
+    path.to_str().unwrap().to_string()
+}
+
+fn streaming_script(gate: &Path) -> String {
+    format!(
+        "#!/bin/sh\ncat >/dev/null\necho first\nsleep 0.3\necho second\nwhile [ ! -e '{}/release' ]; do sleep 0.02; done\n",
+        gate.display()
+    )
+}
+
+/// `murmur.WatchSession` (DESIGN.md §5): the ack first, then a task's start and its text while
+/// it runs, its end, and `capsule-closed` when the session goes; the door extension echoed.
+#[test]
+fn watch_session_streams_the_sessions_events_to_an_observer() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let mut session = home.start(&[&streaming(&home, &gate)]);
+    let mut sse =
+        common::sse::Sse::open(&session.url, Some("1.0"), "murmur.WatchSession", json!({}));
+    assert!(
+        sse.head.to_ascii_lowercase().contains(
+            "a2a-extensions: https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"
+        ),
+        "{}",
+        sse.head
+    );
+    let result = |sse: &mut common::sse::Sse| sse.next().expect("a frame")["result"].take();
+    assert_eq!(
+        result(&mut sse),
+        json!({"type": "connection-ack", "role": "observer", "session_id": session.id})
+    );
+    let task = session.send(None, "go", false);
+    let id = task["id"].as_str().unwrap();
+    assert_eq!(
+        result(&mut sse),
+        json!({"type": "task-started", "task_id": id})
+    );
+    let mut text = String::new();
+    while !text.contains("second") {
+        let frame = result(&mut sse);
+        assert_eq!(frame["type"], "text", "{frame}");
+        assert_eq!(frame["task_id"], id);
+        text.push_str(frame["text"].as_str().unwrap());
+    }
+    assert_eq!(
+        state(&session, None, id),
+        "working",
+        "the text came while it ran"
+    );
+    std::fs::write(gate.join("release"), "").unwrap();
+    assert_eq!(
+        result(&mut sse),
+        json!({"type": "task-ended", "task_id": id, "state": "completed"})
+    );
+    session.signal(libc::SIGTERM);
+    assert_eq!(
+        result(&mut sse),
+        json!({"type": "capsule-closed", "session_id": session.id})
+    );
+    assert!(sse.next().is_none(), "the stream ends");
+    session.wait_exit(common::wait::WAIT);
+}
+
+/// `murmur.WatchSession` is its own scope: a credential without it is refused, one with it is
+/// served; `mur watch` follows with the record's operator token and exits 0 at the end.
+#[test]
+fn watch_is_its_own_scope_and_mur_watch_follows_to_the_end() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let manifest = home.write_capsule(
+        "streamer",
+        json!({"name": "streamer", "version": "1.0.0",
+               "run": ["./handler.sh"],
+               "network": {"authentication": {"credentials": [
+                   {"name": "stopper", "scopes": ["session/stop", "message/send", "tasks/get"]},
+                   {"name": "observer", "scopes": ["murmur.WatchSession"]}]}}}),
+        Some(&streaming_script(&gate)),
+    );
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    let stopper = home.token(&[&session.id, "stopper"]);
+    let observer = home.token(&[&session.id, "observer"]);
+    let refused = session.rpc_as(
+        Some(&stopper),
+        Some("1.0"),
+        "murmur.WatchSession",
+        json!({}),
+    );
+    assert_eq!(refused.status, 403, "{}", refused.text());
+
+    let mut watch = home.command(&["watch", &session.id]);
+    watch
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = watch.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let task = session.send(Some(&stopper), "go", false);
+    let id = task["id"].as_str().unwrap().to_string();
+    // The observer's own token is served too.
+    let mut http = session.connect();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "murmur.WatchSession", "params": {}});
+    http.send_raw(
+        format!(
+            "POST / HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\nAuthorization: Bearer {observer}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.to_string().len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut head = [0u8; 64];
+    let n = std::io::Read::read(&mut http.stream, &mut head).unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"));
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    std::fs::write(gate.join("release"), "").unwrap();
+    session.wait_task(Some(&stopper), &id, common::wait::WAIT);
+    session.signal(libc::SIGTERM);
+    session.wait_exit(common::wait::WAIT);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout,
+        format!("{id}  started\n{id}  | first\n{id}  | second\n{id}  completed\n")
+    );
+    assert!(!stdout.contains(&stopper) && !stdout.contains("mdt1."));
+}

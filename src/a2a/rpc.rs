@@ -25,6 +25,9 @@ pub enum Op {
     /// `murmur.StopSession`: the original runtime's — cancel every live task and account for
     /// them, leaving the process to the caller's signal.
     StopSession,
+    /// `murmur.WatchSession`: the original runtime's observer stream of the session's events;
+    /// its own scope.
+    Watch,
 }
 
 /// One JSON-RPC method the door knows.
@@ -65,6 +68,9 @@ const fn m(name: &'static str, op: Op, generation: Generation) -> Method {
     }
 }
 
+/// The original runtime's observer stream (1.0 only there).
+pub const WATCH_SESSION: &str = "murmur.WatchSession";
+
 /// mur's own methods: answered under either header, called with `generation`'s.
 const fn own(name: &'static str, op: Op, generation: Generation) -> Method {
     Method {
@@ -101,6 +107,7 @@ pub const METHODS: &[Method] = &[
     m(EXTENDED_CARD_V1, Op::ExtendedCard, V10),
     own(SESSION_STOP, Op::Stop, V03),
     own(STOP_SESSION, Op::StopSession, V10),
+    own(WATCH_SESSION, Op::Watch, V10),
 ];
 
 /// The method called `name`, if the door knows it.
@@ -154,11 +161,17 @@ pub fn scope_names() -> Vec<&'static str> {
 }
 
 /// The operator token's scopes: the 0.3 name of every method with a grant (each grants its 1.0
-/// twin too), so it holds every method.
+/// twin too), and the name of each 1.0 method with no 0.3 twin, so it holds every method.
 pub fn operator_scopes() -> Vec<&'static str> {
+    let granted = |m: &Method| grant(m.op).is_some();
+    let twin_in_0_3 = |m: &Method| {
+        METHODS
+            .iter()
+            .any(|o| o.generation == Generation::V0_3 && granted(o) && scope_grants(o.name, m.op))
+    };
     METHODS
         .iter()
-        .filter(|m| m.generation == Generation::V0_3 && grant(m.op).is_some())
+        .filter(|m| granted(m) && (m.generation == Generation::V0_3 || !twin_in_0_3(m)))
         .map(|m| m.name)
         .collect()
 }
@@ -230,6 +243,7 @@ mod tests {
             "tasks/resubscribe",
             EXTENDED_CARD,
             SESSION_STOP,
+            WATCH_SESSION,
         ];
         assert_eq!(operator_scopes(), expected);
         for (i, a) in METHODS.iter().enumerate() {

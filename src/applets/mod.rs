@@ -9,6 +9,7 @@ pub mod ps;
 pub mod run;
 pub mod stop;
 pub mod token;
+pub mod watch;
 
 use crate::address::{self, Named};
 use crate::cli::{self, Failure, Outcome};
@@ -32,6 +33,7 @@ pub const APPLETS: &[Applet] = &[
     logs::APPLET,
     cancel::APPLET,
     control::APPLET,
+    watch::APPLET,
     formation::APPLET,
 ];
 

@@ -26,6 +26,7 @@ use super::budget::Charge;
 use super::control::Control;
 use super::feed::{Feed, Next};
 use super::tasks::{Engine, FollowUp, Lookup, Refused, Taken};
+use super::watch::Watch;
 use crate::a2a::card::{CardFacts, CardFor, DOOR_EXTENSION_URI, agent_card};
 use crate::a2a::error::{RpcError, quoted};
 use crate::a2a::params;
@@ -53,6 +54,8 @@ enum Reply {
     /// The answer of one of the original runtime's session methods: its host tools expect the
     /// door extension echoed in `A2A-Extensions`.
     Door(Box<Reply>),
+    /// `murmur.WatchSession`'s observer stream.
+    Watch(Box<Watch>),
 }
 
 /// Server-sent events, each a JSON-RPC answer to the request that asked.
@@ -163,7 +166,7 @@ pub struct Door {
     /// `http://addr/`.
     pub advertise: Option<String>,
     /// Set by `session/stop`; the session's main loop winds down when it sees it.
-    pub stop_requested: AtomicBool,
+    pub stop_requested: Arc<AtomicBool>,
 }
 
 impl Door {
@@ -266,6 +269,15 @@ impl Door {
             let denied = auth::forbidden(method.name);
             return Err(auth::refuse(&self.name, &denied, id, shape));
         }
+        if method.op == Op::Watch {
+            let watch = Watch::new(
+                self.engine.clone(),
+                self.stop_requested.clone(),
+                self.session_id.to_string(),
+                id,
+            );
+            return Ok(Reply::Door(Box::new(Reply::Watch(Box::new(watch)))));
+        }
         let params = body
             .get_mut("params")
             .map(Value::take)
@@ -359,6 +371,8 @@ impl Door {
                 Ok(json!({"stopping": true, "sessionId": self.session_id}))
             }
             Op::StopSession => Ok(self.stop_session()),
+            // Answered as a stream before dispatch ([`Door::answer`]).
+            Op::Watch => Err(RpcError::new(rpc::INTERNAL_ERROR, "not a plain answer")),
         };
         value.map(Answered::Value)
     }
@@ -522,6 +536,7 @@ fn reply_response(reply: Reply) -> Response {
     match reply {
         Reply::Value(answer) => json_response(200, &answer),
         Reply::Stream(stream) => Response::event_stream(Box::new(stream)),
+        Reply::Watch(watch) => Response::event_stream(watch),
         Reply::Door(reply) => {
             let mut response = reply_response(*reply);
             response
