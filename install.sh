@@ -48,7 +48,7 @@ Usage: install.sh [--target TRIPLE] [PREFIX]
 
 Build mur as a static release binary and install PREFIX/bin/mur plus one
 symlink per applet (mur-run, mur-ps, mur-stop, mur-token, mur-logs,
-mur-formation).
+mur-cancel, mur-control, mur-watch, mur-formation).
 PREFIX defaults to ~/.local. Needs cargo (https://rustup.rs).
 
   --target TRIPLE  build for that target, e.g. aarch64-unknown-linux-musl

@@ -242,6 +242,36 @@ fn rpc_body(url: &str, method: &str, params: Value) -> Result<(SocketAddr, Strin
     Ok((addr, envelope(method, params)))
 }
 
+/// One plain HTTP request with `token` as its bearer token to the door at `url`, outside
+/// JSON-RPC (the control plane's routes): its status and body, whatever the status.
+pub fn http(
+    url: &str,
+    method: &str,
+    path: &str,
+    token: &Secret,
+    body: Option<&[u8]>,
+    deadlines: Deadlines,
+) -> Result<client::Response, String> {
+    let addr = client::parse_door_addr(url)?;
+    // As for a door token: a corrupt file must not write header lines of its own.
+    if !token.expose().bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("the token is malformed".into());
+    }
+    let authorization = format!("Bearer {}", token.expose());
+    let mut headers = vec![("Authorization", authorization.as_str())];
+    if body.is_some() {
+        headers.push(("Content-Type", "application/octet-stream"));
+    }
+    let request = Request {
+        method,
+        path,
+        headers: &headers,
+        body,
+    }
+    .encode(addr);
+    multi::one(Exchange { addr, request }, deadlines)
+}
+
 /// A JSON-RPC request body for `method`.
 fn envelope(method: &str, params: Value) -> String {
     json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()

@@ -857,26 +857,91 @@ fn scopes_grant_their_twin_and_list_tasks_shows_each_credential_its_own() {
     }
 }
 
+/// `murmur.StopSession` as the original runtime means it (DESIGN.md §5): every live task
+/// canceled and accounted for, the door extension echoed, and the session left running for the
+/// caller's signal to end.
 #[test]
-fn murmur_stop_session_answers_as_the_original_runtime_does() {
+fn murmur_stop_session_cancels_and_accounts_but_leaves_the_session_to_its_signal() {
     let home = Home::new();
     let gate = home.dir("gate");
     let mut session = home.start(&[&gated_capsule(&home, &gate)]);
     let running = session.send(None, "held", false);
-    let answer = ask(&session, Some("1.0"), "murmur.StopSession", json!({}));
-    let result = &answer["result"];
+    let queued = session.send(None, "waiting", false);
+    let response = session.rpc_as(None, Some("1.0"), "murmur.StopSession", json!({}));
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(
+        response.header("a2a-extensions"),
+        Some("https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"),
+        "the door extension is echoed"
+    );
+    let mut result = response.json()["result"].take();
+    let mut canceled: Vec<String> = serde_json::from_value(result["canceled"].take()).unwrap();
+    canceled.sort();
+    let mut expected = vec![
+        running["id"].as_str().unwrap().to_string(),
+        queued["id"].as_str().unwrap().to_string(),
+    ];
+    expected.sort();
+    assert_eq!(canceled, expected);
     assert_eq!(
         result,
-        &json!({"session_id": session.id, "canceled": [running["id"]], "residue": []}),
-        "{answer}"
+        json!({"session_id": session.id, "canceled": null, "residue": []})
     );
-    let status = session.wait_exit(WAIT);
-    assert_eq!(status.code(), Some(143), "the session ended in order");
+    for task in [&running, &queued] {
+        let got = session.get_task(None, task["id"].as_str().unwrap());
+        assert_eq!(got["status"]["state"], "canceled", "{got}");
+    }
+
+    // Still running: a second call has nothing left to cancel, and new work is taken.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(session.alive(), "an account, not a shutdown");
+    let again = ask(&session, None, "murmur.StopSession", json!({}));
+    assert_eq!(
+        again["result"],
+        json!({"session_id": session.id, "canceled": [], "residue": []}),
+        "{again}"
+    );
+    std::fs::write(gate.join("release"), "").unwrap();
+    let later = session.send(None, "after", true);
+    assert_eq!(later["status"]["state"], "completed", "{later}");
+    assert!(home.record_path(&session.id).exists());
+
+    // The caller's signal ends it, in order.
+    session.signal(libc::SIGTERM);
+    assert_eq!(session.wait_exit(WAIT).code(), Some(143));
     assert!(!home.record_path(&session.id).exists());
 
-    // mur's own `session/stop` is answered under either header.
+    // mur's own `session/stop` still ends the session, under either header, with no extension.
     let mut echo = home.start(&[]);
-    let answer = ask(&echo, Some("1.0"), "session/stop", json!({}));
-    assert_eq!(answer["result"]["stopping"], true, "{answer}");
+    let response = echo.rpc_as(None, Some("1.0"), "session/stop", json!({}));
+    assert_eq!(response.json()["result"]["stopping"], true);
+    assert_eq!(response.header("a2a-extensions"), None);
     assert_eq!(echo.wait_exit(WAIT).code(), Some(143));
+}
+
+/// `session/stop` grants `murmur.StopSession` (the lesser), never the other way round.
+#[test]
+fn a_stop_session_scope_does_not_reach_session_stop() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "guarded",
+        json!({"name": "guarded", "version": "1.0.0", "network": {"authentication": {"credentials": [
+            {"name": "account", "scopes": ["murmur.StopSession"]},
+            {"name": "stopper", "scopes": ["session/stop"]},
+        ]}}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let mut session = home.start(&[manifest.to_str().unwrap()]);
+    let account = home.token(&[&session.id, "account"]);
+    let stopper = home.token(&[&session.id, "stopper"]);
+    let refused = session.rpc_as(Some(&account), Some("1.0"), "session/stop", json!({}));
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    for who in [&account, &stopper] {
+        let ok = session.rpc_as(Some(who), Some("1.0"), "murmur.StopSession", json!({}));
+        assert_eq!(ok.json()["result"]["canceled"], json!([]), "{}", ok.text());
+    }
+    assert!(session.alive());
+    let stopped = session.rpc_as(Some(&stopper), None, "session/stop", json!({}));
+    assert_eq!(stopped.json()["result"]["stopping"], true);
+    assert_eq!(session.wait_exit(WAIT).code(), Some(143));
 }

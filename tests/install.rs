@@ -27,7 +27,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use common::home::repo;
 use common::skip::skipped;
 
-const APPLETS: [&str; 6] = ["run", "ps", "stop", "token", "logs", "formation"];
+const APPLETS: [&str; 9] = [
+    "run",
+    "ps",
+    "stop",
+    "token",
+    "logs",
+    "cancel",
+    "control",
+    "watch",
+    "formation",
+];
 
 /// A fresh private directory under the system temp dir, removed (with its contents) on drop.
 struct TempDir(PathBuf);

@@ -109,36 +109,38 @@ fn a_session_that_answers_session_stop_is_stopped_at_its_door() {
 }
 
 /// A door of the original runtime (1.0 only, with the header): `session/stop` is unknown there,
-/// so stop asks `murmur.StopSession` with `A2A-Version: 1.0`, and reports that it did.
+/// so stop asks `murmur.StopSession` with `A2A-Version: 1.0` — which cancels the session's tasks
+/// and leaves its process running, as the original's does — and then sends SIGTERM at once.
 #[test]
-fn an_original_runtime_door_is_stopped_by_murmur_stop_session() {
+fn an_original_runtime_door_is_asked_murmur_stop_session_then_signalled() {
     let home = Home::patient();
-    let mut cat = Proc::cat_on_pipe();
-    let stdin = Arc::new(Mutex::new(Some(cat.take_stdin())));
+    let mut sleeper = Proc::sleeper();
     let id = session_id();
     let token = "mdt1.originalop.mac";
     let door = Door::start(DoorSpec {
         session_id: id.clone(),
         token: Some(token.into()),
         v1_only: true,
-        on_stop: Some(Box::new(move || drop(stdin.lock().unwrap().take()))),
         ..DoorSpec::default()
     });
-    let mut r = record_for(&id, &cat, &door.url());
+    let mut r = record_for(&id, &sleeper, &door.url());
     r["door_token"] = json!(token);
     let path = home.write_record(&r);
 
+    let started = std::time::Instant::now();
     let run = home.mur(&["stop", &id]);
     run.expect_code(0);
     assert_eq!(
         run.stdout,
-        format!("stopped: {id}  echo@0.1.0  murmur.StopSession\n"),
+        format!("stopped: {id}  echo@0.1.0  SIGTERM\n"),
         "stderr: {}",
         run.stderr
     );
+    assert_died_of(&mut sleeper, libc::SIGTERM);
     assert!(
-        cat.wait_exit(WAIT).success(),
-        "ended at its door, not by a signal"
+        started.elapsed() < std::time::Duration::from_millis(1500),
+        "no grace waited for a door that never ends itself: {:?}",
+        started.elapsed()
     );
     assert!(!path.exists(), "record pruned");
     let asked: Vec<_> = door

@@ -9,6 +9,11 @@ use super::version::Generation;
 pub const CAPSULE_EXTENSION_URI: &str =
     "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
 
+/// The door extension's `uri`: the original runtime's answers to its own session methods echo it
+/// in an `A2A-Extensions` header, and its host tools read them as its doors' answers.
+pub const DOOR_EXTENSION_URI: &str =
+    "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
+
 /// What a card says about one door.
 #[derive(Debug, Clone, Copy)]
 pub struct CardFacts<'a> {

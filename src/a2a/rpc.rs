@@ -22,8 +22,12 @@ pub enum Op {
     ExtendedCard,
     /// `session/stop`: mur's own answer shape.
     Stop,
-    /// `murmur.StopSession`: the original runtime's name and answer shape.
+    /// `murmur.StopSession`: the original runtime's — cancel every live task and account for
+    /// them, leaving the process to the caller's signal.
     StopSession,
+    /// `murmur.WatchSession`: the original runtime's observer stream of the session's events;
+    /// its own scope.
+    Watch,
 }
 
 /// One JSON-RPC method the door knows.
@@ -51,7 +55,8 @@ pub const EXTENDED_CARD: &str = "agent/getAuthenticatedExtendedCard";
 pub const EXTENDED_CARD_V1: &str = "GetExtendedAgentCard";
 /// mur's own: end the session in order.
 pub const SESSION_STOP: &str = "session/stop";
-/// The original runtime's name for ending a session at its door (it speaks only 1.0).
+/// The original runtime's session method (it speaks only 1.0): cancel every live task and say
+/// which; the process is ended by the signal its caller sends next.
 pub const STOP_SESSION: &str = "murmur.StopSession";
 
 const fn m(name: &'static str, op: Op, generation: Generation) -> Method {
@@ -62,6 +67,9 @@ const fn m(name: &'static str, op: Op, generation: Generation) -> Method {
         own: false,
     }
 }
+
+/// The original runtime's observer stream (1.0 only there).
+pub const WATCH_SESSION: &str = "murmur.WatchSession";
 
 /// mur's own methods: answered under either header, called with `generation`'s.
 const fn own(name: &'static str, op: Op, generation: Generation) -> Method {
@@ -99,6 +107,7 @@ pub const METHODS: &[Method] = &[
     m(EXTENDED_CARD_V1, Op::ExtendedCard, V10),
     own(SESSION_STOP, Op::Stop, V03),
     own(STOP_SESSION, Op::StopSession, V10),
+    own(WATCH_SESSION, Op::Watch, V10),
 ];
 
 /// The method called `name`, if the door knows it.
@@ -116,20 +125,25 @@ pub fn twin_names(op: Op) -> String {
         .join(" or ")
 }
 
-/// The grant an op needs: twins share one, `ListTasks` is a read like `GetTask`, and the two
-/// stop methods are one. `None`: no scope is needed (push config, refused to everyone alike).
+/// The grant an op needs: twins share one, and `ListTasks` is a read like `GetTask`. `None`: no
+/// scope is needed (push config, refused to everyone alike).
 pub fn grant(op: Op) -> Option<Op> {
     match op {
         Op::List => Some(Op::Get),
-        Op::StopSession => Some(Op::Stop),
         Op::PushConfig => None,
         other => Some(other),
     }
 }
 
-/// Whether `scope` (a method name from a manifest or a token) grants `op`.
+/// Whether `scope` (a method name from a manifest or a token) grants `op`. `session/stop`
+/// grants `murmur.StopSession` too — the lesser: it cancels tasks but ends nothing — and not
+/// the other way round.
 pub fn scope_grants(scope: &str, op: Op) -> bool {
-    method(scope).is_some_and(|m| grant(m.op).is_some() && grant(m.op) == grant(op))
+    method(scope).is_some_and(|m| {
+        let (held, needed) = (grant(m.op), grant(op));
+        held.is_some()
+            && (held == needed || (held == Some(Op::Stop) && needed == Some(Op::StopSession)))
+    })
 }
 
 /// Whether `name` may be a scope: a door method that some grant covers.
@@ -147,11 +161,17 @@ pub fn scope_names() -> Vec<&'static str> {
 }
 
 /// The operator token's scopes: the 0.3 name of every method with a grant (each grants its 1.0
-/// twin too), so it holds every method.
+/// twin too), and the name of each 1.0 method with no 0.3 twin, so it holds every method.
 pub fn operator_scopes() -> Vec<&'static str> {
+    let granted = |m: &Method| grant(m.op).is_some();
+    let twin_in_0_3 = |m: &Method| {
+        METHODS
+            .iter()
+            .any(|o| o.generation == Generation::V0_3 && granted(o) && scope_grants(o.name, m.op))
+    };
     METHODS
         .iter()
-        .filter(|m| m.generation == Generation::V0_3 && grant(m.op).is_some())
+        .filter(|m| granted(m) && (m.generation == Generation::V0_3 || !twin_in_0_3(m)))
         .map(|m| m.name)
         .collect()
 }
@@ -196,6 +216,11 @@ mod tests {
         assert!(scope_grants(TASKS_GET, Op::List));
         assert!(scope_grants("ListTasks", Op::Get));
         assert!(scope_grants(SESSION_STOP, Op::StopSession));
+        assert!(scope_grants(STOP_SESSION, Op::StopSession));
+        assert!(
+            !scope_grants(STOP_SESSION, Op::Stop),
+            "the lesser grants less"
+        );
         assert!(!scope_grants(MESSAGE_SEND, Op::Get));
         assert!(!scope_grants(TASKS_GET, Op::Cancel));
         assert!(!scope_grants(
@@ -218,6 +243,7 @@ mod tests {
             "tasks/resubscribe",
             EXTENDED_CARD,
             SESSION_STOP,
+            WATCH_SESSION,
         ];
         assert_eq!(operator_scopes(), expected);
         for (i, a) in METHODS.iter().enumerate() {

@@ -1,5 +1,7 @@
 //! One file per applet: its usage text, its option parsing, its main.
 
+pub mod cancel;
+pub mod control;
 mod detached;
 pub mod formation;
 pub mod logs;
@@ -7,9 +9,11 @@ pub mod ps;
 pub mod run;
 pub mod stop;
 pub mod token;
+pub mod watch;
 
+use crate::address::{self, Named};
 use crate::cli::{self, Failure, Outcome};
-use crate::running::{Depth, Sweep};
+use crate::running::{Depth, Entry, Sweep};
 
 /// One applet: how it is named, what `--help` prints, and its main, which takes the arguments
 /// after the applet name.
@@ -27,8 +31,39 @@ pub const APPLETS: &[Applet] = &[
     stop::APPLET,
     token::APPLET,
     logs::APPLET,
+    cancel::APPLET,
+    control::APPLET,
+    watch::APPLET,
     formation::APPLET,
 ];
+
+/// The one session `address` names among `running` — or, without an address, the only one
+/// running — for the applets that act on one session (`token`, `cancel`, `control`). A
+/// formation is not a session: its members are named instead.
+pub fn one_session<'a>(address: Option<&str>, running: &'a [Entry]) -> Result<&'a Entry, Failure> {
+    match address {
+        Some(address) => match address::resolve(address, running).map_err(Failure::Failed)? {
+            Named::Session(entry) => Ok(entry),
+            Named::Formation(id, _) => Err(Failure::Failed(format!(
+                "{id} is a formation; name one of its members (mur ps lists them)"
+            ))),
+        },
+        None => match running {
+            [only] => Ok(only),
+            [] => Err(Failure::Failed("no capsule is running".into())),
+            many => Err(Failure::Failed(format!(
+                "{} sessions are running; name one (@1 is the newest; mur ps lists them)",
+                many.len()
+            ))),
+        },
+    }
+}
+
+/// The running sessions, swept to the process layer (what the one-session applets act on).
+pub fn running(applet: &str) -> Result<Vec<Entry>, Failure> {
+    let sweep = sweep(applet, Depth::Process, false)?;
+    Ok(sweep.kept.into_iter().map(|k| k.entry).collect())
+}
 
 /// The prologue `ps`, `stop`, `token` and `logs` share: the running directory (opened without following
 /// a link, trusted only if the effective uid owns it, held at `0700` where it exists), swept as

@@ -67,7 +67,7 @@ An authenticated door's tokens are never printed: 'mur token' prints them.
 When NOTIFY_SOCKET is set, READY=1 is sent to it once the door listens and the
 record is written (systemd Type=notify).
 
-Exit status: 143 after SIGTERM, SIGHUP, session/stop (murmur.StopSession) or
+Exit status: 143 after SIGTERM, SIGHUP, session/stop or
 lifeline EOF, 130 after SIGINT (live tasks canceled, record removed; a second
 signal, or 20 s, ends it at once); with --task 0 or 1; 1 if the session could
 not start (bad manifest: the path, key and what is allowed are named); 2 on a

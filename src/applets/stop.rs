@@ -30,9 +30,10 @@ session or formation.
 
 A session is first asked to stop at its door (session/stop, with its operator
 token; a door of the original runtime, which speaks only A2A 1.0, is asked
-murmur.StopSession with A2A-Version: 1.0); if it has not gone within 2 s (at
-most half the timeout) it gets SIGTERM, and SIGKILL once the timeout has
-passed. Every signal goes to the
+murmur.StopSession with A2A-Version: 1.0, which cancels its tasks but leaves
+the process running, so SIGTERM follows at once); if it has not gone within
+2 s (at most half the timeout) it gets SIGTERM, and SIGKILL once the timeout
+has passed. Every signal goes to the
 recorded process only: its start time is checked first (through a pidfd where
 the kernel has one), so a pid that now belongs to another process is never
 signalled. Whatever a record says, mur signals only your own processes, and
@@ -223,7 +224,16 @@ fn ask_door(record: &RunningRecord, timeout: Duration) -> Option<(Instant, &'sta
         ask,
     )
     .ok()
-    .map(|(method, _)| (asked_at + door_budget, method))
+    .map(|(method, _)| {
+        // The original runtime's method cancels the session's tasks and leaves the process to
+        // the signal that follows, so there is nothing to wait for.
+        let grace = if method == STOP_SESSION {
+            Duration::ZERO
+        } else {
+            door_budget
+        };
+        (asked_at + grace, method)
+    })
 }
 
 /// A session mur may not signal (`refused` says why): stopped only if its door took the

@@ -121,7 +121,8 @@ fn door_token(entry: &Entry, credential: Option<&str>) -> Result<Secret, Failure
     })
 }
 
-fn control_token(entry: &Entry) -> Result<Secret, Failure> {
+/// The control token `<session>.control` holds; a session without that file declares no control.
+pub(super) fn control_token(entry: &Entry) -> Result<Secret, Failure> {
     let path = entry.control_path();
     let no_control = || {
         Failure::Failed(format!(

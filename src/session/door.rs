@@ -26,12 +26,13 @@ use super::budget::Charge;
 use super::control::Control;
 use super::feed::{Feed, Next};
 use super::tasks::{Engine, FollowUp, Lookup, Refused, Taken};
-use crate::a2a::card::{CardFacts, CardFor, agent_card};
+use super::watch::Watch;
+use crate::a2a::card::{CardFacts, CardFor, DOOR_EXTENSION_URI, agent_card};
 use crate::a2a::error::{RpcError, quoted};
 use crate::a2a::params;
 use crate::a2a::rpc::{self, Method, Op};
 use crate::a2a::stream::{Event, Trail};
-use crate::a2a::task::View;
+use crate::a2a::task::{State, View};
 use crate::a2a::version::Generation;
 use crate::id::SessionId;
 use crate::json::strict::Refusal;
@@ -50,6 +51,11 @@ enum Answered {
 enum Reply {
     Value(Value),
     Stream(Sse),
+    /// The answer of one of the original runtime's session methods: its host tools expect the
+    /// door extension echoed in `A2A-Extensions`.
+    Door(Box<Reply>),
+    /// `murmur.WatchSession`'s observer stream.
+    Watch(Box<Watch>),
 }
 
 /// Server-sent events, each a JSON-RPC answer to the request that asked.
@@ -160,7 +166,7 @@ pub struct Door {
     /// `http://addr/`.
     pub advertise: Option<String>,
     /// Set by `session/stop`; the session's main loop winds down when it sees it.
-    pub stop_requested: AtomicBool,
+    pub stop_requested: Arc<AtomicBool>,
 }
 
 impl Door {
@@ -192,8 +198,7 @@ impl Door {
             return budget_full(why, readable_id(&request.body), shape);
         };
         match self.answer(request, caller, &charge) {
-            Ok(Reply::Value(answer)) => json_response(200, &answer),
-            Ok(Reply::Stream(stream)) => Response::event_stream(Box::new(stream)),
+            Ok(reply) => reply_response(reply),
             Err(refusal) => refusal,
         }
     }
@@ -264,12 +269,25 @@ impl Door {
             let denied = auth::forbidden(method.name);
             return Err(auth::refuse(&self.name, &denied, id, shape));
         }
+        if method.op == Op::Watch {
+            let watch = Watch::new(
+                self.engine.clone(),
+                self.stop_requested.clone(),
+                self.session_id.to_string(),
+                id,
+            );
+            return Ok(Reply::Door(Box::new(Reply::Watch(Box::new(watch)))));
+        }
         let params = body
             .get_mut("params")
             .map(Value::take)
             .unwrap_or(Value::Null);
         let streaming = matches!(method.op, Op::Stream | Op::Subscribe);
         match self.dispatch(method, params, caller, shape, charge) {
+            Ok(Answered::Value(result)) if method.op == Op::StopSession => {
+                let reply = Reply::Value(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+                Ok(Reply::Door(Box::new(reply)))
+            }
             Ok(Answered::Value(result)) => {
                 answer(json!({"jsonrpc": "2.0", "id": id, "result": result}))
             }
@@ -352,13 +370,44 @@ impl Door {
                 self.request_stop();
                 Ok(json!({"stopping": true, "sessionId": self.session_id}))
             }
-            Op::StopSession => {
-                let canceled = self.engine.live();
-                self.request_stop();
-                Ok(json!({"session_id": self.session_id, "canceled": canceled, "residue": []}))
-            }
+            Op::StopSession => Ok(self.stop_session()),
+            // Answered as a stream before dispatch ([`Door::answer`]).
+            Op::Watch => Err(RpcError::new(rpc::INTERNAL_ERROR, "not a plain answer")),
         };
         value.map(Answered::Value)
+    }
+
+    /// `murmur.StopSession` as the original runtime means it: an account, not a shutdown. Every
+    /// live task is canceled (all at once, each answered once its processes are gone) and the
+    /// answer names the ones this call moved to `canceled` — so a second call names none. The
+    /// session goes on: ending the process is the caller's signal, as the original's `mur stop`
+    /// sends right after; a method that ended its own process would race its answer out of it.
+    fn stop_session(&self) -> Value {
+        let live = self.engine.live();
+        let canceled: Vec<String> = std::thread::scope(|scope| {
+            let asks: Vec<_> = live
+                .iter()
+                .map(|id| {
+                    let cancel = move || self.engine.cancel(id, None);
+                    // No thread to spare: this one cancels it, in turn.
+                    std::thread::Builder::new()
+                        .name("cancel".into())
+                        .spawn_scoped(scope, cancel)
+                        .map_err(|_| Box::new(cancel()))
+                })
+                .collect();
+            asks.into_iter()
+                .zip(&live)
+                .filter_map(|(ask, id)| {
+                    let ended = match ask {
+                        Ok(thread) => thread.join().ok()?,
+                        Err(done) => *done,
+                    };
+                    (ended.ok()?.state == State::Canceled).then(|| id.clone())
+                })
+                .collect()
+        });
+        json!({"session_id": self.session_id, "canceled": canceled, "residue": []})
     }
 
     fn request_stop(&self) {
@@ -479,6 +528,22 @@ impl Door {
             "pageSize": query.page_size,
             "totalSize": listing.total,
         }))
+    }
+}
+
+/// The HTTP response carrying `reply`.
+fn reply_response(reply: Reply) -> Response {
+    match reply {
+        Reply::Value(answer) => json_response(200, &answer),
+        Reply::Stream(stream) => Response::event_stream(Box::new(stream)),
+        Reply::Watch(watch) => Response::event_stream(watch),
+        Reply::Door(reply) => {
+            let mut response = reply_response(*reply);
+            response
+                .headers
+                .push(("A2A-Extensions", DOOR_EXTENSION_URI.to_string()));
+            response
+        }
     }
 }
 

@@ -19,6 +19,7 @@ pub mod store;
 pub mod supervisor;
 pub mod taskdir;
 pub mod tasks;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -179,7 +180,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         control: tokens.control,
         cors: declared.cors.clone(),
         advertise: declared.advertise.clone(),
-        stop_requested: AtomicBool::new(false),
+        stop_requested: Arc::new(AtomicBool::new(false)),
     });
     let stop_door = crate::net::server::Stopper::new()?;
     let server = {

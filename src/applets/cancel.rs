@@ -1,0 +1,158 @@
+//! `mur cancel`: end one task of a running session, leaving the session running — what the
+//! door's `tasks/cancel` does, from the command line, with the operator token from the record
+//! so no token is ever typed.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::Applet;
+use crate::a2a::rpc::{TASK_NOT_CANCELABLE, TASK_NOT_FOUND, TASKS_CANCEL};
+use crate::cli::{self, Failure, Out, Outcome};
+use crate::door_client::{self, CallError};
+use crate::net::client::Deadlines;
+use crate::secret::Secret;
+
+pub const APPLET: Applet = Applet {
+    name: "cancel",
+    summary: "cancel one task of a running session",
+    usage: "\
+Usage: mur cancel [ADDR] TASK_ID [--json]
+       mur cancel --url HOST:PORT TASK_ID [--json]
+
+Cancel one task, leaving its session running, and print the task's id and the
+state it ended in:
+  tsk_0199...  canceled
+ADDR is @N, a full ses_ id, a capsule NAME or NAME@VERSION, or a suffix of at
+least 4 characters (see 'mur stop --help'); without it, the only running
+session. The call carries the session's operator token, read from its record
+(never from the command line). A queued task, or one waiting for input, ends
+at once; a running one when its handler's processes have gone (SIGTERM, then
+SIGKILL 2 s later), so this can take a few seconds.
+
+Options:
+  --url HOST:PORT  cancel at this door instead (no token: a public door, such
+                   as one of another machine's sessions behind a tunnel)
+  --json           print the task as the door answered it
+  -h, --help       this text
+
+A door that speaks only A2A 1.0 (the original runtime's) is asked CancelTask
+when it does not know tasks/cancel.
+
+Exit status: 0 when the task is now canceled; 1 when it is not (it had already
+ended: its state is said), no such task is visible, or the session is not
+running; 2 on a usage error.
+",
+    main,
+};
+
+/// How long a cancel may take: a running handler gets SIGTERM, then SIGKILL 2 s later, and the
+/// answer waits for its processes to go.
+const CANCEL: Deadlines = Deadlines {
+    connect: Duration::from_secs(2),
+    response: Duration::from_secs(30),
+};
+
+/// The 1.0 name of `tasks/cancel`, for doors that speak only 1.0.
+const CANCEL_TASK: &str = "CancelTask";
+
+fn main(args: Vec<std::ffi::OsString>) -> Outcome {
+    let mut positional = vec![];
+    let mut url = None;
+    let mut as_json = false;
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            lexopt::Arg::Long("url") => url = Some(cli::utf8(parser.value()?)?),
+            lexopt::Arg::Long("json") => as_json = true,
+            lexopt::Arg::Value(value) => positional.push(cli::utf8(value)?),
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    let (address, task_id) = match (positional.as_slice(), &url) {
+        ([task], _) => (None, task.clone()),
+        ([_, _], Some(_)) => {
+            return Err(Failure::Usage(
+                "--url names the door: give TASK_ID alone, not ADDR".into(),
+            ));
+        }
+        ([address, task], None) => (Some(address.as_str()), task.clone()),
+        _ => return Err(Failure::Usage("name the task: [ADDR] TASK_ID".into())),
+    };
+    let (door, token, label) = match url {
+        Some(url) => (url.clone(), None, url),
+        None => {
+            let running = super::running("cancel")?;
+            let entry = super::one_session(address, &running)?;
+            let record = &entry.record;
+            let label = record.session_id.to_string();
+            (record.url.clone(), record.door_token.clone(), label)
+        }
+    };
+    cancel(&door, token.as_ref(), &task_id, &label, as_json)
+}
+
+/// Ask the door at `door` to cancel `task_id`; print what became of it.
+fn cancel(
+    door: &str,
+    token: Option<&Secret>,
+    task_id: &str,
+    label: &str,
+    as_json: bool,
+) -> Outcome {
+    let shown = task_id.escape_debug();
+    let answer = door_client::call_either(
+        door,
+        token,
+        [TASKS_CANCEL, CANCEL_TASK],
+        json!({"id": task_id}),
+        CANCEL,
+    );
+    let task = match answer {
+        Ok((_, task)) => task,
+        Err(CallError::Rpc { code, .. }) if code == TASK_NOT_FOUND => {
+            return Err(Failure::Failed(format!(
+                "no task {shown} at {label} (or not one this token may see)"
+            )));
+        }
+        Err(CallError::Rpc { code, message }) if code == TASK_NOT_CANCELABLE => {
+            return Err(Failure::Failed(format!(
+                "task {shown} was not canceled: {message}"
+            )));
+        }
+        Err(err) => return Err(Failure::Failed(format!("{label}: {err}"))),
+    };
+    let state = state_of(&task);
+    let mut out = Out::default();
+    if as_json {
+        out.line(&task.to_string());
+    } else {
+        out.line(&format!(
+            "{shown}  {}",
+            state.as_deref().unwrap_or("unknown")
+        ));
+    }
+    Ok(i32::from(state.as_deref() != Some("canceled")))
+}
+
+/// A task's state in 0.3's words (`canceled`), whichever generation answered (1.0 says
+/// `TASK_STATE_CANCELED`).
+fn state_of(task: &Value) -> Option<String> {
+    let state = task.get("status")?.get("state")?.as_str()?;
+    let bare = state.strip_prefix("TASK_STATE_").unwrap_or(state);
+    Some(bare.to_ascii_lowercase().replace('_', "-"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn either_generations_state_reads_the_same() {
+        let v03 = json!({"status": {"state": "canceled"}});
+        let v10 = json!({"status": {"state": "TASK_STATE_INPUT_REQUIRED"}});
+        assert_eq!(state_of(&v03).as_deref(), Some("canceled"));
+        assert_eq!(state_of(&v10).as_deref(), Some("input-required"));
+        assert_eq!(state_of(&json!({})), None);
+    }
+}
