@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
         control: None,
         cors: Vec::new(),
         advertise: None,
-        stop_requested: AtomicBool::new(false),
+        stop_requested: Arc::new(AtomicBool::new(false)),
     };
     let (version, body): (Option<&[u8]>, &[u8]) = match data.split_first() {
         None => (None, data),

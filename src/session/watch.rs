@@ -2,9 +2,9 @@
 //! observers read them — a `connection-ack` with role `observer` first, then each task's start,
 //! its streamed text and its end, and `capsule-closed` when the session goes.
 //!
-//! A watch reads the engine from outside: it looks for live tasks every [`TICK`] and follows each
+//! A watch reads the engine from outside: it looks for live tasks every `TICK` and follows each
 //! through a feed of its own (the same feed `tasks/resubscribe` reads), so the engine knows
-//! nothing of observers. A watcher that falls behind — more than [`MAX_PENDING`] bytes of frames
+//! nothing of observers. A watcher that falls behind — more than `MAX_PENDING` bytes of frames
 //! not yet written, or a task feed the engine cut — is cut itself: it loses the stream, never
 //! the door or a task.
 
