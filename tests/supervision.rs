@@ -32,15 +32,19 @@ fn marker(seconds: u32, tag: u32) -> String {
     format!("{seconds}.{}{tag}", std::process::id())
 }
 
-/// The live processes whose command line holds `marker`.
+/// The live `sleep MARKER` processes. Exactly that command line: a shell that starts them holds
+/// the marker in its script, and so does each of its forks until it has exec'd `sleep`.
 fn with_marker(marker: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
+                args.first().is_some_and(|a| a.ends_with(b"sleep"))
+                    && args.get(1) == Some(&marker.as_bytes())
+            })
         })
         .filter(|&pid| alive(pid))
         .collect()
