@@ -24,22 +24,26 @@ use serde_json::{Value, json};
 use super::auth::{self, Caller, DoorAuth};
 use super::budget::Charge;
 use super::control::Control;
-use super::feed::{Feed, Next};
-use super::tasks::{Engine, FollowUp, Lookup, Refused, Taken};
+use super::feed::Feed;
+use super::tasks::{Engine, Lookup, Taken};
 use super::watch::Watch;
 use crate::a2a::card::{CardFacts, CardFor, DOOR_EXTENSION_URI, agent_card};
 use crate::a2a::error::{RpcError, quoted};
 use crate::a2a::params;
 use crate::a2a::rpc::{self, Method, Op};
-use crate::a2a::stream::{Event, Trail};
+use crate::a2a::stream::Trail;
 use crate::a2a::task::{State, View};
 use crate::a2a::version::Generation;
 use crate::id::SessionId;
 use crate::json::strict::Refusal;
-use crate::net::server::{BodyStream, Handler, Request, Response};
+use crate::net::server::{Handler, Request, Response};
+use cors::{allow_origin, is_a2a_path};
+use envelope::{asked_generation, envelope, lookup, not_found, readable_id, refusal, resolve};
+use sse::Sse;
 
-/// How long a stream may be silent before a comment line keeps it alive.
-const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
+mod cors;
+mod envelope;
+mod sse;
 
 /// What a method produced: its `result`, or a task's feed to stream.
 enum Answered {
@@ -56,24 +60,6 @@ enum Reply {
     Door(Box<Reply>),
     /// `murmur.WatchSession`'s observer stream.
     Watch(Box<Watch>),
-}
-
-/// Server-sent events, each a JSON-RPC answer to the request that asked.
-enum Sse {
-    /// A task's events, in the request's generation, the answer's text shaped for this reader
-    /// ([`Trail`]: the chunks add up to the stored answer). The charge counts, in the
-    /// session's budget, the event this reader is writing now ([`Sse::next`]).
-    Feed(Arc<Feed>, Value, Generation, Trail, Charge),
-    /// One answer, then the end.
-    Once(Option<Value>),
-}
-
-/// One server-sent event; parts' data (markers in the tree) are written as their text.
-fn event(answer: &Value) -> Vec<u8> {
-    let mut bytes = b"data: ".to_vec();
-    bytes.extend(crate::json::raw::to_vec(answer));
-    bytes.extend_from_slice(b"\n\n");
-    bytes
 }
 
 /// A JSON answer whose parts' data (markers in the tree) are written as their text.
@@ -105,48 +91,6 @@ fn budget_full(why: String, id: Value, generation: Generation) -> Response {
         .headers
         .push(("Retry-After", RETRY_AFTER_SECS.to_string()));
     response
-}
-
-impl BodyStream for Sse {
-    fn next(&mut self) -> Option<Vec<u8>> {
-        let (feed, id, generation, trail, charge) = match self {
-            Sse::Once(answer) => return answer.take().map(|answer| event(&answer)),
-            Sse::Feed(feed, id, generation, trail, charge) => {
-                (feed, id, *generation, trail, charge)
-            }
-        };
-        // The piece written last has gone to the socket: its count goes.
-        charge.set(0);
-        match feed.next(HEARTBEAT) {
-            Next::Event(happened) => {
-                // Writing an event costs this reader its own copy, its tree and its bytes: about
-                // three times its weight, asked of the budget first. A reader the budget has no
-                // room for is cut, as one too far behind is: the task goes on, and can be read.
-                if !charge.grow(3 * happened.weight()) {
-                    feed.close();
-                    return None;
-                }
-                // The event is shared by every reader; this reader's shaping works on its own
-                // copy, made only as it is written and gone once it is.
-                let happened = trail.shape(Event::clone(&happened));
-                let result = happened.render(&feed.task_id, &feed.context_id, generation);
-                Some(event(
-                    &json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                ))
-            }
-            Next::Idle => Some(b": keep-alive\n\n".to_vec()),
-            Next::End => None,
-        }
-    }
-}
-
-impl Drop for Sse {
-    /// The reader has gone (or the stream ended): the engine stops feeding it at once.
-    fn drop(&mut self) {
-        if let Sse::Feed(feed, ..) = self {
-            feed.close();
-        }
-    }
 }
 
 /// One session's door.
@@ -547,190 +491,7 @@ fn reply_response(reply: Reply) -> Response {
     }
 }
 
-/// The generation the request's `A2A-Version` header names (none is 0.3), or why it names none
-/// the door speaks.
-fn asked_generation(request: &Request) -> Result<Generation, String> {
-    let mut versions = request.header_values("a2a-version");
-    match (versions.next(), versions.next()) {
-        (value, None) => Generation::from_header(value),
-        (_, Some(_)) => Err("send one A2A-Version header, not several".into()),
-    }
-}
-
-/// The id of the JSON-RPC request in `body` when it can be read (JSON, an object, a string or
-/// number id), else `null`: for a refusal answered before the request is read in earnest. It
-/// echoes only what the caller sent, so it tells an unauthenticated caller nothing.
-///
-/// Only the `id` member is built; the rest is skipped unparsed, so a megabyte of `data` sent by
-/// a caller the door refuses costs no tree.
-fn readable_id(body: &[u8]) -> Value {
-    #[derive(serde::Deserialize)]
-    struct Id {
-        id: Option<Value>,
-    }
-    match serde_json::from_slice::<Id>(body) {
-        Ok(Id {
-            id: Some(id @ (Value::String(_) | Value::Number(_))),
-        }) => id,
-        _ => Value::Null,
-    }
-}
-
-/// The request's id and method name, or the -32600 that refuses its envelope (with the id when
-/// it is a usable one).
-fn envelope(body: &Value) -> Result<(Value, &str), (Value, RpcError)> {
-    let id = body.get("id").cloned().unwrap_or(Value::Null);
-    let scalar_id = matches!(id, Value::Null | Value::String(_) | Value::Number(_));
-    let method = body.get("method").and_then(Value::as_str);
-    match (
-        body.get("jsonrpc") == Some(&json!("2.0")),
-        method,
-        scalar_id,
-    ) {
-        (true, Some(method), true) => Ok((id, method)),
-        (version, method, _) => {
-            let missing = if body.is_array() {
-                "a batch (an array) is not served: send one request at a time"
-            } else if !version {
-                "\"jsonrpc\" must be \"2.0\""
-            } else if method.is_none() {
-                "\"method\" must be a string"
-            } else {
-                "\"id\" must be a string, a number or null"
-            };
-            Err((
-                if scalar_id { id } else { Value::Null },
-                RpcError::new(rpc::INVALID_REQUEST, format!("invalid request: {missing}")),
-            ))
-        }
-    }
-}
-
-/// The method called `name`, if the door answers it under `generation`; else the error and the
-/// shape to send it in.
-fn resolve(name: &str, generation: Generation) -> Result<&'static Method, (RpcError, Generation)> {
-    let shown = quoted(name);
-    let Some(method) = rpc::method(name) else {
-        let err = RpcError::new(rpc::METHOD_NOT_FOUND, format!("method not found: {shown}"));
-        return Err((err, generation));
-    };
-    match (method.own, method.generation, generation) {
-        (false, Generation::V1_0, Generation::V0_3) => Err((
-            RpcError::new(
-                rpc::VERSION_NOT_SUPPORTED,
-                format!(
-                    "{shown} is an A2A 1.0 method: send it with the header \"A2A-Version: 1.0\" (a request without it is 0.3)"
-                ),
-            ),
-            Generation::V1_0,
-        )),
-        (false, Generation::V0_3, Generation::V1_0) => Err((
-            RpcError::new(
-                rpc::METHOD_NOT_FOUND,
-                format!(
-                    "method not found: {shown} is an A2A 0.3 method; under A2A-Version 1.0 use {}",
-                    rpc::twin_names(method.op)
-                ),
-            ),
-            Generation::V1_0,
-        )),
-        _ => Ok(method),
-    }
-}
-
-fn lookup<T>(found: Result<T, Lookup>, id: &str, generation: Generation) -> Result<T, RpcError> {
-    found.map_err(|l| match l {
-        Lookup::NotFound => not_found(),
-        Lookup::Ended(state) => RpcError::new(
-            rpc::TASK_NOT_CANCELABLE,
-            format!(
-                "task {} has already ended ({})",
-                quoted(id),
-                state.wire(generation)
-            ),
-        ),
-    })
-}
-
-/// One answer for a task that does not exist, was forgotten, or is another caller's: the three
-/// must read alike, so the message names nothing the caller did not send.
-fn not_found() -> RpcError {
-    RpcError::new(rpc::TASK_NOT_FOUND, "task not found")
-}
-
-/// The error for a message the engine would not take; `named` is the `taskId` it gave, if any.
-fn refusal(refused: Refused, named: &str, generation: Generation) -> RpcError {
-    let task = quoted(named);
-    match refused {
-        Refused::NotAccepted(why) => RpcError::new(rpc::UNSUPPORTED_OPERATION, why),
-        Refused::Busy(why) | Refused::Internal(why) => RpcError::new(rpc::INTERNAL_ERROR, why),
-        Refused::Memory(why) => RpcError::new(BUDGET_FULL, why),
-        Refused::FollowUp(FollowUp::NotFound) => not_found(),
-        Refused::FollowUp(FollowUp::OtherContext) => RpcError::invalid(
-            "params.message.contextId",
-            format!("is not the context of task {task}"),
-        ),
-        Refused::FollowUp(FollowUp::Ended(state)) => {
-            let why = format!(
-                "task {task} has ended ({}): a finished task is never continued; send the message without taskId to start a new task",
-                state.wire(generation)
-            );
-            match generation {
-                Generation::V0_3 => RpcError::invalid("params.message.taskId", why),
-                Generation::V1_0 => RpcError::new(rpc::UNSUPPORTED_OPERATION, why),
-            }
-        }
-        Refused::FollowUp(FollowUp::Live(state)) => RpcError::new(
-            rpc::UNSUPPORTED_OPERATION,
-            format!(
-                "task {task} is {}, not waiting for input: it cannot take another message now",
-                state.wire(generation)
-            ),
-        ),
-    }
-}
-
-/// The paths a browser may reach cross-origin: the card and JSON-RPC, never `/control`.
-fn is_a2a_path(path: &str) -> bool {
-    matches!(
-        path,
-        "/" | "/.well-known/agent-card.json" | "/.well-known/agent.json"
-    )
-}
-
-/// The request headers a cross-origin caller may send: what A2A clients set.
-const CORS_HEADERS: &str = "Authorization, Content-Type, A2A-Version, A2A-Extensions";
-
 impl Door {
-    /// The request's `Origin`, when it is one `network.cors` lists (compared byte for byte, as
-    /// browsers serialize origins) and the path is one of the door's A2A paths.
-    fn listed_origin(&self, request: &Request, path: &str) -> Option<String> {
-        let mut origins = request.header_values("origin");
-        let (Some(origin), None) = (origins.next(), origins.next()) else {
-            return None;
-        };
-        let origin = std::str::from_utf8(origin).ok()?;
-        (is_a2a_path(path) && self.cors.iter().any(|o| o == origin)).then(|| origin.to_string())
-    }
-
-    /// The answer to `OPTIONS` at a door with a CORS list: a preflight from a listed origin is
-    /// allowed (`POST` and `GET`, the headers A2A clients send, cached ten minutes); anything
-    /// else is 403, with no CORS header, so the browser refuses the call.
-    fn preflight(&self, origin: Option<String>) -> Response {
-        let Some(origin) = origin else {
-            return Response::text(403, "this origin is not allowed (network.cors)");
-        };
-        let mut response = Response::text(200, "");
-        response.body.clear();
-        allow_origin(&mut response, origin);
-        response.headers.extend([
-            ("Access-Control-Allow-Methods", "GET, POST".to_string()),
-            ("Access-Control-Allow-Headers", CORS_HEADERS.to_string()),
-            ("Access-Control-Max-Age", "600".to_string()),
-        ]);
-        response
-    }
-
     /// Every route but the CORS preflight.
     fn route(&self, request: Request, path: &str) -> Response {
         match (request.method.as_str(), path) {
@@ -778,19 +539,6 @@ impl Door {
             ),
         }
     }
-}
-
-/// Let `origin` read `response` (a listed origin's): the answer varies by `Origin`, and the
-/// headers an A2A client reads are exposed to it.
-fn allow_origin(response: &mut Response, origin: String) {
-    response.headers.extend([
-        ("Access-Control-Allow-Origin", origin),
-        ("Vary", "Origin".to_string()),
-        (
-            "Access-Control-Expose-Headers",
-            "A2A-Extensions, WWW-Authenticate".to_string(),
-        ),
-    ]);
 }
 
 impl Handler for Door {
