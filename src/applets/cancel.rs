@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::Applet;
 use crate::a2a::rpc::{TASK_NOT_CANCELABLE, TASK_NOT_FOUND, TASKS_CANCEL};
-use crate::cli::{self, Failure, Out, Outcome};
+use crate::cli::{Failure, Out, Outcome};
 use crate::door_client::{self, CallError};
 use crate::net::client::Deadlines;
 use crate::secret::Secret;
@@ -57,18 +57,11 @@ const CANCEL: Deadlines = Deadlines {
 const CANCEL_TASK: &str = "CancelTask";
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
-    let mut positional = vec![];
-    let mut url = None;
-    let mut as_json = false;
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            lexopt::Arg::Long("url") => url = Some(cli::utf8(parser.value()?)?),
-            lexopt::Arg::Long("json") => as_json = true,
-            lexopt::Arg::Value(value) => positional.push(cli::utf8(value)?),
-            other => return Err(other.unexpected().into()),
-        }
-    }
+    let super::DoorArgs {
+        positional,
+        url,
+        json: as_json,
+    } = super::door_args(args)?;
     let (address, task_id) = match (positional.as_slice(), &url) {
         ([task], _) => (None, task.clone()),
         ([_, _], Some(_)) => {

@@ -105,3 +105,30 @@ fn report(applet: &str, sweep: &Sweep, verbose: bool) {
         );
     }
 }
+
+/// The arguments of an applet that reaches one door (`cancel`, `watch`): its positional words,
+/// `--url HOST:PORT`, and `--json`.
+pub struct DoorArgs {
+    pub positional: Vec<String>,
+    pub url: Option<String>,
+    pub json: bool,
+}
+
+/// Parse [`DoorArgs`]; anything else is a usage error naming it.
+pub fn door_args(args: Vec<std::ffi::OsString>) -> Result<DoorArgs, Failure> {
+    let mut parsed = DoorArgs {
+        positional: vec![],
+        url: None,
+        json: false,
+    };
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            lexopt::Arg::Long("url") => parsed.url = Some(cli::utf8(parser.value()?)?),
+            lexopt::Arg::Long("json") => parsed.json = true,
+            lexopt::Arg::Value(value) => parsed.positional.push(cli::utf8(value)?),
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    Ok(parsed)
+}

@@ -50,18 +50,11 @@ const WATCH: Deadlines = Deadlines {
 };
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
-    let mut positional = vec![];
-    let mut url = None;
-    let mut as_json = false;
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            lexopt::Arg::Long("url") => url = Some(cli::utf8(parser.value()?)?),
-            lexopt::Arg::Long("json") => as_json = true,
-            lexopt::Arg::Value(value) => positional.push(cli::utf8(value)?),
-            other => return Err(other.unexpected().into()),
-        }
-    }
+    let super::DoorArgs {
+        positional,
+        url,
+        json: as_json,
+    } = super::door_args(args)?;
     let address = match (positional.as_slice(), &url) {
         ([], _) => None,
         ([a], None) => Some(a.as_str()),
