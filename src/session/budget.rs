@@ -11,8 +11,15 @@
 //! finished tasks give way first: a demand that does not fit evicts the oldest of them
 //! ([`super::tasks::Engine::reserve`]).
 //!
-//! Invariant: `used` is the sum of every live charge's bytes; a demand is granted only while
-//! `used + demand <= limit` (forced counts may pass the limit; demands then wait for room).
+//! Stream readers' copies of the events they write draw on a *share* of the budget
+//! ([`Budget::share`]): a smaller budget of its own, every byte of it also counted in the
+//! session's. However many readers there are and however slowly they read, they hold at most the
+//! share, and the rest stays for requests, tasks and reads — a reader never squeezes out a
+//! finished task someone is about to read.
+//!
+//! Invariant: `used` is the sum of every live charge's bytes (a share's charges counted in the
+//! share and in its parent alike); a demand is granted only while `used + demand <= limit` in the
+//! budget and every budget above it (forced counts may pass the limit; demands then wait for room).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,6 +33,8 @@ pub const DEFAULT_MIB: u64 = 128;
 pub struct Budget {
     limit: usize,
     used: AtomicUsize,
+    /// The budget this one is a share of: every byte counted here is counted there too.
+    parent: Option<Arc<Budget>>,
 }
 
 impl Budget {
@@ -33,6 +42,16 @@ impl Budget {
         Arc::new(Self {
             limit,
             used: AtomicUsize::new(0),
+            parent: None,
+        })
+    }
+
+    /// A share of `parent` holding at most `limit` (and never more than `parent` has room for).
+    pub fn share(parent: &Arc<Budget>, limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            limit,
+            used: AtomicUsize::new(0),
+            parent: Some(parent.clone()),
         })
     }
 
@@ -49,20 +68,36 @@ impl Budget {
         self.used().saturating_add(bytes) <= self.limit
     }
 
+    /// Take `bytes` here and in every budget above, or nowhere.
     fn try_take(&self, bytes: usize) -> bool {
-        self.used
+        let here = self
+            .used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 used.checked_add(bytes).filter(|&now| now <= self.limit)
             })
-            .is_ok()
+            .is_ok();
+        if !here {
+            return false;
+        }
+        let above = self.parent.as_ref().is_none_or(|p| p.try_take(bytes));
+        if !above {
+            self.used.fetch_sub(bytes, Ordering::AcqRel);
+        }
+        above
     }
 
     fn take(&self, bytes: usize) {
         self.used.fetch_add(bytes, Ordering::AcqRel);
+        if let Some(parent) = &self.parent {
+            parent.take(bytes);
+        }
     }
 
     fn give(&self, bytes: usize) {
         self.used.fetch_sub(bytes, Ordering::AcqRel);
+        if let Some(parent) = &self.parent {
+            parent.give(bytes);
+        }
     }
 }
 
@@ -148,5 +183,26 @@ mod tests {
         assert_eq!(budget.used(), 10);
         drop(a);
         assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn a_share_holds_at_most_its_limit_and_counts_in_its_parent() {
+        let budget = Budget::new(100);
+        let share = Budget::share(&budget, 30);
+        let reader = Charge::new(&share);
+        assert!(reader.grow(20));
+        assert_eq!(budget.used(), 20, "a share's bytes count in the parent");
+        assert!(!reader.grow(20), "past the share's own limit");
+        assert_eq!(
+            (share.used(), budget.used()),
+            (20, 20),
+            "a refusal takes nothing"
+        );
+        let other = Charge::new(&budget);
+        assert!(other.grow(75));
+        assert!(!reader.grow(10), "within the share, but the parent is full");
+        assert_eq!((share.used(), budget.used()), (20, 95));
+        drop(reader);
+        assert_eq!((share.used(), budget.used()), (0, 75));
     }
 }

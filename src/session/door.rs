@@ -243,7 +243,7 @@ impl Door {
                     Caller::Member { .. } => Trail::exact(),
                     _ => Trail::default(),
                 };
-                let writing = Charge::new(self.engine.budget());
+                let writing = Charge::new(self.engine.stream_budget());
                 Ok(Reply::Stream(Sse::Feed(feed, id, shape, trail, writing)))
             }
             // A 0.3 stream carries the errors of a well-formed request as its one event (0.3's

@@ -46,8 +46,9 @@ impl BodyStream for Sse {
         match feed.next(HEARTBEAT) {
             Next::Event(happened) => {
                 // Writing an event costs this reader its own copy, its tree and its bytes: about
-                // three times its weight, asked of the budget first. A reader the budget has no
-                // room for is cut, as one too far behind is: the task goes on, and can be read.
+                // three times its weight, asked first of the readers' share of the budget. A
+                // reader the share has no room for is cut, as one too far behind is: the task
+                // goes on, and can be read.
                 if !charge.grow(3 * happened.weight()) {
                     feed.close();
                     return None;

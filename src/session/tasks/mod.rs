@@ -128,6 +128,8 @@ pub struct Engine {
     changed: Condvar,
     supervisor: Supervisor,
     budget: Arc<Budget>,
+    /// The share of the budget stream readers' copies draw on (a quarter; [`Budget::share`]).
+    streams: Arc<Budget>,
     /// Whether a task's messages are written to its directory too (a handler's capsule): then
     /// they are counted twice, the file as well as the memory.
     on_disk: bool,
@@ -184,10 +186,12 @@ impl Engine {
             .saturating_mul(1 << 20);
         let budget = Budget::new(limit);
         let finished = Store::charged(&budget, (limit / 4).min(super::store::BUDGET));
+        let streams = Budget::share(&budget, limit / 4);
         let on_disk = matches!(capsule, Capsule::Handler { .. });
         Arc::new(Self {
             on_disk,
             budget,
+            streams,
             capsule,
             lifecycle,
             base_env,
@@ -216,6 +220,11 @@ impl Engine {
     /// The session's memory budget.
     pub fn budget(&self) -> &Arc<Budget> {
         &self.budget
+    }
+
+    /// The share of the budget stream readers write from.
+    pub fn stream_budget(&self) -> &Arc<Budget> {
+        &self.streams
     }
 
     /// Reserve `bytes` of the budget for a demand (a request being read), evicting the oldest
