@@ -57,6 +57,7 @@ fuzz_target!(|data: &[u8]| {
         body: body.to_vec(),
         peer: "127.0.0.1:2".parse().unwrap(),
         keep_alive: true,
+        hold: None,
     });
     assert_eq!(response.status, 200);
     // A stream (the echo capsule settles at once, so it ends): each piece one JSON-RPC answer.

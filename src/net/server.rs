@@ -7,6 +7,7 @@
 //! |---|---|
 //! | head over 16 KiB | 431, connection closed |
 //! | body over 1 MiB (by `Content-Length`) | 413, connection closed |
+//! | body the handler does not admit when its head arrives ([`Handler::admit`]: the session's memory budget) | its refusal (503), body never read |
 //! | request not complete 10 s after its first byte | 408, connection closed |
 //! | malformed head, bad or duplicate `Content-Length`, `Transfer-Encoding` | 400 / 501, closed |
 //! | 1,024 connections open at once (streams count) | the one idle longest gives way ([`super::conns`]); if every one is answering, the new one gets 503 |
@@ -55,7 +56,14 @@ pub struct Request {
     /// Whether the client asked for the connection to stay open: HTTP/1.1 unless it sent
     /// `Connection: close`; HTTP/1.0 only if it sent `Connection: keep-alive`.
     pub keep_alive: bool,
+    /// What the handler took for this request when its head arrived ([`Handler::admit`]),
+    /// handed back with it; held until the request is dropped.
+    pub hold: Option<Hold>,
 }
+
+/// What a handler takes for a request before its body is read (a share of a memory budget),
+/// opaque to the server: it only keeps it alive as long as the request.
+pub type Hold = Box<dyn std::any::Any + Send>;
 
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,6 +75,7 @@ impl std::fmt::Debug for Request {
             .field("body_len", &self.body.len())
             .field("peer", &self.peer)
             .field("keep_alive", &self.keep_alive)
+            .field("hold", &self.hold.is_some())
             .finish()
     }
 }
@@ -89,6 +98,9 @@ pub struct Response {
     /// A body written as it is produced instead of `body` (server-sent events): no
     /// `Content-Length`, and the connection closes when it ends.
     pub stream: Option<Box<dyn BodyStream>>,
+    /// What the handler keeps counted for this response until it has been written (the
+    /// server drops it then).
+    pub hold: Option<Hold>,
 }
 
 /// A body produced piece by piece, on the connection's own thread.
@@ -117,6 +129,7 @@ impl Response {
             headers: vec![("Content-Type", "application/json".into())],
             body: value.to_string().into_bytes(),
             stream: None,
+            hold: None,
         }
     }
 
@@ -126,6 +139,7 @@ impl Response {
             headers: vec![("Content-Type", "text/plain; charset=utf-8".into())],
             body: format!("{text}\n").into_bytes(),
             stream: None,
+            hold: None,
         }
     }
 
@@ -139,12 +153,22 @@ impl Response {
             ],
             body: Vec::new(),
             stream: Some(stream),
+            hold: None,
         }
     }
 }
 
 /// What answers requests. Called from many connection threads at once.
 pub trait Handler: Send + Sync + 'static {
+    /// Whether a request whose head has arrived may have its `body_len` bytes read: what the
+    /// handler takes for it (handed back in [`Request::hold`]), or the refusal to answer instead
+    /// — then the body is never read into memory (it is drained and dropped while the refusal
+    /// lingers). `request` has its head and no body yet.
+    fn admit(&self, request: &Request, body_len: usize) -> Result<Option<Hold>, Response> {
+        let _ = (request, body_len);
+        Ok(None)
+    }
+
     fn handle(&self, request: Request) -> Response;
 }
 
@@ -252,7 +276,7 @@ fn connection(
     let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     loop {
-        let request = match read_request(stream, &mut buf, peer, place) {
+        let request = match read_request(stream, &mut buf, peer, place, handler) {
             Ok(Some(request)) => request,
             Ok(None) => return,
             Err(mut refusal) => {
@@ -297,41 +321,97 @@ fn linger(stream: &TcpStream, until: Instant) {
 /// Read one request from `stream`, with any bytes already in `buf` (pipelined). `Ok(None)` is a
 /// connection closed (or idle past the deadline) between requests; `Err` is the response that
 /// refuses a bad one.
+///
+/// The head is read into `buf` (at most [`MAX_HEAD`] and one read more); the body, once
+/// `handler` has admitted it, straight into a buffer of exactly its length — never more than
+/// it asked for, so what follows it stays in the socket, and no request is held twice.
 fn read_request(
     stream: &TcpStream,
     buf: &mut Vec<u8>,
     peer: SocketAddr,
     place: &Place,
+    handler: &dyn Handler,
 ) -> Result<Option<Request>, Response> {
-    let mut started = (!buf.is_empty()).then(Instant::now);
-    let idle_since = Instant::now();
+    let mut clock = Clock {
+        started: (!buf.is_empty()).then(Instant::now),
+        idle_since: Instant::now(),
+    };
     let mut chunk = [0u8; 8192];
-    loop {
-        if let Some(request) = parse_buffered(buf, peer)? {
-            return Ok(Some(request));
+    let (mut request, head_len, body_len) = loop {
+        if let Some(head) = parse_head(buf, peer)? {
+            break head;
         }
-        let deadline = started.unwrap_or(idle_since) + REQUEST_DEADLINE;
-        match super::read_by(stream, &mut chunk, deadline) {
+        match clock.read(stream, &mut chunk, place)? {
+            Some(n) => buf.extend_from_slice(&chunk[..n]),
+            None => return Ok(None),
+        }
+    };
+    buf.drain(..head_len);
+    request.hold = handler.admit(&request, body_len)?;
+    let mut body = vec![0; body_len];
+    let mut filled = buf.len().min(body_len);
+    body[..filled].copy_from_slice(&buf[..filled]);
+    buf.drain(..filled);
+    while filled < body_len {
+        match clock.read(stream, &mut body[filled..], place)? {
+            Some(n) => filled += n,
+            None => return Ok(None),
+        }
+    }
+    request.body = body;
+    Ok(Some(request))
+}
+
+/// When the request being read began arriving, for its deadline ([`REQUEST_DEADLINE`] from its
+/// first byte, or from the moment the connection went idle for the next one).
+struct Clock {
+    started: Option<Instant>,
+    idle_since: Instant,
+}
+
+impl Clock {
+    /// Read what has arrived into `into`, by the deadline: how much, `None` if the connection
+    /// closed or stayed idle, the 408 refusal if a begun request is late.
+    fn read(
+        &mut self,
+        stream: &TcpStream,
+        into: &mut [u8],
+        place: &Place,
+    ) -> Result<Option<usize>, Response> {
+        let deadline = self.started.unwrap_or(self.idle_since) + REQUEST_DEADLINE;
+        match super::read_by(stream, into, deadline) {
             super::Received::Bytes(n) => {
-                if started.is_none() {
-                    started = Some(Instant::now());
+                if self.started.is_none() {
+                    self.started = Some(Instant::now());
                     place.doing(Doing::Reading);
                 }
-                buf.extend_from_slice(&chunk[..n]);
+                Ok(Some(n))
             }
-            super::Received::Late => {
-                return match started {
-                    Some(_) => Err(Response::text(408, "request not complete within 10 s")),
-                    None => Ok(None),
-                };
+            super::Received::Late if self.started.is_some() => {
+                Err(Response::text(408, "request not complete within 10 s"))
             }
-            super::Received::Closed | super::Received::Failed(_) => return Ok(None),
+            _ => Ok(None),
         }
     }
 }
 
-/// Take one complete request off the front of `buf`, if there is one.
+/// Take one complete request off the front of `buf`, if there is one (head and body both
+/// arrived); nothing is taken otherwise.
 pub fn parse_buffered(buf: &mut Vec<u8>, peer: SocketAddr) -> Result<Option<Request>, Response> {
+    let Some((mut request, head_len, body_len)) = parse_head(buf, peer)? else {
+        return Ok(None);
+    };
+    if buf.len() < head_len + body_len {
+        return Ok(None);
+    }
+    request.body = buf[head_len..head_len + body_len].to_vec();
+    buf.drain(..head_len + body_len);
+    Ok(Some(request))
+}
+
+/// The request whose head is complete at the front of `buf` (with no body yet), the head's
+/// length and the body's (by `Content-Length`, at most [`MAX_BODY`]); `buf` is left as it is.
+fn parse_head(buf: &[u8], peer: SocketAddr) -> Result<Option<(Request, usize, usize)>, Response> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut parsed = httparse::Request::new(&mut headers);
     let head_len = match parsed.parse(buf) {
@@ -366,9 +446,6 @@ pub fn parse_buffered(buf: &mut Vec<u8>, peer: SocketAddr) -> Result<Option<Requ
     if body_len > MAX_BODY {
         return Err(Response::text(413, "body larger than 1 MiB"));
     }
-    if buf.len() < head_len + body_len {
-        return Ok(None);
-    }
     let connection = |token: &[u8]| {
         parsed.headers.iter().any(|h| {
             h.name.eq_ignore_ascii_case("connection")
@@ -390,11 +467,11 @@ pub fn parse_buffered(buf: &mut Vec<u8>, peer: SocketAddr) -> Result<Option<Requ
             .iter()
             .map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec()))
             .collect(),
-        body: buf[head_len..head_len + body_len].to_vec(),
+        body: Vec::new(),
         peer,
+        hold: None,
     };
-    buf.drain(..head_len + body_len);
-    Ok(Some(request))
+    Ok(Some((request, head_len, body_len)))
 }
 
 fn head_too_large() -> Response {
@@ -477,6 +554,7 @@ mod tests {
             body: b"{}".to_vec(),
             peer: "127.0.0.1:1".parse().unwrap(),
             keep_alive: true,
+            hold: None,
         };
         let shown = format!("{request:?}");
         assert!(

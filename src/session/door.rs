@@ -36,7 +36,7 @@ use crate::a2a::task::{State, View};
 use crate::a2a::version::Generation;
 use crate::id::SessionId;
 use crate::json::strict::Refusal;
-use crate::net::server::{Handler, Request, Response};
+use crate::net::server::{Handler, Hold, Request, Response};
 use cors::{allow_origin, is_a2a_path};
 use envelope::{asked_generation, envelope, lookup, not_found, readable_id, refusal, resolve};
 use sse::Sse;
@@ -132,19 +132,48 @@ impl Door {
     /// Answer one JSON-RPC request from `caller`: a JSON-RPC answer, an event stream, or an
     /// HTTP-level refusal (403).
     ///
-    /// The body is counted against the memory budget first, and the tree it is read into as it
-    /// grows; the count is held until the answer is written out. A request the budget has no
-    /// room for is refused 503 ([`budget_full`]) and costs nothing more.
-    fn rpc(&self, request: &Request, caller: &Caller) -> Response {
-        let shape = asked_generation(request).unwrap_or(Generation::V1_0);
-        let Some(charge) = self.engine.reserve(request.body.len() + REQUEST_OVERHEAD) else {
-            let why = self.memory_refusal(request.body.len());
-            return budget_full(why, readable_id(&request.body), shape);
+    /// The body is counted against the memory budget first — when its head arrived, before it
+    /// was read ([`Handler::admit`]), or here for a request handed over whole — and the tree it
+    /// is read into as it grows. A request the budget has no room for is refused 503
+    /// ([`budget_full`]) and costs nothing more.
+    fn rpc(&self, request: &mut Request, caller: &Caller) -> Response {
+        let held = request
+            .hold
+            .take()
+            .and_then(|hold| hold.downcast::<Charge>().ok());
+        let charge = match held {
+            Some(charge) => *charge,
+            None => match self.reserve(request, request.body.len()) {
+                Ok(charge) => charge,
+                Err(refusal) => return refusal,
+            },
         };
-        match self.answer(request, caller, &charge) {
+        let mut response = match self.answer(request, caller, &charge) {
             Ok(reply) => reply_response(reply),
             Err(refusal) => refusal,
+        };
+        // A written answer stays counted until it has gone to the socket, however slowly its
+        // client reads; a stream counts what it writes itself.
+        if response.stream.is_none() {
+            charge.set(response.body.len());
+            response.hold = Some(Box::new(charge));
         }
+        response
+    }
+
+    /// The budget's share for `request`'s body of `bytes` and what reading it builds, or the
+    /// 503 that refuses it.
+    fn reserve(&self, request: &Request, bytes: usize) -> Result<Charge, Response> {
+        self.engine
+            .reserve(bytes + REQUEST_OVERHEAD)
+            .ok_or_else(|| {
+                let shape = asked_generation(request).unwrap_or(Generation::V1_0);
+                budget_full(
+                    self.memory_refusal(bytes),
+                    readable_id(&request.body),
+                    shape,
+                )
+            })
     }
 
     /// Why a request of `bytes` was refused for memory.
@@ -493,7 +522,7 @@ fn reply_response(reply: Reply) -> Response {
 
 impl Door {
     /// Every route but the CORS preflight.
-    fn route(&self, request: Request, path: &str) -> Response {
+    fn route(&self, mut request: Request, path: &str) -> Response {
         match (request.method.as_str(), path) {
             ("GET", "/.well-known/agent-card.json" | "/.well-known/agent.json") => {
                 Response::json(200, &self.card(false, CardFor::Both))
@@ -510,7 +539,7 @@ impl Door {
                     },
                     None => Caller::Public,
                 };
-                self.rpc(&request, &caller)
+                self.rpc(&mut request, &caller)
             }
             (_, p) if p == "/control" || p.starts_with("/control/") => match &self.control {
                 Some(control) => control.handle(&request),
@@ -542,6 +571,15 @@ impl Door {
 }
 
 impl Handler for Door {
+    /// A JSON-RPC request's body is counted against the memory budget before it is read: one
+    /// the budget has no room for is refused 503 and never held ([`Door::reserve`]).
+    fn admit(&self, request: &Request, body_len: usize) -> Result<Option<Hold>, Response> {
+        if request.method != "POST" || request.path.split('?').next() != Some("/") {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(self.reserve(request, body_len)?)))
+    }
+
     /// Route the request; at a door with `network.cors`, answer preflights and let a listed
     /// origin read the A2A answers (refusals included, so a browser client can read a 401).
     fn handle(&self, request: Request) -> Response {
