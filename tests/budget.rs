@@ -158,7 +158,6 @@ fn a_body_is_counted_before_it_is_read_and_refused_unread_when_the_budget_is_ful
 /// public echo door: each answered within its deadline, a result or a 503 refusal, and the
 /// session's peak within the goal.
 #[test]
-#[ignore = "peaks at 250-345 MiB (was 377-475 before bodies were counted unread): the allocators keep freed memory of 127 threads beyond the budget's count (issue 19, left)"]
 fn a_hundred_and_twenty_seven_concurrent_one_mib_data_parts_are_each_answered() {
     let home = Home::new();
     let session = home.start(&[]);

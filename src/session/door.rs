@@ -572,7 +572,7 @@ impl Door {
 
 impl Handler for Door {
     /// A JSON-RPC request's body is counted against the memory budget before it is read: one
-    /// the budget has no room for is refused 503 and never held ([`Door::reserve`]).
+    /// the budget has no room for is refused 503 and never held (`Door::reserve`).
     fn admit(&self, request: &Request, body_len: usize) -> Result<Option<Hold>, Response> {
         if request.method != "POST" || request.path.split('?').next() != Some("/") {
             return Ok(None);

@@ -91,13 +91,19 @@ impl Feed {
         queue.weight = 0;
     }
 
-    /// The next event, waiting at most `wait` for one.
+    /// The next event, waiting at most `wait` for one (a wait the door's pool may start
+    /// another worker for: [`crate::net::pool::blocking`]).
     pub fn next(&self, wait: Duration) -> Next {
-        let queue = self.lock();
-        let (mut queue, _) = self
-            .ready
-            .wait_timeout_while(queue, wait, |q| q.events.is_empty() && !q.closed && !q.lost)
-            .unwrap_or_else(|p| p.into_inner());
+        let empty = |q: &mut Queue| q.events.is_empty() && !q.closed && !q.lost;
+        let mut queue = self.lock();
+        if empty(&mut queue) {
+            queue = crate::net::pool::blocking(|| {
+                self.ready
+                    .wait_timeout_while(queue, wait, empty)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            });
+        }
         if queue.lost {
             return Next::End;
         }

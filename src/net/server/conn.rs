@@ -1,0 +1,103 @@
+//! One connection's requests, served on a worker of the door's pool: read, answer, write, until
+//! it closes, errs, asks to close — or, between requests, is parked ([`super::park`]) and its
+//! worker goes back to the pool.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use super::super::conns::{Doing, Place};
+use super::super::pool::Pool;
+use super::park::Parked;
+use super::read::read_request;
+use super::write::{linger, write_response};
+use super::{Handler, LINGER_TIME, REQUEST_DEADLINE, Stopper};
+
+/// An open connection: its socket, its place among the door's connections, and the bytes of its
+/// next request read so far.
+pub(super) struct Conn {
+    pub(super) stream: Arc<TcpStream>,
+    pub(super) peer: SocketAddr,
+    pub(super) place: Place,
+    pub(super) buf: Vec<u8>,
+    /// Whether its socket has been added to the parking epoll (re-armed after that).
+    pub(super) watched: bool,
+}
+
+impl Conn {
+    pub(super) fn new(stream: Arc<TcpStream>, peer: SocketAddr, place: Place) -> Self {
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
+        Self {
+            stream,
+            peer,
+            place,
+            buf: Vec::new(),
+            watched: false,
+        }
+    }
+}
+
+/// What every worker of one door shares.
+pub(super) struct Server {
+    pub(super) handler: Arc<dyn Handler>,
+    pub(super) stop: Arc<Stopper>,
+    pub(super) pool: Arc<Pool>,
+    /// Where idle connections wait; `None` where epoll is not to be had (then a connection
+    /// keeps its worker between requests).
+    pub(super) parked: Option<Parked>,
+    /// Requests being answered: counted from before the handler runs until the answer is
+    /// written, so a stop the handler itself caused waits for it.
+    pub(super) answering: AtomicUsize,
+}
+
+impl Server {
+    /// Serve `conn` on a worker; `Err` gives it back when no worker can run it.
+    pub(super) fn dispatch(self: &Arc<Self>, conn: Conn) -> Result<(), Arc<TcpStream>> {
+        let stream = conn.stream.clone();
+        let server = self.clone();
+        self.pool
+            .submit(Box::new(move || server.serve(conn)))
+            .map_err(|_| stream)
+    }
+
+    /// Serve requests on `conn` until it closes, errs, asks to close or the door stops; park it
+    /// when it is idle between requests.
+    fn serve(&self, mut conn: Conn) {
+        loop {
+            let (stream, place) = (&*conn.stream, &conn.place);
+            let request =
+                match read_request(stream, &mut conn.buf, conn.peer, place, &*self.handler) {
+                    Ok(Some(request)) => request,
+                    Ok(None) => return,
+                    Err(mut refusal) => {
+                        place.doing(Doing::Lingering);
+                        if write_response(stream, &mut refusal, false).is_ok() {
+                            linger(stream, Instant::now() + LINGER_TIME);
+                        }
+                        return;
+                    }
+                };
+            place.doing(Doing::Answering);
+            self.answering.fetch_add(1, Ordering::AcqRel);
+            let request_keep_alive = request.keep_alive;
+            let mut response = self.handler.handle(request);
+            let keep_alive =
+                request_keep_alive && !self.stop.is_stopped() && response.stream.is_none();
+            let written = write_response(stream, &mut response, keep_alive);
+            drop(response);
+            self.answering.fetch_sub(1, Ordering::AcqRel);
+            if written.is_err() || !keep_alive {
+                return;
+            }
+            place.doing(Doing::Idle);
+            // A pipelined request already read is served at once; otherwise the connection
+            // waits parked, without this worker.
+            if let (true, Some(parked)) = (conn.buf.is_empty(), &self.parked) {
+                parked.park(conn);
+                return;
+            }
+        }
+    }
+}
