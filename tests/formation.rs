@@ -170,6 +170,13 @@ exit 3
         out.stderr
     );
     assert!(out.stderr.contains("stopped: "), "{}", out.stderr);
+    // The entry member's own words are the formation's: the user never typed `mur run`.
+    assert!(
+        out.stderr.contains("mur formation: the task failed")
+            && !out.stderr.lines().any(|l| l.starts_with("mur run")),
+        "{}",
+        out.stderr
+    );
     assert_all_gone(&env, &ready.pids());
 }
 

@@ -1570,6 +1570,25 @@ fn run_usage_errors_name_the_range_and_a_repeated_task_and_version_works_through
     assert_eq!(out.stdout, version.stdout);
 }
 
+/// `--bind localhost` is the IPv4 loopback, never a lookup; a name that is not an address is
+/// still a usage error.
+#[test]
+fn bind_localhost_is_the_loopback() {
+    let home = Home::new();
+    let session = home.start(&["--bind", "localhost"]);
+    let url = session.ready["url"].as_str().unwrap_or_default();
+    assert!(url.starts_with("127.0.0.1:"), "{}", session.ready);
+    let mut conn = session.connect();
+    assert_eq!(conn.get("/.well-known/agent-card.json").status, 200);
+    let out = home.mur(&["run", "--bind", "example.invalid"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("an IP address or localhost"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn the_door_points_a_stray_request_at_the_card() {
     let home = Home::new();
