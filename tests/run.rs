@@ -1544,6 +1544,40 @@ fn a_handler_gets_mur_capsule_dir_and_a_bare_run_name_beside_the_manifest_gets_a
     );
 }
 
+/// Admission reports every problem of a manifest at once, each under its key path, in plain
+/// words: never serde's (`invalid type: integer 1, expected a string at line 1 column 23`).
+#[test]
+fn a_manifest_with_several_problems_names_each_under_its_key_path() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "broken",
+        json!({"name": "broken", "version": 1, "run": ["handler.sh"],
+            "lifecycle": {"concurrency": "4", "queue_depth": 100000, "bogus": true},
+            "network": {"cors": ["*"]}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let out = home.mur(&["run", manifest.to_str().unwrap(), "--task", "x"]);
+    out.expect_code(1);
+    assert_eq!(out.stdout, "");
+    let head = format!("mur run: {}: 6 problems:\n", manifest.display());
+    assert!(out.stderr.starts_with(&head), "{}", out.stderr);
+    for line in [
+        "  lifecycle: unknown field `bogus` (the fields here: ",
+        "  lifecycle.concurrency: expected a whole number, found a string\n",
+        "  lifecycle.queue_depth: must be 0 to 65536, not 100000\n",
+        "  network.cors[0]: '*' is not an origin",
+        "  run: the handler 'handler.sh' is not an executable on PATH; did you mean ./handler.sh?",
+        "  version: expected a string, found the number 1\n",
+    ] {
+        assert!(out.stderr.contains(line), "{line:?} in:\n{}", out.stderr);
+    }
+    assert!(
+        !out.stderr.contains("invalid type") && !out.stderr.contains(" at line "),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn run_usage_errors_name_the_range_and_a_repeated_task_and_version_works_through_a_link() {
     let home = Home::new();
