@@ -252,7 +252,8 @@ fn a_shell_handler_gets_stdin_env_and_workdir_and_its_stdout_is_the_answer() {
     assert_eq!(status_text(&task), "the answer\nline two\n");
 
     let read = |name: &str| fs::read_to_string(out.join(name)).unwrap();
-    assert_eq!(read("stdin"), "one\ntwo");
+    // The text parts joined by newlines, ending in one (so `read` sees the last line).
+    assert_eq!(read("stdin"), "one\ntwo\n");
     assert_eq!(read("cwd").trim_end(), workdir.to_str().unwrap());
     assert_eq!(read("session"), session.id);
     assert_eq!(read("task"), task["id"].as_str().unwrap());
@@ -1575,6 +1576,47 @@ fn a_manifest_with_several_problems_names_each_under_its_key_path() {
         !out.stderr.contains("invalid type") && !out.stderr.contains(" at line "),
         "{}",
         out.stderr
+    );
+}
+
+/// A handler's stdin ends in a newline (added unless the text has one), so the shell's `read`
+/// sees a line; an empty text is empty stdin; and a `cat` handler still answers the text.
+#[test]
+fn a_handler_reads_its_task_as_a_line() {
+    let home = Home::new();
+    let reader = home.write_capsule(
+        "reader",
+        json!({"name": "reader", "version": "1", "run": ["./handler.sh"]}),
+        Some("#!/bin/sh\nprintf '[%s]' \"$(od -An -c | tr -s ' \\n' ' ')\"\n"),
+    );
+    for (text, seen) in [
+        ("hi", "[ h i \\n ]"),
+        ("hi\n", "[ h i \\n ]"),
+        ("a\nb", "[ a \\n b \\n ]"),
+        ("", "[]"),
+    ] {
+        let out = home.mur(&["run", reader.to_str().unwrap(), "--task", text]);
+        out.expect_code(0);
+        assert_eq!(out.stdout.trim_end(), seen, "{text:?}");
+    }
+    let line = home.write_capsule(
+        "line",
+        json!({"name": "line", "version": "1", "run": ["./handler.sh"]}),
+        Some("#!/bin/sh\nread -r n || exit 3\necho \"got $n\"\n"),
+    );
+    let out = home.mur(&["run", line.to_str().unwrap(), "--task", "42"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "got 42\n");
+    let cat = home.write_capsule(
+        "cat",
+        json!({"name": "cat", "version": "1", "run": ["cat"]}),
+        None,
+    );
+    let out = home.mur(&["run", cat.to_str().unwrap(), "--task", "exact"]);
+    out.expect_code(0);
+    assert_eq!(
+        out.stdout, "exact\n",
+        "one newline: the answer's, printed by --task"
     );
 }
 
