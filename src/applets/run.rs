@@ -23,7 +23,7 @@ MANIFEST is a murmur.json (or a directory holding one); default ./murmur.json.
 Only when no MANIFEST is named and the current directory has no murmur.json
 does the embedded 'echo' capsule serve (saying so on stderr): it answers each
 task with every part it got. The door speaks A2A 1.0 and 0.3 at one URL (JSON-RPC; streaming,
-multi-turn, every part kind). See README.md, 'Writing a capsule', for the
+multi-turn, every part kind). See 'man mur' and docs/capsules.md for the
 manifest and the handler contract (exit 10 asks for input; MUR_TASK_DIR holds
 message.json, history.json and out/).
 

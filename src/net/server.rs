@@ -28,7 +28,7 @@ pub const MAX_HEAD: usize = 16 * 1024;
 pub const MAX_BODY: usize = 1024 * 1024;
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// Threads of 256 KiB reserved stack, of which a connection touches a few pages: about 16 KiB
-/// of memory each, measured (README, Benchmarks).
+/// of memory each, measured (docs/benchmarks.md).
 pub const MAX_CONNECTIONS: usize = 1024;
 /// How long a refused request's client may go on sending before its connection is closed.
 pub const LINGER_TIME: Duration = Duration::from_secs(5);
