@@ -1152,8 +1152,8 @@ fn a_refused_roster_exits_1_naming_the_refusal_and_starts_nothing() {
     assert_eq!(
         out.stderr,
         "mur formation: roster.json: 3 problems:\n  \
-         members[0].entry: expected true or false, found a string\n  \
          members[0].name: expected a string, found the number 1\n  \
+         members[0].entry: expected true or false, found a string\n  \
          reachability: 'some' is not one of all\n"
     );
     assert_eq!(env.formation_dirs(), before, "nothing started");

@@ -155,8 +155,8 @@ mod tests {
             err,
             "4 problems:\n  \
              unknown field `colour` (the fields here: members, reachability)\n  \
-             members[0].entry: expected true or false, found a string\n  \
              members[0].name: expected a string, found the number 1\n  \
+             members[0].entry: expected true or false, found a string\n  \
              reachability[0].to: missing (a list of strings is required)"
         );
     }

@@ -59,7 +59,7 @@ impl Field {
     }
 }
 
-/// What is wrong with a document: `(key path, why)` pairs.
+/// What is wrong with a document: `(key path, why)` pairs, in the order found.
 #[derive(Debug, Default)]
 pub struct Problems {
     found: Vec<(String, String)>,
@@ -99,14 +99,20 @@ impl Problems {
         if self.found.is_empty() {
             return Ok(());
         }
-        // By key path, so each section's problems stand together (the document's own order is
-        // not kept by the parser); the sort is stable, keeping a key's problems in their order.
-        let mut found = self.found;
-        found.sort_by(|a, b| a.0.cmp(&b.0));
-        let lines: Vec<String> = found
-            .into_iter()
+        // Grouped by section (the first key of the path), sections in the order they were first
+        // found wrong — the shape's order, then the rules' — each keeping its own order.
+        let section = |path: &str| path.split(['.', '[']).next().unwrap_or("").to_string();
+        let mut sections: Vec<String> = Vec::new();
+        for (path, _) in &self.found {
+            if !sections.contains(&section(path)) {
+                sections.push(section(path));
+            }
+        }
+        let lines: Vec<String> = sections
+            .iter()
+            .flat_map(|s| self.found.iter().filter(move |(p, _)| section(p) == *s))
             .map(|(path, why)| match path.as_str() {
-                "" => why,
+                "" => why.clone(),
                 _ => format!("{path}: {why}"),
             })
             .collect();
@@ -189,25 +195,33 @@ fn object(
     path: &str,
     problems: &mut Problems,
 ) -> bool {
-    let keys: Vec<String> = map.keys().cloned().collect();
-    for key in keys {
-        let child = join(path, &key);
-        let Some(field) = fields.iter().find(|f| f.key == key) else {
-            let allowed: Vec<&str> = fields.iter().map(|f| f.key).collect();
+    // Unknown keys first, then the fields in the shape's order: a reader's order, not the
+    // parser's (which sorts keys).
+    let unknown: Vec<String> = map
+        .keys()
+        .filter(|key| !fields.iter().any(|f| f.key == key.as_str()))
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        let allowed: Vec<&str> = fields.iter().map(|f| f.key).collect();
+        for key in unknown {
             let why = format!(
                 "unknown field `{}` (the fields here: {})",
                 key.escape_debug(),
                 allowed.join(", ")
             );
             problems.add(path, why);
-            prune(problems, &child);
+            prune(problems, &join(path, &key));
             map.remove(&key);
-            continue;
-        };
-        let value = map.get_mut(&key).expect("a key just listed");
-        if !check(value, &field.shape, &child, problems) {
+        }
+    }
+    for field in fields {
+        let child = join(path, field.key);
+        if let Some(value) = map.get_mut(field.key)
+            && !check(value, &field.shape, &child, problems)
+        {
             prune(problems, &child);
-            map.remove(&key);
+            map.remove(field.key);
         }
     }
     let mut whole = true;

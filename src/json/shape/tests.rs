@@ -60,13 +60,13 @@ fn every_wrong_value_is_noted_under_its_path_and_pruned() {
         err,
         "9 problems:\n  \
          unknown field `extra` (the fields here: name, mode, items, either, maybe)\n  \
-         either: expected one of \"all\" or a list of strings, found the number 3\n  \
+         mode: 'c' is not one of a, b\n  \
          items[0].id: 11 is too large (at most 10)\n  \
          items[1]: unknown field `x` (the fields here: id, on)\n  \
-         items[1].id: missing (a whole number is required)\n  \
          items[1].on: expected true or false, found the number 1\n  \
+         items[1].id: missing (a whole number is required)\n  \
+         either: expected one of \"all\" or a list of strings, found the number 3\n  \
          maybe: expected a string or null, found the number 2\n  \
-         mode: 'c' is not one of a, b\n  \
          name: missing (a string is required)"
     );
 }
