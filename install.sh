@@ -3,7 +3,9 @@
 # install it.
 #
 # Installs PREFIX/bin/mur (PREFIX defaults to ~/.local) and one relative symlink per applet
-# (mur-run, mur-ps, ...) pointing at it. The binary is static so it runs on any Linux host,
+# (mur-run, mur-ps, ...) pointing at it; the man page as PREFIX/share/man/man1/mur.1 and the
+# bash, zsh and fish completions under PREFIX/share (bash-completion/completions/mur,
+# zsh/site-functions/_mur, fish/vendor_completions.d/mur.fish). The binary is static so it runs on any Linux host,
 # container or CI runner, even in an empty chroot:
 #   - with the musl target (<arch>-unknown-linux-musl), added with `rustup target add` when
 #     rustup is here and the target is not: smaller and faster to start than glibc's;
@@ -48,7 +50,8 @@ Usage: install.sh [--target TRIPLE] [PREFIX]
 
 Build mur as a static release binary and install PREFIX/bin/mur plus one
 symlink per applet (mur-run, mur-ps, mur-stop, mur-token, mur-logs,
-mur-cancel, mur-control, mur-watch, mur-formation).
+mur-cancel, mur-control, mur-watch, mur-formation), the man page
+(PREFIX/share/man/man1/mur.1) and bash, zsh and fish completions.
 PREFIX defaults to ~/.local. Needs cargo (https://rustup.rs).
 
   --target TRIPLE  build for that target, e.g. aarch64-unknown-linux-musl
@@ -337,6 +340,25 @@ for applet in $applets; do
     mv -f -- "$stage/mur-$applet" "$bindir/mur-$applet"
 done
 
+# The man page and shell completions: data files (0644), each copied to a staging name beside
+# its place and renamed onto it, as the binary was.
+datadir=${prefix%/}/share
+install_data() { # SOURCE DESTINATION
+    dest_dir=$(dirname -- "$2")
+    mkdir -p -- "$dest_dir" || die "cannot create $dest_dir"
+    staged="$dest_dir/.$(basename -- "$2").mur-install.$$"
+    if ! { cp -- "$1" "$staged" && chmod 644 "$staged" && mv -f -- "$staged" "$2"; }; then
+        rm -f -- "$staged"
+        die "cannot install $2"
+    fi
+    installed_data="$installed_data $2"
+}
+installed_data=
+install_data man/mur.1 "$datadir/man/man1/mur.1"
+install_data completions/mur.bash "$datadir/bash-completion/completions/mur"
+install_data completions/_mur "$datadir/zsh/site-functions/_mur"
+install_data completions/mur.fish "$datadir/fish/vendor_completions.d/mur.fish"
+
 size=$(wc -c <"$bindir/mur" | tr -d ' ')
 printf 'installed %s (%s bytes, %s)\n' "$bindir/mur" "$size" "$how"
 if version=$("$bindir/mur" --version 2>/dev/null); then
@@ -344,6 +366,9 @@ if version=$("$bindir/mur" --version 2>/dev/null); then
 fi
 for applet in $applets; do
     printf 'installed %s -> mur\n' "$bindir/mur-$applet"
+done
+for file in $installed_data; do
+    printf 'installed %s\n' "$file"
 done
 
 # A hint when the bin directory is not on PATH (compared as given and as resolved).

@@ -54,9 +54,25 @@ impl Out {
     }
 }
 
-/// Print a diagnostic on stderr, prefixed with the applet, ignoring a closed stderr.
+/// Print a diagnostic on stderr, prefixed with the applet as [`speaker`] names it, ignoring a
+/// closed stderr.
 pub fn warn(applet: &str, message: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "mur {applet}: {message}");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "mur {}: {message}",
+        speaker(applet)
+    );
+}
+
+/// The applet a diagnostic is said under. A `mur run` that `mur formation` started (its
+/// environment names the formation) speaks as `formation`: its stderr is the formation's, and
+/// `mur run:` would name a command the user never typed.
+pub fn speaker(applet: &str) -> &str {
+    if applet == "run" && std::env::var_os(crate::json::contract::env::FORMATION_ID).is_some() {
+        "formation"
+    } else {
+        applet
+    }
 }
 
 /// A positional argument as UTF-8, or a usage error naming it.

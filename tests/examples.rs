@@ -1,4 +1,4 @@
-//! The example capsules under `examples/` do what README's "Writing a capsule" says: `countdown`
+//! The example capsules under `examples/` do what docs/capsules.md says: `countdown`
 //! streams its lines as it writes them, `greeter` asks a question and is answered in a second
 //! turn, `parts` reads every part from `message.json` and sends files back from `out/`.
 
@@ -90,5 +90,75 @@ fn parts_sends_every_part_back_as_a_file() {
     assert_eq!(
         parts[0]["text"],
         Value::from("your message came back as received.json, with a note")
+    );
+}
+
+/// The README's first capsule, as a newcomer types it: its `sh` block run as written (it makes
+/// `hello/` and runs one task), then each exit it shows — 0 with a file from `out/`, 3 failing
+/// with its stderr in the log and not in the answer, 10 asking.
+#[test]
+fn the_readme_first_capsule_works_as_written() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = readme
+        .split("\n## Your first capsule\n")
+        .nth(1)
+        .expect("a 'Your first capsule' section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("its sh block");
+    assert!(block.lines().count() <= 20, "a 20-line capsule:\n{block}");
+    let home = Home::new();
+    let bin = std::path::Path::new(common::run::mur_bin())
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", block])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", &path)
+        .current_dir(home.path())
+        .stdin(Stdio::null());
+    let out = common::run::run(sh, common::run::MUR_DEADLINE);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "hello, Ann\n");
+
+    let capsule = home.path().join("hello");
+    let capsule = capsule.to_str().unwrap();
+    let failed = home.mur(&["run", capsule, "--task", "bad"]);
+    failed.expect_code(1);
+    assert!(
+        failed.stderr.contains("exited with code 3") && failed.stderr.contains("no greeting"),
+        "{}",
+        failed.stderr
+    );
+    let asks = home.mur(&["run", capsule, "--task", ""]);
+    asks.expect_code(1);
+    assert_eq!(asks.stdout, "Whom shall I greet?\n");
+
+    let session = home.start(&[capsule]);
+    let task = session.call(None, "message/send", send_params(&["Bob"], true));
+    let parts = &task["artifacts"][0]["parts"];
+    assert_eq!(parts[0]["text"], "hello, Bob", "{task}");
+    assert_eq!(parts[1]["file"]["name"], "card.txt", "{task}");
+    let failed = session.call(None, "message/send", send_params(&["bad"], true));
+    assert_eq!(failed["status"]["state"], "failed", "{failed}");
+    assert!(
+        !failed.to_string().contains("no greeting"),
+        "stderr stays out: {failed}"
+    );
+    let logs = home.mur(&["logs", "hello"]);
+    logs.expect_code(0);
+    assert!(
+        logs.stdout.contains("stderr: greeting 'Bob'")
+            && logs.stdout.contains("stderr: no greeting for that"),
+        "{}",
+        logs.stdout
     );
 }

@@ -170,6 +170,13 @@ exit 3
         out.stderr
     );
     assert!(out.stderr.contains("stopped: "), "{}", out.stderr);
+    // The entry member's own words are the formation's: the user never typed `mur run`.
+    assert!(
+        out.stderr.contains("mur formation: the task failed")
+            && !out.stderr.lines().any(|l| l.starts_with("mur run")),
+        "{}",
+        out.stderr
+    );
     assert_all_gone(&env, &ready.pids());
 }
 
@@ -1133,6 +1140,23 @@ fn a_refused_roster_exits_1_naming_the_refusal_and_starts_nothing() {
     // Without any edge the same members are admitted, and the formation runs.
     env.roster(&json!({"members": members}));
     env.mur(&["formation", "--task", "fine"]).expect_code(0);
+
+    // A roster wrong in several ways: every problem at once, each under its key path.
+    let before = env.formation_dirs();
+    env.roster(
+        &json!({"members": [{"name": 1, "capsule": "a", "entry": "yes"}],
+        "reachability": "some"}),
+    );
+    let out = env.mur(&["formation", "--task", "x"]);
+    out.expect_code(1);
+    assert_eq!(
+        out.stderr,
+        "mur formation: roster.json: 3 problems:\n  \
+         members[0].name: expected a string, found the number 1\n  \
+         members[0].entry: expected true or false, found a string\n  \
+         reachability: 'some' is not one of all\n"
+    );
+    assert_eq!(env.formation_dirs(), before, "nothing started");
 }
 
 /// A peer's answer streams all the way: the peer's handler writes a line, the calling handler's

@@ -205,6 +205,63 @@ fn assert_applet_links(bin: &Path) {
     }
 }
 
+/// The man page and the completions, installed under `prefix/share` as the repository has them,
+/// mode 0644, and nothing staged left beside them.
+fn assert_data_files(prefix: &Path) {
+    for (source, installed) in [
+        ("man/mur.1", "share/man/man1/mur.1"),
+        (
+            "completions/mur.bash",
+            "share/bash-completion/completions/mur",
+        ),
+        ("completions/_mur", "share/zsh/site-functions/_mur"),
+        (
+            "completions/mur.fish",
+            "share/fish/vendor_completions.d/mur.fish",
+        ),
+    ] {
+        let path = prefix.join(installed);
+        let bytes = fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(bytes, fs::read(repo().join(source)).unwrap(), "{installed}");
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644, "{installed}");
+        let dir = path.parent().unwrap();
+        assert_eq!(fs::read_dir(dir).unwrap().count(), 1, "{}", dir.display());
+    }
+}
+
+/// The man page names every applet mur lists, with its exit codes, and `groff` (where it is
+/// installed) renders it without a warning.
+#[test]
+fn the_man_page_covers_every_applet_and_renders_without_warnings() {
+    let page = fs::read_to_string(repo().join("man/mur.1")).unwrap();
+    for applet in APPLETS {
+        assert!(
+            page.contains(&format!("\n.B mur {applet} ")),
+            "mur {applet}"
+        );
+    }
+    for code in ["0", "1", "2", "127"] {
+        assert!(page.contains(&format!("\n.TP\n.B {code}\n")), "exit {code}");
+    }
+    let Ok(out) = Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .arg(repo().join("man/mur.1"))
+        .env("LC_ALL", "C.UTF-8")
+        .output()
+    else {
+        return skipped(
+            "the_man_page_covers_every_applet_and_renders_without_warnings",
+            "no groff here (Debian: groff-base)",
+        );
+    };
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "groff: {}",
+        show(&out)
+    );
+}
+
 /// Lays out the container recipe's file tree with nothing in it yet but `/bin/mur` and an empty
 /// `/data` (the recipe's `HOME`), and checks that `--version`, `ps --json` and a task for the
 /// embedded echo capsule run there. Returns the root, for [`assert_runs_a_capsule_with_a_handler`].
@@ -362,9 +419,12 @@ fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
         None => eprintln!("note: `file` is not installed; relying on install.sh's own checks"),
     }
 
+    assert_data_files(&work.path().join("prefix"));
+
     // A second install over the first replaces the binary and its own links.
     run_install_sh(&work);
     assert_applet_links(&bin);
+    assert_data_files(&work.path().join("prefix"));
 
     // And static in fact: it runs where there is nothing else at all.
     // SAFETY: geteuid(2) has no preconditions.

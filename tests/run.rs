@@ -252,7 +252,8 @@ fn a_shell_handler_gets_stdin_env_and_workdir_and_its_stdout_is_the_answer() {
     assert_eq!(status_text(&task), "the answer\nline two\n");
 
     let read = |name: &str| fs::read_to_string(out.join(name)).unwrap();
-    assert_eq!(read("stdin"), "one\ntwo");
+    // The text parts joined by newlines, ending in one (so `read` sees the last line).
+    assert_eq!(read("stdin"), "one\ntwo\n");
     assert_eq!(read("cwd").trim_end(), workdir.to_str().unwrap());
     assert_eq!(read("session"), session.id);
     assert_eq!(read("task"), task["id"].as_str().unwrap());
@@ -1544,6 +1545,81 @@ fn a_handler_gets_mur_capsule_dir_and_a_bare_run_name_beside_the_manifest_gets_a
     );
 }
 
+/// Admission reports every problem of a manifest at once, each under its key path, in plain
+/// words: never serde's (`invalid type: integer 1, expected a string at line 1 column 23`).
+#[test]
+fn a_manifest_with_several_problems_names_each_under_its_key_path() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "broken",
+        json!({"name": "broken", "version": 1, "run": ["handler.sh"],
+            "lifecycle": {"concurrency": "4", "queue_depth": 100000, "bogus": true},
+            "network": {"cors": ["*"]}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let out = home.mur(&["run", manifest.to_str().unwrap(), "--task", "x"]);
+    out.expect_code(1);
+    assert_eq!(out.stdout, "");
+    let head = format!("mur run: {}: 6 problems:\n", manifest.display());
+    assert!(out.stderr.starts_with(&head), "{}", out.stderr);
+    for line in [
+        "  lifecycle: unknown field `bogus` (the fields here: ",
+        "  lifecycle.concurrency: expected a whole number, found a string\n",
+        "  lifecycle.queue_depth: must be 0 to 65536, not 100000\n",
+        "  network.cors[0]: '*' is not an origin",
+        "  run: the handler 'handler.sh' is not an executable on PATH; did you mean ./handler.sh?",
+        "  version: expected a string, found the number 1\n",
+    ] {
+        assert!(out.stderr.contains(line), "{line:?} in:\n{}", out.stderr);
+    }
+    assert!(
+        !out.stderr.contains("invalid type") && !out.stderr.contains(" at line "),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A handler's stdin ends in a newline (added unless the text has one), so the shell's `read`
+/// sees a line; an empty text is empty stdin; and a `cat` handler still answers the text.
+#[test]
+fn a_handler_reads_its_task_as_a_line() {
+    let home = Home::new();
+    let reader = home.write_capsule(
+        "reader",
+        json!({"name": "reader", "version": "1", "run": ["./handler.sh"]}),
+        Some("#!/bin/sh\nprintf '[%s]' \"$(od -An -c | tr -s ' \\n' ' ')\"\n"),
+    );
+    for (text, seen) in [
+        ("hi", "[ h i \\n ]"),
+        ("hi\n", "[ h i \\n ]"),
+        ("a\nb", "[ a \\n b \\n ]"),
+        ("", "[]"),
+    ] {
+        let out = home.mur(&["run", reader.to_str().unwrap(), "--task", text]);
+        out.expect_code(0);
+        assert_eq!(out.stdout.trim_end(), seen, "{text:?}");
+    }
+    let line = home.write_capsule(
+        "line",
+        json!({"name": "line", "version": "1", "run": ["./handler.sh"]}),
+        Some("#!/bin/sh\nread -r n || exit 3\necho \"got $n\"\n"),
+    );
+    let out = home.mur(&["run", line.to_str().unwrap(), "--task", "42"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "got 42\n");
+    let cat = home.write_capsule(
+        "cat",
+        json!({"name": "cat", "version": "1", "run": ["cat"]}),
+        None,
+    );
+    let out = home.mur(&["run", cat.to_str().unwrap(), "--task", "exact"]);
+    out.expect_code(0);
+    assert_eq!(
+        out.stdout, "exact\n",
+        "one newline: the answer's, printed by --task"
+    );
+}
+
 #[test]
 fn run_usage_errors_name_the_range_and_a_repeated_task_and_version_works_through_a_link() {
     let home = Home::new();
@@ -1568,6 +1644,25 @@ fn run_usage_errors_name_the_range_and_a_repeated_task_and_version_works_through
     let out = common::run::run(command, MUR_DEADLINE);
     out.expect_code(0);
     assert_eq!(out.stdout, version.stdout);
+}
+
+/// `--bind localhost` is the IPv4 loopback, never a lookup; a name that is not an address is
+/// still a usage error.
+#[test]
+fn bind_localhost_is_the_loopback() {
+    let home = Home::new();
+    let session = home.start(&["--bind", "localhost"]);
+    let url = session.ready["url"].as_str().unwrap_or_default();
+    assert!(url.starts_with("127.0.0.1:"), "{}", session.ready);
+    let mut conn = session.connect();
+    assert_eq!(conn.get("/.well-known/agent-card.json").status, 200);
+    let out = home.mur(&["run", "--bind", "example.invalid"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("an IP address or localhost"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

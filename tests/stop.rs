@@ -690,6 +690,96 @@ fn a_pid_1_session_is_asked_at_its_door_whatever_its_pid() {
     assert!(path.exists(), "record kept");
 }
 
+/// How this test may make a new pid namespace: `unshare`'s flags (a user namespace too when not
+/// root) and `nsenter`'s to join it; `None` when this machine allows neither.
+fn pid_namespace_tools() -> Option<(&'static [&'static str], &'static [&'static str])> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let (unshare, nsenter): (&[&str], &[&str]) = if root {
+        (&["-fp", "--mount-proc"], &["-p", "-m"])
+    } else {
+        (
+            &["-Urfp", "--mount-proc"],
+            &["-U", "-p", "-m", "--preserve-credentials"],
+        )
+    };
+    let probe = std::process::Command::new("unshare")
+        .args(unshare)
+        .args(["nsenter", "--version"])
+        .output()
+        .ok()?;
+    probe.status.success().then_some((unshare, nsenter))
+}
+
+/// Issue 21, end to end: `mur run` as pid 1 of its own pid namespace (as in a container,
+/// `unshare -fp --mount-proc`), and `mur stop @1` run inside that namespace (as `podman exec`
+/// would): pid 1 is never signalled, so the stop goes through the door — and the session ends
+/// in order (exit 143, its record removed). The namespace ends with its pid 1, taking every
+/// process in it, so the stopper itself is either done or killed (SIGKILL) by then.
+#[test]
+fn a_pid_1_session_in_its_own_pid_namespace_is_stopped_through_its_door() {
+    let Some((unshare, nsenter)) = pid_namespace_tools() else {
+        return skipped(
+            "a_pid_1_session_in_its_own_pid_namespace_is_stopped_through_its_door",
+            "unshare -fp (or -Urfp) --mount-proc or nsenter is unavailable here (util-linux; unprivileged user namespaces)",
+        );
+    };
+    let home = Home::patient();
+    // mur_command's environment, for other programs that run mur.
+    let command = common::run::mur_command(home.path(), home.path(), &[]);
+    let mut args: Vec<&str> = unshare.to_vec();
+    args.extend([common::run::mur_bin(), "run", "--json"]);
+    let mut session = std::process::Command::new("unshare");
+    session
+        .args(&args)
+        .env_clear()
+        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .current_dir(home.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut session = session.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(session.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&line).expect("the readiness line");
+    assert_eq!(ready["pid"], 1, "{line}");
+    let id = ready["session_id"].as_str().unwrap().to_string();
+    let pid1 = common::process::children_of(session.id())
+        .into_iter()
+        .next()
+        .expect("unshare's child: the session, pid 1 inside");
+
+    let target = pid1.to_string();
+    let mut stop = std::process::Command::new("nsenter");
+    stop.args(["-t", &target])
+        .args(nsenter)
+        .arg("--")
+        .args([common::run::mur_bin(), "stop", "--timeout", "5", "@1"])
+        .env_clear()
+        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .current_dir(home.path());
+    let stopped = common::run::run(stop, Duration::from_secs(30));
+    let status = common::run::wait_child(&mut session, WAIT).expect("the session ended");
+    assert_eq!(status.code(), Some(143), "an orderly stop: {status:?}");
+    assert!(
+        stopped.code() == Some(0) || stopped.status.signal() == Some(libc::SIGKILL),
+        "stop: {:?}\n{}{}",
+        stopped.status,
+        stopped.stdout,
+        stopped.stderr
+    );
+    assert!(
+        !stopped.stderr.contains("never signalled"),
+        "{}",
+        stopped.stderr
+    );
+    assert!(!home.record_path(&id).exists(), "record removed");
+}
+
 #[test]
 fn bare_stop_says_to_name_what_to_stop_and_an_impossible_at_n_is_a_usage_error() {
     let home = Home::new();

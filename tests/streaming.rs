@@ -313,7 +313,7 @@ fn assembled(events: &[Value], artifact_of: impl Fn(&Value) -> Option<&Value>) -
 }
 
 /// A stream assembled equals the stored answer byte for byte, in both generations: stdout less
-/// one trailing newline (README, the handler contract). The chunks still come as written.
+/// one trailing newline (docs/capsules.md, the handler contract). The chunks still come as written.
 /// A session of capsule `name` running `script`, and every event of one `message/stream` to it.
 fn streamed(home: &Home, name: &str, script: &str) -> (common::session::Session, Vec<Value>) {
     let path = home.write_capsule(

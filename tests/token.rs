@@ -226,6 +226,8 @@ fn usage_errors_are_exit_2() {
         &["token", &id, "reader", "extra"][..],
         &["token", "--bogus"],
         &["token", &id, "reader", "--control"],
+        &["token", "@0"],
+        &["token", "@x", "reader"],
     ] {
         let run = home.mur(args);
         run.expect_code(2);

@@ -23,7 +23,7 @@ MANIFEST is a murmur.json (or a directory holding one); default ./murmur.json.
 Only when no MANIFEST is named and the current directory has no murmur.json
 does the embedded 'echo' capsule serve (saying so on stderr): it answers each
 task with every part it got. The door speaks A2A 1.0 and 0.3 at one URL (JSON-RPC; streaming,
-multi-turn, every part kind). See README.md, 'Writing a capsule', for the
+multi-turn, every part kind). See 'man mur' and docs/capsules.md for the
 manifest and the handler contract (exit 10 asks for input; MUR_TASK_DIR holds
 message.json, history.json and out/).
 
@@ -42,7 +42,8 @@ Options:
                   {\"session_id\",\"url\",\"pid\",\"name\",\"version\",\"workdir\"}
                   (without it, a human line on stderr). Never a token.
   --workdir DIR   the handler's working directory (default: the current one)
-  --bind ADDR     listen address (default 127.0.0.1; a wildcard only if given)
+  --bind ADDR     listen address: an IP, or localhost (127.0.0.1, the default;
+                  a wildcard only if given)
   --port N        listen port, 0-65535 (default 0: any free port)
   --advertise-url URL
                   the URL the agent card advertises (its url and every
@@ -147,6 +148,20 @@ fn source(manifest: Option<PathBuf>) -> Result<Source, Failure> {
 }
 
 /// The command line: the options, the MANIFEST named (if any) and whether `-d` was given.
+/// `--bind`: an IP address, or `localhost`, which is the IPv4 loopback (127.0.0.1) — what the
+/// default binds, and never a lookup: `/etc/hosts` could map the name anywhere, and a door
+/// meant to be local must not end up listening elsewhere.
+fn bind_address(text: &str) -> Result<std::net::IpAddr, Failure> {
+    if text.eq_ignore_ascii_case("localhost") {
+        return Ok(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    text.parse().map_err(|_| {
+        Failure::Usage(format!(
+            "--bind wants an IP address or localhost, not '{text}'"
+        ))
+    })
+}
+
 fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, bool), Failure> {
     let mut manifest: Option<PathBuf> = None;
     let mut options = Options {
@@ -178,10 +193,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
                 options.task = Some(cli::utf8(parser.value()?)?);
             }
             lexopt::Arg::Long("bind") => {
-                let text = cli::utf8(parser.value()?)?;
-                options.bind = text.parse().map_err(|_| {
-                    Failure::Usage(format!("--bind wants an IP address, not '{text}'"))
-                })?;
+                options.bind = bind_address(&cli::utf8(parser.value()?)?)?;
             }
             lexopt::Arg::Long("port") => options.port = cli::port("--port", parser.value()?)?,
             lexopt::Arg::Long("advertise-url") => {

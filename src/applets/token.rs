@@ -57,6 +57,9 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     if control && credential.is_some() {
         return Err(Failure::Usage("--control takes no CREDENTIAL".into()));
     }
+    if let Some(address) = address {
+        address::at_n(address).map_err(Failure::Usage)?;
+    }
 
     let sweep = super::sweep("token", Depth::Process, false)?;
     let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();

@@ -5,8 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::a2a::rpc;
 use serde::Deserialize;
+
+use super::shape::{Field, Problems, Shape};
+
+mod rules;
 
 /// The largest manifest read.
 const MAX_MANIFEST_BYTES: u64 = 256 * 1024;
@@ -15,7 +18,11 @@ const MAX_MANIFEST_BYTES: u64 = 256 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
+    /// Required (by [`SHAPE`]); serde's default is only for a manifest whose name the shape
+    /// check removed, so the other sections are still checked.
+    #[serde(default)]
     pub name: String,
+    #[serde(default)]
     pub version: String,
     /// argv of the handler; relative paths resolve from the manifest's directory.
     #[serde(default)]
@@ -119,6 +126,59 @@ pub struct Control {
     pub secrets: Vec<String>,
 }
 
+/// What a manifest's keys hold ([`crate::json::shape`]); the rules on their values are in
+/// [`Manifest::rules`]. A section is one [`Field`] here.
+pub const SHAPE: Shape = Shape::Object(&[
+    Field::required("name", Shape::Text),
+    Field::required("version", Shape::Text),
+    Field::optional("run", Shape::List(&Shape::Text)),
+    Field::optional("lifecycle", LIFECYCLE),
+    Field::optional(
+        "exports",
+        Shape::Object(&[Field::optional(
+            "peer_tasks",
+            Shape::Object(&[Field::optional("accept", Shape::Flag)]),
+        )]),
+    ),
+    Field::optional("network", NETWORK),
+    Field::optional(
+        "control",
+        Shape::OrNull(&Shape::Object(&[
+            Field::optional("settings", Shape::List(&Shape::Text)),
+            Field::optional("secrets", Shape::List(&Shape::Text)),
+        ])),
+    ),
+]);
+
+const U32: u64 = u32::MAX as u64;
+
+const LIFECYCLE: Shape = Shape::Object(&[
+    Field::optional(
+        "task_acceptance",
+        Shape::Choice(&["queue", "single", "none"]),
+    ),
+    Field::optional("concurrency", Shape::Whole(U32)),
+    Field::optional("queue_depth", Shape::Whole(U32)),
+    Field::optional("task_timeout_secs", Shape::Whole(u64::MAX)),
+    Field::optional("input_timeout_secs", Shape::Whole(u64::MAX)),
+    Field::optional("memory_budget_mib", Shape::Whole(u64::MAX)),
+]);
+
+const NETWORK: Shape = Shape::Object(&[
+    Field::optional(
+        "authentication",
+        Shape::OrNull(&Shape::Object(&[Field::optional(
+            "credentials",
+            Shape::List(&Shape::Object(&[
+                Field::required("name", Shape::Text),
+                Field::required("scopes", Shape::List(&Shape::Text)),
+            ])),
+        )])),
+    ),
+    Field::optional("cors", Shape::List(&Shape::Text)),
+    Field::optional("advertise_url", Shape::OrNull(&Shape::Text)),
+]);
+
 /// A manifest that passed every check, with its handler resolved to a path that exists.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -165,62 +225,6 @@ pub fn check_advertise_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `network.cors`: each entry an origin as a browser sends it in `Origin` — `http` or `https`,
-/// `://`, a host, an optional port, nothing after — listed once. The door compares origins byte
-/// for byte, so anything else (a path, a trailing slash, a wildcard) could never match and is
-/// refused here rather than silently allowing nothing.
-fn check_cors(origins: &[String]) -> Result<(), String> {
-    let mut seen = std::collections::BTreeSet::new();
-    for (i, origin) in origins.iter().enumerate() {
-        if !is_origin(origin) {
-            return Err(format!(
-                "network.cors[{i}]: '{}' is not an origin (http:// or https://, a lowercase host, an optional :port, nothing after; e.g. https://app.example.com)",
-                origin.escape_debug()
-            ));
-        }
-        if !seen.insert(origin) {
-            return Err(format!("network.cors[{i}]: '{origin}' is listed twice"));
-        }
-    }
-    Ok(())
-}
-
-/// A serialized origin: `http://` or `https://`, then a host of lowercase letters, digits, `-`
-/// and `.` (or a bracketed IPv6 address), then an optional `:port` of 1 to 5 digits.
-fn is_origin(text: &str) -> bool {
-    let Some(rest) = text
-        .strip_prefix("https://")
-        .or_else(|| text.strip_prefix("http://"))
-    else {
-        return false;
-    };
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(':') && !port.contains(']') => (host, Some(port)),
-        _ => (rest, None),
-    };
-    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        Some(v6) => !v6.is_empty() && v6.bytes().all(|b| b.is_ascii_hexdigit() || b == b':'),
-        None => {
-            !host.is_empty()
-                && host.len() <= 253
-                && host
-                    .bytes()
-                    .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.'))
-        }
-    };
-    let port_ok =
-        port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
-    host_ok && port_ok
-}
-
-/// `^[A-Z_][A-Z0-9_]{0,63}$`: control names, which reach a handler as environment variables.
-fn is_valid_env_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b'A'..=b'Z' | b'_'))
-        && name.len() <= 64
-        && bytes.all(|b| matches!(b, b'A'..=b'Z' | b'0'..=b'9' | b'_'))
-}
-
 impl Manifest {
     /// Read, parse and check the manifest at `path` (a file, or a directory holding
     /// `murmur.json`). Every `Err` starts with the manifest path.
@@ -239,19 +243,7 @@ impl Manifest {
                     | crate::sys::fs::ReadRefusal::Io(why) => why,
                 })
             })?;
-        let manifest: Manifest =
-            serde_json::from_slice(&bytes).map_err(|err| at(err.to_string()))?;
-        manifest.check().map_err(at)?;
-        // Absolute, so a handler named relative to the manifest is found whatever the
-        // workdir it runs in (a relative `./murmur.json` with `--workdir` elsewhere), and
-        // `MUR_CAPSULE_DIR` means the same from anywhere. `murmur.json`'s parent is the empty
-        // path, which is the current directory.
-        let dir = match path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent,
-            _ => Path::new("."),
-        };
-        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-        let handler = resolve_handler(&manifest.run, &dir).map_err(at)?;
+        let (manifest, handler, dir) = Self::admit(&bytes, &path).map_err(at)?;
         Ok(Loaded {
             sha256: sha256_hex(&bytes),
             manifest,
@@ -261,101 +253,52 @@ impl Manifest {
         })
     }
 
-    /// Every rule serde cannot express. The `Err` names the key and what is allowed.
-    pub fn check(&self) -> Result<(), String> {
-        if !is_valid_name(&self.name) {
-            return Err(format!(
-                "name: '{}' is not a capsule name (a lowercase letter, then up to 31 of a-z, 0-9, -)",
-                self.name.escape_debug()
-            ));
+    /// Parse a manifest's bytes and check its shape and rules: the manifest (with whatever the
+    /// shape check removed at its default), unless the document is not even an object, and
+    /// every problem found. The `Err` is JSON that does not parse.
+    fn read(bytes: &[u8]) -> Result<(Option<Manifest>, Problems), String> {
+        let mut value = super::shape::parse(bytes)?;
+        let mut problems = Problems::default();
+        super::shape::check(&mut value, &SHAPE, "", &mut problems);
+        // With the wrong values pruned, serde reads the rest of an object (a missing name or
+        // version read as empty, already noted).
+        let manifest = value
+            .is_object()
+            .then(|| serde_json::from_value::<Manifest>(value).ok())
+            .flatten();
+        if let Some(manifest) = &manifest {
+            manifest.rules(&mut problems);
         }
-        if self.version.is_empty()
-            || self.version.len() > 64
-            || self.version.chars().any(char::is_control)
-        {
-            return Err("version: must be 1 to 64 printable characters".into());
-        }
-        if self.run.is_empty() || self.run[0].is_empty() {
-            return Err("run: must name the handler command, e.g. [\"./handler.sh\"]".into());
-        }
-        if self.run.iter().any(|arg| arg.contains('\0')) {
-            return Err("run: an argument holds a NUL byte".into());
-        }
-        let lifecycle = &self.lifecycle;
-        if lifecycle.concurrency == 0 || lifecycle.concurrency > 1024 {
-            return Err("lifecycle.concurrency: must be 1 to 1024".into());
-        }
-        if lifecycle.queue_depth > 65_536 {
-            return Err("lifecycle.queue_depth: must be 0 to 65536".into());
-        }
-        if lifecycle.task_timeout_secs == 0 || lifecycle.task_timeout_secs > 7 * 86_400 {
-            return Err("lifecycle.task_timeout_secs: must be 1 to 604800".into());
-        }
-        if lifecycle.input_timeout_secs == 0 || lifecycle.input_timeout_secs > 7 * 86_400 {
-            return Err("lifecycle.input_timeout_secs: must be 1 to 604800".into());
-        }
-        if !(16..=65_536).contains(&lifecycle.memory_budget_mib) {
-            return Err("lifecycle.memory_budget_mib: must be 16 to 65536".into());
-        }
-        if let Some(auth) = &self.network.authentication {
-            let mut seen = std::collections::BTreeSet::new();
-            for credential in &auth.credentials {
-                let name = &credential.name;
-                if name == "operator" {
-                    return Err("network.authentication.credentials: 'operator' is reserved for the operator token".into());
-                }
-                if !is_valid_name(name) {
-                    return Err(format!(
-                        "network.authentication.credentials: '{}' is not a credential name (a lowercase letter, then up to 31 of a-z, 0-9, -)",
-                        name.escape_debug()
-                    ));
-                }
-                if !seen.insert(name) {
-                    return Err(format!(
-                        "network.authentication.credentials: '{name}' is declared twice"
-                    ));
-                }
-                if let Some(bad) = credential.scopes.iter().find(|s| !rpc::is_scope(s)) {
-                    return Err(format!(
-                        "network.authentication.credentials: '{name}' has scope '{}', which is not a door method (allowed: {})",
-                        bad.escape_debug(),
-                        rpc::scope_names().join(", ")
-                    ));
-                }
+        Ok((manifest, problems))
+    }
+
+    /// Parse and check a manifest's bytes, and resolve its handler from the directory of
+    /// `path`: the manifest, its handler's argv, and that directory (absolute where it can be
+    /// made so). The `Err` lists every problem found, each under its key path.
+    fn admit(bytes: &[u8], path: &Path) -> Result<(Manifest, Vec<String>, PathBuf), String> {
+        let (manifest, mut problems) = Self::read(bytes)?;
+        let Some(manifest) = manifest else {
+            problems.into_result()?;
+            return Err("does not read as a manifest".into());
+        };
+        // Absolute, so a handler named relative to the manifest is found whatever the
+        // workdir it runs in (a relative `./murmur.json` with `--workdir` elsewhere), and
+        // `MUR_CAPSULE_DIR` means the same from anywhere. `murmur.json`'s parent is the empty
+        // path, which is the current directory.
+        let dir = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let mut handler = Vec::new();
+        if !problems.about("run") {
+            match resolve_handler(&manifest.run, &dir) {
+                Ok(argv) => handler = argv,
+                Err(why) => problems.add("run", why),
             }
         }
-        check_cors(&self.network.cors)?;
-        if let Some(url) = &self.network.advertise_url {
-            check_advertise_url(url).map_err(|why| format!("network.advertise_url: {why}"))?;
-        }
-        if let Some(control) = &self.control {
-            let mut seen = std::collections::BTreeSet::new();
-            for (key, names) in [
-                ("control.settings", &control.settings),
-                ("control.secrets", &control.secrets),
-            ] {
-                for name in names {
-                    if !is_valid_env_name(name) {
-                        return Err(format!(
-                            "{key}: '{}' is not a control name (A-Z, 0-9 and _, not starting with a digit; it becomes an environment variable)",
-                            name.escape_debug()
-                        ));
-                    }
-                    if super::contract::env::RESERVED_PREFIXES
-                        .iter()
-                        .any(|prefix| name.starts_with(prefix))
-                    {
-                        return Err(format!(
-                            "{key}: '{name}': names starting MUR_ or MURMUR_ are mur's own"
-                        ));
-                    }
-                    if !seen.insert(name) {
-                        return Err(format!("{key}: '{name}' is declared twice"));
-                    }
-                }
-            }
-        }
-        Ok(())
+        problems.into_result()?;
+        Ok((manifest, handler, dir))
     }
 }
 
@@ -367,7 +310,7 @@ fn resolve_handler(run: &[String], dir: &Path) -> Result<Vec<String>, String> {
         let path = dir.join(program);
         executable(&path).then_some(path).ok_or_else(|| {
             format!(
-                "run: the handler {} does not exist or is not executable",
+                "the handler {} does not exist or is not executable",
                 dir.join(program).display()
             )
         })?
@@ -388,7 +331,7 @@ fn resolve_handler(run: &[String], dir: &Path) -> Result<Vec<String>, String> {
 /// manifest is almost always what was meant (`"run": ["handler.sh"]`), so the error says how
 /// to name it: a bare name is looked up on PATH only, as a shell would.
 fn not_on_path(program: &str, dir: &Path) -> String {
-    let mut why = format!("run: the handler '{program}' is not an executable on PATH");
+    let mut why = format!("the handler '{program}' is not an executable on PATH");
     let beside = dir.join(program);
     if std::fs::symlink_metadata(&beside).is_ok() {
         why.push_str(&format!(
@@ -420,181 +363,4 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn parse(value: serde_json::Value) -> Result<Manifest, String> {
-        let manifest: Manifest = serde_json::from_value(value).map_err(|e| e.to_string())?;
-        manifest.check()?;
-        Ok(manifest)
-    }
-
-    fn minimal() -> serde_json::Value {
-        json!({"name": "echo", "version": "0.1.0", "run": ["./handler.sh"]})
-    }
-
-    #[test]
-    fn a_minimal_manifest_takes_the_defaults() {
-        let m = parse(minimal()).unwrap();
-        assert_eq!(m.lifecycle, Lifecycle::default());
-        assert_eq!(m.lifecycle.queue_depth, 16);
-        assert!(!m.exports.peer_tasks.accept);
-        assert!(m.network.authentication.is_none() && m.control.is_none());
-    }
-
-    #[test]
-    fn a_full_manifest_parses() {
-        let m = parse(json!({
-            "name": "reviewer", "version": "1.2.3", "run": ["python3", "h.py"],
-            "lifecycle": {"task_acceptance": "single", "concurrency": 2, "queue_depth": 0, "task_timeout_secs": 5},
-            "exports": {"peer_tasks": {"accept": true}},
-            "network": {"authentication": {"credentials": [{"name": "reader", "scopes": ["tasks/get"]}]}},
-            "control": {"settings": ["MODEL"], "secrets": ["API_KEY"]}
-        })).unwrap();
-        assert_eq!(m.lifecycle.task_acceptance, Acceptance::Single);
-        assert_eq!(
-            m.network.authentication.unwrap().credentials[0].scopes,
-            ["tasks/get"]
-        );
-    }
-
-    #[test]
-    fn each_bad_manifest_is_refused_naming_the_key() {
-        let cases: Vec<(serde_json::Value, &str)> = vec![
-            (
-                json!({"name": "echo", "version": "1", "run": ["x"], "colour": 1}),
-                "colour",
-            ),
-            (
-                json!({"name": "Echo", "version": "1", "run": ["x"]}),
-                "name",
-            ),
-            (json!({"name": "e", "version": "", "run": ["x"]}), "version"),
-            (json!({"name": "e", "version": "1", "run": []}), "run"),
-            (json!({"name": "e", "version": "1"}), "run"),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"concurrency": 0}}),
-                "concurrency",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"task_acceptance": "maybe"}}),
-                "maybe",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"bogus": 1}}),
-                "bogus",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"memory_budget_mib": 8}}),
-                "lifecycle.memory_budget_mib",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"memory_budget_mib": 70000}}),
-                "memory_budget_mib",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "network": {"authentication": {"credentials": [{"name": "operator", "scopes": []}]}}}),
-                "operator",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "network": {"authentication": {"credentials": [{"name": "r", "scopes": ["tasks/delete"]}]}}}),
-                "tasks/delete",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "control": {"secrets": ["lower"]}}),
-                "control.secrets",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "network": {"cors": ["https://a.example/"]}}),
-                "network.cors[0]",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "network": {"cors": ["https://a.example", "*"]}}),
-                "network.cors[1]",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "network": {"cors": ["http://a", "http://a"]}}),
-                "twice",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "network": {"cors": "https://a.example"}}),
-                "sequence",
-            ),
-            (
-                json!({"name": "e", "version": "1", "run": ["x"], "control": {"settings": ["A"], "secrets": ["A"]}}),
-                "twice",
-            ),
-        ];
-        for (value, needle) in cases {
-            let err = parse(value.clone()).unwrap_err();
-            assert!(err.contains(needle), "{value}: {err}");
-        }
-    }
-
-    #[test]
-    fn cors_origins() {
-        for ok in [
-            "https://app.example.com",
-            "http://localhost:5173",
-            "http://127.0.0.1:8080",
-            "http://[::1]:3000",
-        ] {
-            assert!(is_origin(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "*",
-            "null",
-            "app.example.com",
-            "ftp://a.example",
-            "https://",
-            "https://A.example",
-            "https://a.example/",
-            "https://a.example/path",
-            "https://a.example:",
-            "https://a.example:123456",
-            "https://a.example:x",
-            "https://user@a.example",
-            "https://a.example ",
-        ] {
-            assert!(!is_origin(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn names() {
-        for ok in ["a", "echo", "a-1", &"a".repeat(32)] {
-            assert!(is_valid_name(ok), "{ok}");
-        }
-        for bad in ["", "1a", "-a", "A", "a_b", "a.b", &"a".repeat(33)] {
-            assert!(!is_valid_name(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn handlers_resolve_from_the_manifest_dir_or_path() {
-        assert!(
-            resolve_handler(&["sh".into(), "-c".into()], Path::new("/")).unwrap()[0]
-                .ends_with("/sh")
-        );
-        assert!(
-            resolve_handler(&["./nope".into()], Path::new("/"))
-                .unwrap_err()
-                .contains("/nope")
-        );
-        assert!(
-            resolve_handler(&["/etc/passwd".into()], Path::new("/")).is_err(),
-            "not executable"
-        );
-        assert!(resolve_handler(&["no-such-program-xyz".into()], Path::new("/")).is_err());
-    }
-
-    #[test]
-    fn sha256_of_a_known_vector() {
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-    }
-}
+mod tests;

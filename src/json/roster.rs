@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use super::shape::{self, Field, Problems, Shape};
+
 /// A roster as written; [`crate::formation::admission`] checks what serde cannot.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,10 +58,38 @@ fn reachability<'de, D: serde::Deserializer<'de>>(
     }
 }
 
+/// What a roster's keys hold ([`crate::json::shape`]); the rules on their values are
+/// admission's ([`crate::formation::admission`]).
+pub const SHAPE: Shape = Shape::Object(&[
+    Field::required(
+        "members",
+        Shape::List(&Shape::Object(&[
+            Field::required("name", Shape::Text),
+            Field::required("capsule", Shape::Text),
+            Field::optional("entry", Shape::Flag),
+        ])),
+    ),
+    Field::optional(
+        "reachability",
+        Shape::Either(&[
+            Shape::Choice(&["all"]),
+            Shape::List(&Shape::Object(&[
+                Field::required("from", Shape::Text),
+                Field::required("to", Shape::List(&Shape::Text)),
+            ])),
+        ]),
+    ),
+]);
+
 impl Roster {
-    /// Parse roster bytes; the `Err` names what is wrong.
+    /// Parse roster bytes; the `Err` names every problem with the roster's shape, each under
+    /// its key path.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, String> {
-        serde_json::from_slice(bytes).map_err(|err| err.to_string())
+        let mut value = shape::parse(bytes)?;
+        let mut problems = Problems::default();
+        shape::check(&mut value, &SHAPE, "", &mut problems);
+        problems.into_result()?;
+        serde_json::from_value(value).map_err(|err| err.to_string())
     }
 }
 
@@ -113,5 +143,21 @@ mod tests {
             let err = Roster::from_slice(bad).unwrap_err();
             assert!(!err.is_empty(), "{}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn every_shape_problem_is_named_at_once_under_its_key_path() {
+        let err = Roster::from_slice(
+            br#"{"members":[{"name":1,"capsule":"x","entry":"yes"}],"reachability":[{"from":"a"}],"colour":1}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "4 problems:\n  \
+             unknown field `colour` (the fields here: members, reachability)\n  \
+             members[0].name: expected a string, found the number 1\n  \
+             members[0].entry: expected true or false, found a string\n  \
+             reachability[0].to: missing (a list of strings is required)"
+        );
     }
 }

@@ -311,7 +311,7 @@ mod tests {
         assert!(err.contains("duplicate field `pid`"), "{err}");
         let roster = br#"{"members":[],"members":[]}"#;
         let err = crate::json::roster::Roster::from_slice(roster).unwrap_err();
-        assert!(err.contains("duplicate field `members`"), "{err}");
+        assert!(err.contains("duplicate key \"members\""), "{err}");
         let line = br#"{"addresses":[],"addresses":[]}"#;
         assert!(
             crate::json::contract::parse::<crate::json::contract::Addresses>(line, "x").is_err()

@@ -1,8 +1,8 @@
 //! The door's worker threads: as many as the work needs, not one per connection.
 //!
 //! Why: a thread per connection costs its stack and its allocator's per-thread heap — about
-//! 190 KiB each with the static build, measured with 1,000 keep-alive clients (README,
-//! Benchmarks) — for as long as its client stays connected, busy or not. Here a connection
+//! 190 KiB each with the static build, measured with 1,000 keep-alive clients
+//! (docs/benchmarks.md) — for as long as its client stays connected, busy or not. Here a connection
 //! holds a worker only while a request of it is read, answered and written; between requests it
 //! is parked ([`super::server`]) and costs a socket.
 //!

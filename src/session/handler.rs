@@ -1,7 +1,8 @@
 //! One handler process, from spawn to outcome: the command a task runs, its call socket, the
 //! supervision loop (timeout, cancel), the reap, and what its exit means.
 //!
-//! The handler contract: argv from `run`, cwd the workdir, the task's text on stdin, the
+//! The handler contract: argv from `run`, cwd the workdir, the task's text on stdin ([`stdin`]:
+//! ending in one newline), the
 //! session's and the task's `MUR_*` variables and the control values currently set in the
 //! environment. Its stdout (up to 4 MiB; one trailing newline dropped) is the answer; exit 0 is
 //! `completed`, exit 10 `input-required` (stdout the question), anything else `failed` with a
@@ -136,6 +137,18 @@ enum Stopped {
     TimedOut,
 }
 
+/// A handler's stdin for the task text `text`: the text, ending in a newline — one is added
+/// unless it already ends in one; an empty text stays empty (no line at all). A shell's `read`
+/// and most line tools see no line without its newline (`read -r n` fails on `hi`); and since
+/// one trailing newline is dropped from the answer, a handler that echoes its input (`cat`)
+/// still answers with exactly the text.
+pub fn stdin(mut text: String) -> Vec<u8> {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.into_bytes()
+}
+
 /// Feed `stdin` to the handler and collect its output until it and everything it started are
 /// gone, stopping them when `canceled()` says so or `timeout` passes (SIGTERM, then SIGKILL
 /// after [`KILL_GRACE`]); then reap it and say how it ended. Each piece of stdout goes to
@@ -241,4 +254,20 @@ fn outcome(
         (_, Some(signal)) => format!("the handler was killed by signal {signal}"),
         _ => "the handler failed".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stdin_ends_in_exactly_the_newline_the_text_lacked() {
+        for (text, fed) in [
+            ("hi", "hi\n"),
+            ("hi\n", "hi\n"),
+            ("a\nb", "a\nb\n"),
+            ("a\n\n", "a\n\n"),
+            ("", ""),
+        ] {
+            assert_eq!(super::stdin(text.into()), fed.as_bytes(), "{text:?}");
+        }
+    }
 }

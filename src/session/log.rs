@@ -104,7 +104,7 @@ pub fn event(task_id: &str, text: &str) {
         return;
     };
     if log.to_stderr {
-        let _ = writeln!(std::io::stderr().lock(), "mur run: {task_id} {text}");
+        crate::cli::warn("run", &format!("{task_id} {text}"));
     }
     log.write(task_id, "mur:", text.as_bytes());
 }

@@ -507,13 +507,15 @@ fn announce(options: &Options, record: &RunningRecord) {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     } else if options.task.is_none() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "mur run: {} {} serving at http://{}/ (stop: mur stop {} or ^C)",
-            record.capsule(),
-            record.session_id,
-            record.url,
-            record.session_id
+        crate::cli::warn(
+            "run",
+            &format!(
+                "{} {} serving at http://{}/ (stop: mur stop {} or ^C)",
+                record.capsule(),
+                record.session_id,
+                record.url,
+                record.session_id
+            ),
         );
     }
     if let Some(socket) = std::env::var_os("NOTIFY_SOCKET") {

@@ -42,7 +42,7 @@ const FIRST_CHUNK_DEADLINE: Duration = Duration::from_secs(45);
 const STREAMED: [&str; 2] = ["first\n", "second\n"];
 
 /// What a stream sends of it: a newline ending the output so far waits for more output, and the
-/// last is never sent (README, the handler contract) — so the first chunk lacks its newline, and
+/// last is never sent (docs/capsules.md, the handler contract) — so the first chunk lacks its newline, and
 /// the chunks joined are the stored answer, byte for byte.
 const FIRST_SENT: &str = "first";
 const ASSEMBLED: &str = "first\nsecond";

@@ -194,7 +194,7 @@ impl Engine {
             }
             _ => handler::run(
                 spawned,
-                text.into_bytes(),
+                handler::stdin(text),
                 timeout,
                 || self.lock().by_id.get(id).is_some_and(|e| e.cancel),
                 on_output,
