@@ -28,22 +28,19 @@ use serde_json::{Value, json};
 
 use super::admission::{Admitted, Formation};
 use super::dirs;
+use super::material::Material;
 use super::members::{self, MemberPipes, Members};
 use super::readiness::{self, PeersReady, Pending, Ready, Reports};
 use crate::id::FormationId;
-use crate::json::contract::{self as channel, Address, Addresses, Call, Hello};
+use crate::json::contract::{self as channel, Address, Addresses, Hello};
 use crate::json::record::ProcessIdentity;
-use crate::secret::Secret;
 use crate::sys::{panic_kill, signal};
-use crate::token::{self, Key};
 
 /// Default time a member has from its spawn to be ready.
 pub const MEMBER_READY_TIMEOUT: Duration = Duration::from_secs(180);
 /// The longest the launcher sleeps while the entry member runs (it is woken at once by the
 /// entry's exit where the kernel has pidfds, by a signal, and by the entry's readiness line).
 const ENTRY_WAIT: Duration = Duration::from_millis(20);
-/// Domain of a member's door key derived from the formation's master key.
-const DOOR_KEY_DOMAIN: &str = "murmur-formation-door-v1";
 
 pub struct Options {
     pub roster: PathBuf,
@@ -120,11 +117,11 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     Ok(code)
 }
 
-/// What every member's spawn needs: the formation's identity, its master key, its directory,
+/// What every member's spawn needs: the formation's identity and master key, its directory,
 /// the launcher's identity, the `mur` binary.
 struct Launch {
     id: FormationId,
-    master: Key,
+    material: Material,
     launcher: ProcessIdentity,
     dir: crate::sys::dir::Dir,
     exe: PathBuf,
@@ -134,8 +131,8 @@ impl Launch {
     /// Mint the formation's id and master key, prune this project's ended formations, and make
     /// this one's directory and marker.
     fn prepare(formation: &Formation) -> Result<Self, String> {
-        let id = FormationId::mint()?;
-        let master = Key::generate()?;
+        let material = Material::mint()?;
+        let id = material.id.clone();
         let launcher = ProcessIdentity::of_this_process().ok_or(
             "cannot read this process's own start time, so members could not verify their launcher",
         )?;
@@ -154,7 +151,7 @@ impl Launch {
             std::env::current_exe().map_err(|err| format!("cannot find the mur binary: {err}"))?;
         Ok(Self {
             id,
-            master,
+            material,
             launcher,
             dir,
             exe,
@@ -236,21 +233,8 @@ impl Launch {
             formation_id: self.id.clone(),
             member: member.name.clone(),
             launcher: self.launcher.clone(),
-            door_key: Secret::new(crate::b64::encode(
-                door_key(&self.master, &self.id, &member.name).as_bytes(),
-            )),
-            calls: member
-                .callees
-                .iter()
-                .map(|to| Call {
-                    name: to.clone(),
-                    token: token::mint(
-                        &door_key(&self.master, &self.id, to),
-                        token::FORMATION,
-                        &json!({"formation": self.id, "from": member.name, "to": to}),
-                    ),
-                })
-                .collect(),
+            door_key: self.material.door_key_text(&member.name),
+            calls: self.material.calls(member),
         }
     }
 }
@@ -298,11 +282,6 @@ fn prune_records_of(id: &FormationId) {
             );
         }
     }
-}
-
-/// A member's door key: `HMAC(master, "murmur-formation-door-v1" 0x1f frm_id 0x1f member)`.
-fn door_key(master: &Key, id: &FormationId, member: &str) -> Key {
-    master.derive(&[DOOR_KEY_DOMAIN, id.as_str(), member])
 }
 
 fn addresses(member: &Admitted, ready: &[(String, Ready)]) -> Addresses {
