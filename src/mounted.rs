@@ -67,12 +67,8 @@ pub fn named(flag: Option<&Path>) -> Option<PathBuf> {
 pub fn read(path: &Path) -> Result<Mounted, String> {
     let dir = open(path)?;
     let text = |name: &str, secret: bool| read_text(&dir, name, secret);
-    let formation_id = FormationId::parse(&text(files::FORMATION_ID, false)?).map_err(|why| {
-        format!(
-            "{}: {why}; {FIX}",
-            dir.join(files::FORMATION_ID).display()
-        )
-    })?;
+    let formation_id = FormationId::parse(&text(files::FORMATION_ID, false)?)
+        .map_err(|why| format!("{}: {why}; {FIX}", dir.join(files::FORMATION_ID).display()))?;
     if let Ok(named) = std::env::var(env::FORMATION_ID)
         && named != formation_id.as_str()
     {

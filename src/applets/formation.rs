@@ -134,7 +134,9 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         return kube.emit(&options);
     }
     if let Some(flag) = kube.given() {
-        return Err(Failure::Usage(format!("{flag} goes with --emit kubernetes")));
+        return Err(Failure::Usage(format!(
+            "{flag} goes with --emit kubernetes"
+        )));
     }
     if options.task.as_deref() == Some("-") {
         options.task = Some(cli::task_from_stdin()?);
@@ -233,10 +235,7 @@ fn ready(args: Vec<std::ffi::OsString>) -> Outcome {
             }
             Ok(0)
         }
-        Err(failed) => Err(Failure::Failed(format!(
-            "not ready: {}",
-            failed.join("; ")
-        ))),
+        Err(failed) => Err(Failure::Failed(format!("not ready: {}", failed.join("; ")))),
     }
 }
 

@@ -78,7 +78,10 @@ fn refusals_name_the_file_and_the_fix() {
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o400)).unwrap();
     std::fs::remove_file(dir.join("address.reviewer")).unwrap();
     let err = read(&dir).unwrap_err();
-    assert!(err.contains("address.reviewer: missing") && err.contains("--emit kubernetes"), "{err}");
+    assert!(
+        err.contains("address.reviewer: missing") && err.contains("--emit kubernetes"),
+        "{err}"
+    );
     std::fs::remove_file(dir.join(files::DOOR_KEY)).unwrap();
     let err = read(&dir).unwrap_err();
     assert!(err.contains("door-key: missing"), "{err}");
@@ -90,7 +93,10 @@ fn refusals_name_the_file_and_the_fix() {
 #[test]
 fn names_resolve_and_addresses_pass_through() {
     assert_eq!(resolve_door("10.1.2.3:8080").unwrap(), "10.1.2.3:8080");
-    assert_eq!(resolve_door("http://10.1.2.3:8080/").unwrap(), "10.1.2.3:8080");
+    assert_eq!(
+        resolve_door("http://10.1.2.3:8080/").unwrap(),
+        "10.1.2.3:8080"
+    );
     let local = resolve_door("localhost:8080").unwrap();
     assert!(local.ends_with(":8080"), "{local}");
     assert!(resolve_door("no port").is_err());

@@ -121,10 +121,10 @@ fn container(emit: &Emit<'_>, member: &Admitted) -> Value {
 /// `mur run` on the member's capsule in the image, bound to its admitted digest, on every
 /// address at the door port, advertising its Service's URL.
 fn args(emit: &Emit<'_>, member: &Admitted) -> Vec<String> {
-    let file = member
-        .manifest
-        .file_name()
-        .map_or_else(|| "murmur.json".into(), |f| f.to_string_lossy().into_owned());
+    let file = member.manifest.file_name().map_or_else(
+        || "murmur.json".into(),
+        |f| f.to_string_lossy().into_owned(),
+    );
     vec![
         "run".into(),
         format!("/capsules/{}/{file}", member.name),

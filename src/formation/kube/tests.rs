@@ -13,7 +13,14 @@ fn options(image: &str, namespace: Option<&str>, domain: Option<&str>) -> Option
 
 #[test]
 fn flags_are_checked_before_the_roster_is_read() {
-    assert!(check_options(&options("reg.example/mur:1", Some("review"), Some("review.svc"))).is_ok());
+    assert!(
+        check_options(&options(
+            "reg.example/mur:1",
+            Some("review"),
+            Some("review.svc")
+        ))
+        .is_ok()
+    );
     let err = check_options(&options("has space", None, None)).unwrap_err();
     assert!(err.starts_with("--image"), "{err}");
     assert!(check_options(&options("", None, None)).is_err());
