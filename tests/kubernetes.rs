@@ -342,3 +342,8 @@ fn members_started_from_their_emitted_configuration_call_each_other() {
     let places = kube::places("members_started_from_their_emitted_configuration_call_each_other");
     kube::run_review(&home, &emitted, &places);
 }
+
+#[test]
+fn podman_kube_play_runs_the_review_formation() {
+    kube::podman::run_review();
+}

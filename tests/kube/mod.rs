@@ -2,6 +2,8 @@
 //! validator, and members run from their emitted configuration — each in a network namespace of
 //! its own when this runs as root, else on loopback at distinct addresses.
 
+pub mod podman;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -4,14 +4,14 @@
 //! The roster is admitted exactly as for a launch, and the joining material minted exactly as a
 //! launcher mints it ([`super::material`]); what a launcher writes down each member's channel
 //! goes into that member's Secret instead, and the cluster's lifecycle replaces the lifelines.
-//! Per member, in roster order: a Secret ([`objects::secret`]), a Deployment ([`pod`]), a
-//! Service and a NetworkPolicy ([`objects`]). The output is multi-document YAML whose documents
+//! Per member, in roster order: a Secret (`objects::secret`), a Deployment (`pod`), a
+//! Service and a NetworkPolicy (`objects`). The output is multi-document YAML whose documents
 //! are JSON objects (YAML 1.2 is a superset of JSON), so no YAML library is needed.
 //!
 //! Invariants:
 //! - Each Secret holds exactly one member's material: its own door key, and tokens for exactly
 //!   the members the roster lets it call. No other object holds a secret.
-//! - Every object carries the formation's labels ([`objects::labels`]), so one selector
+//! - Every object carries the formation's labels (`objects::labels`), so one selector
 //!   addresses the whole formation (`kubectl delete all,secret,networkpolicy -l …`).
 //! - The names are the member names (DNS labels by admission), so a member's Service is found
 //!   by its name.
