@@ -258,6 +258,30 @@ fn bad_input_is_refused_with_the_fix() {
     ]);
     out.expect_code(1);
     assert!(out.stderr.contains("--namespace 'No'"), "{}", out.stderr);
+    // The tokens never reach a terminal.
+    let command = format!(
+        "{} formation {roster} --emit kubernetes --image i",
+        common::run::mur_bin()
+    );
+    match std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(out) => {
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(1), "{said}");
+            assert!(said.contains("not written to a terminal"), "{said}");
+            assert!(!said.contains("mft1"), "{said}");
+        }
+        Err(why) => common::skip::skipped(
+            "bad_input_is_refused_with_the_fix",
+            &format!(
+                "no script(1) to give mur a terminal ({why}): the terminal refusal is unchecked"
+            ),
+        ),
+    }
     // A roster that does not admit emits nothing.
     let project = kube::five_members("rules");
     let path = project.join("roster.json");

@@ -1,7 +1,7 @@
 //! `mur formation`: launch a roster of capsules as one all-or-nothing unit, and `mur formation
 //! call`, which a member's handler uses to ask a peer.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::PathBuf;
 
 use super::Applet;
@@ -50,12 +50,13 @@ Options:
   -h, --help           this text
 
 mur formation ROSTER --emit kubernetes --image REF
-  Admit ROSTER and, instead of launching it, write to stdout the Kubernetes
-  manifests that run it (JSON documents separated by '---', which kubectl
-  reads as YAML): per member a Secret holding its joining material (its door
-  key and its callees' tokens: keep the output as secret as a token file), a
-  Deployment, a Service named after the member and a NetworkPolicy admitting
-  only the members the roster lets call it; all labelled
+  Admit ROSTER and, instead of launching it, write to stdout (never to a
+  terminal) the Kubernetes manifests that run it (JSON documents separated
+  by '---', which kubectl reads as YAML): per member a Secret holding its
+  joining material (its door key and its callees' tokens: keep the output as
+  secret as a token file), a Deployment, a Service named after the member
+  and a NetworkPolicy admitting only the members the roster lets call it;
+  all labelled
   murmur.nexus/formation=<frm_id>. REF is an image holding /bin/mur and each
   member's capsule directory at /capsules/<member>/. See docs/kubernetes.md.
   --namespace NS       put every object in NS
@@ -187,6 +188,12 @@ impl Kube {
         if options.task.is_some() || options.json {
             return Err(Failure::Usage(
                 "--emit writes manifests; --task and --json belong to a launch".into(),
+            ));
+        }
+        // The one place besides `mur token` that prints tokens: never onto a screen.
+        if std::io::stdout().is_terminal() {
+            return Err(Failure::Failed(
+                "the manifests hold the formation's tokens, so they are not written to a terminal: redirect them to a file (chmod 600) or pipe them to 'kubectl apply -f -'".into(),
             ));
         }
         let image = self.image.ok_or_else(|| {
