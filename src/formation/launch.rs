@@ -70,7 +70,7 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     let ready = match readiness::await_peers(waits, &mut members, options.ready_timeout) {
         PeersReady::All(ready) => ready,
         PeersReady::Signalled(caught) => {
-            report_stopped(&mut members, &launch.id, false);
+            report_stopped(&mut members, &launch.material.id, false);
             return Ok(128 + caught);
         }
         PeersReady::Failed(failures) => {
@@ -98,7 +98,7 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     let mut announced = false;
     let code = loop {
         if !announced && let Ok(line) = ready_rx.try_recv() {
-            announce(options, &launch.id, &formation, &ready, line);
+            announce(options, &launch.material.id, &formation, &ready, line);
             announced = true;
         }
         if let Some(caught) = signal::caught_termination() {
@@ -112,7 +112,7 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     // A --task that completed is quiet on stderr (cron mails any output): stopping the peers
     // is then the expected end, not news.
     let quiet = options.task.is_some() && code == 0;
-    report_stopped(&mut members, &launch.id, quiet);
+    report_stopped(&mut members, &launch.material.id, quiet);
     let _ = relay.join();
     Ok(code)
 }
@@ -120,7 +120,6 @@ pub fn launch(options: &Options) -> Result<i32, String> {
 /// What every member's spawn needs: the formation's identity and master key, its directory,
 /// the launcher's identity, the `mur` binary.
 struct Launch {
-    id: FormationId,
     material: Material,
     launcher: ProcessIdentity,
     dir: crate::sys::dir::Dir,
@@ -132,7 +131,6 @@ impl Launch {
     /// this one's directory and marker.
     fn prepare(formation: &Formation) -> Result<Self, String> {
         let material = Material::mint()?;
-        let id = material.id.clone();
         let launcher = ProcessIdentity::of_this_process().ok_or(
             "cannot read this process's own start time, so members could not verify their launcher",
         )?;
@@ -140,7 +138,7 @@ impl Launch {
         dirs::prune_ended(&formations, &formation.project_dir);
         let dir = dirs::create(
             &formations,
-            &id,
+            &material.id,
             &dirs::Marker {
                 project_dir: formation.project_dir.clone(),
                 launcher_pid: launcher.pid,
@@ -150,7 +148,6 @@ impl Launch {
         let exe =
             std::env::current_exe().map_err(|err| format!("cannot find the mur binary: {err}"))?;
         Ok(Self {
-            id,
             material,
             launcher,
             dir,
@@ -179,14 +176,14 @@ impl Launch {
                 .to_path_buf();
             let pipes = pipes.take().expect("one set per member");
             write_line(pipes.channel(), &channel::line(&self.hello(member)))?;
-            let spec = members::spec(&self.exe, member, &workdir, &self.id, None);
+            let spec = members::spec(&self.exe, member, &workdir, &self.material.id, None);
             let (pid, stdout) = members.spawn(&member.name, false, spec, pipes)?;
             let deadline = Instant::now() + ready_timeout;
             pending.push(Pending {
                 name: member.name.clone(),
                 deadline,
             });
-            let (tx, name, id) = (tx.clone(), member.name.clone(), self.id.clone());
+            let (tx, name, id) = (tx.clone(), member.name.clone(), self.material.id.clone());
             std::thread::Builder::new()
                 .name("readiness".into())
                 .spawn(move || {
@@ -220,7 +217,7 @@ impl Launch {
             &self.exe,
             entry,
             &formation.project_dir,
-            &self.id,
+            &self.material.id,
             options.task.as_deref(),
         );
         Ok(members.spawn(&entry.name, true, spec, pipes)?.1)
@@ -230,7 +227,7 @@ impl Launch {
     /// MACed with the callee's door key.
     fn hello(&self, member: &Admitted) -> Hello {
         Hello {
-            formation_id: self.id.clone(),
+            formation_id: self.material.id.clone(),
             member: member.name.clone(),
             launcher: self.launcher.clone(),
             door_key: self.material.door_key_text(&member.name),

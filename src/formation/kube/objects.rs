@@ -14,15 +14,18 @@ pub const NAME_LABEL: &str = "app.kubernetes.io/name";
 
 /// What selects member `name`'s pods: the formation id and the member name.
 pub fn selector(emit: &Emit<'_>, name: &str) -> Value {
-    json!({FORMATION_LABEL: emit.material.id, NAME_LABEL: name})
+    let mut labels = Map::new();
+    labels.insert(FORMATION_LABEL.into(), emit.material.id.as_str().into());
+    labels.insert(NAME_LABEL.into(), name.into());
+    Value::Object(labels)
 }
 
 /// Every object's labels: the selector's, the formation's name, and who made it.
 pub fn labels(emit: &Emit<'_>, name: &str) -> Value {
     let mut labels = selector(emit, name);
-    labels["app.kubernetes.io/part-of"] = json!(emit.part_of);
-    labels["app.kubernetes.io/component"] = json!("formation-member");
-    labels["app.kubernetes.io/managed-by"] = json!("mur");
+    labels["app.kubernetes.io/part-of"] = emit.part_of.as_str().into();
+    labels["app.kubernetes.io/component"] = "formation-member".into();
+    labels["app.kubernetes.io/managed-by"] = "mur".into();
     labels
 }
 
@@ -30,7 +33,7 @@ pub fn labels(emit: &Emit<'_>, name: &str) -> Value {
 pub fn metadata(emit: &Emit<'_>, object: &str, member: &str) -> Value {
     let mut meta = json!({"name": object, "labels": labels(emit, member)});
     if let Some(ns) = &emit.options.namespace {
-        meta["namespace"] = json!(ns);
+        meta["namespace"] = ns.as_str().into();
     }
     meta
 }
@@ -45,7 +48,7 @@ pub fn secret_name(member: &str) -> String {
 pub fn secret(emit: &Emit<'_>, member: &Admitted) -> Value {
     let mut data = Map::new();
     let mut put = |key: String, text: &str| {
-        data.insert(key, json!(crate::b64::encode_standard(text.as_bytes())));
+        data.insert(key, crate::b64::encode_standard(text.as_bytes()).into());
     };
     put(files::FORMATION_ID.into(), emit.material.id.as_str());
     put(files::MEMBER.into(), &member.name);
