@@ -23,6 +23,7 @@ pub mod formation;
 pub mod home;
 pub mod id;
 pub mod json;
+pub mod mounted;
 pub mod net;
 pub mod process;
 pub mod running;

@@ -1,7 +1,7 @@
 //! `mur formation`: launch a roster of capsules as one all-or-nothing unit, and `mur formation
 //! call`, which a member's handler uses to ask a peer.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::PathBuf;
 
 use super::Applet;
@@ -13,7 +13,10 @@ pub const APPLET: Applet = Applet {
     summary: "launch a roster of capsules that may call each other, as one unit",
     usage: "\
 Usage: mur formation [ROSTER] [--task TEXT|-] [--json] [--ready-timeout SECS]
+       mur formation ROSTER --emit kubernetes --image REF [--namespace NS]
+                     [--advertise-domain DOMAIN]
        mur formation call PEER [TEXT|-]
+       mur formation ready [--formation-dir DIR] [--door HOST:PORT]
 
 Launch every member of ROSTER (default ./roster.json) as a 'mur run' session:
 the peers all at once, each in its own process group, then -- once every peer's
@@ -46,6 +49,29 @@ Options:
                        1 to 31622400, a year)
   -h, --help           this text
 
+mur formation ROSTER --emit kubernetes --image REF
+  Admit ROSTER and, instead of launching it, write to stdout (never to a
+  terminal) the Kubernetes manifests that run it (JSON documents separated
+  by '---', which kubectl reads as YAML): per member a Secret holding its
+  joining material (its door key and its callees' tokens: keep the output as
+  secret as a token file), a Deployment, a Service named after the member
+  and a NetworkPolicy admitting only the members the roster lets call it;
+  all labelled
+  murmur.nexus/formation=<frm_id>. REF is an image holding /bin/mur and each
+  member's capsule directory at /capsules/<member>/. See docs/kubernetes.md.
+  --namespace NS       put every object in NS
+  --advertise-domain DOMAIN
+                       members reach each other, and cards advertise, as
+                       http://<member>.DOMAIN:8080/ (default <member>.NS.svc
+                       with --namespace, else <member>)
+
+mur formation ready [--formation-dir DIR] [--door HOST:PORT]
+  The readiness probe of a member that joined from its mounted Secret (DIR,
+  default $MURMUR_FORMATION_DIR): exit 0 when its own door (default
+  127.0.0.1:8080) serves its card and every member it may call takes its
+  token -- which only that member of this formation can -- else 1, saying
+  which check failed on stderr.
+
 mur formation call PEER [TEXT|-]
   From inside a member's handler: ask PEER (a member the roster lets this one
   call) to run TEXT as a task and print its answer as the peer writes it
@@ -65,6 +91,9 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     if args.first().is_some_and(|a| a == "call") {
         return call(args.into_iter().skip(1).collect());
     }
+    if args.first().is_some_and(|a| a == "ready") {
+        return ready(args.into_iter().skip(1).collect());
+    }
     let mut roster: Option<PathBuf> = None;
     let mut options = Options {
         roster: PathBuf::from("roster.json"),
@@ -72,9 +101,14 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         json: false,
         ready_timeout: launch::MEMBER_READY_TIMEOUT,
     };
+    let mut kube = Kube::default();
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
+            lexopt::Arg::Long(flag @ ("emit" | "image" | "namespace" | "advertise-domain")) => {
+                let flag = flag.to_string();
+                kube.take(&flag, cli::utf8(parser.value()?)?)?;
+            }
             lexopt::Arg::Long("task") => {
                 // One --task per run; keeping the last would drop the others silently.
                 if options.task.is_some() {
@@ -97,10 +131,119 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             path
         };
     }
+    if kube.emit {
+        return kube.emit(&options);
+    }
+    if let Some(flag) = kube.given() {
+        return Err(Failure::Usage(format!(
+            "{flag} goes with --emit kubernetes"
+        )));
+    }
     if options.task.as_deref() == Some("-") {
         options.task = Some(cli::task_from_stdin()?);
     }
     launch::launch(&options).map_err(Failure::Failed)
+}
+
+/// `--emit kubernetes` and the flags that go with it.
+#[derive(Default)]
+struct Kube {
+    emit: bool,
+    image: Option<String>,
+    namespace: Option<String>,
+    advertise_domain: Option<String>,
+}
+
+impl Kube {
+    /// Flag `flag` (without its dashes) given `value`.
+    fn take(&mut self, flag: &str, value: String) -> Result<(), Failure> {
+        match flag {
+            "emit" if value == "kubernetes" => self.emit = true,
+            "emit" => {
+                return Err(Failure::Usage(format!(
+                    "--emit '{}': the one target is 'kubernetes'",
+                    value.escape_debug()
+                )));
+            }
+            "image" => self.image = Some(value),
+            "namespace" => self.namespace = Some(value),
+            _ => self.advertise_domain = Some(value),
+        }
+        Ok(())
+    }
+
+    /// A flag that means something only with `--emit`, if one was given.
+    fn given(&self) -> Option<&'static str> {
+        [
+            (self.image.is_some(), "--image"),
+            (self.namespace.is_some(), "--namespace"),
+            (self.advertise_domain.is_some(), "--advertise-domain"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
+    /// Write the manifests for `options.roster` to stdout.
+    fn emit(self, options: &Options) -> Outcome {
+        if options.task.is_some() || options.json {
+            return Err(Failure::Usage(
+                "--emit writes manifests; --task and --json belong to a launch".into(),
+            ));
+        }
+        // The one place besides `mur token` that prints tokens: never onto a screen.
+        if std::io::stdout().is_terminal() {
+            return Err(Failure::Failed(
+                "the manifests hold the formation's tokens, so they are not written to a terminal: redirect them to a file (chmod 600) or pipe them to 'kubectl apply -f -'".into(),
+            ));
+        }
+        let image = self.image.ok_or_else(|| {
+            Failure::Usage(
+                "--emit kubernetes needs --image REF: the image holding /bin/mur and each member's capsule at /capsules/<member>/ (see docs/kubernetes.md)".into(),
+            )
+        })?;
+        let yaml = crate::formation::kube::emit(&crate::formation::kube::Options {
+            roster: options.roster.clone(),
+            image,
+            namespace: self.namespace,
+            advertise_domain: self.advertise_domain,
+        })
+        .map_err(Failure::Failed)?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(yaml.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|err| Failure::Failed(format!("cannot write the manifests: {err}")))?;
+        Ok(0)
+    }
+}
+
+/// `mur formation ready`: a mounted member's readiness probe.
+fn ready(args: Vec<std::ffi::OsString>) -> Outcome {
+    let mut dir: Option<PathBuf> = None;
+    let mut door = format!("127.0.0.1:{}", crate::formation::kube::DOOR_PORT);
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            lexopt::Arg::Long("formation-dir") => dir = Some(parser.value()?.into()),
+            lexopt::Arg::Long("door") => door = cli::utf8(parser.value()?)?,
+            other => return Err(other.unexpected().into()),
+        }
+    }
+    let dir = crate::mounted::named(dir.as_deref()).ok_or_else(|| {
+        Failure::Usage(format!(
+            "name the member's formation directory: --formation-dir DIR or {}",
+            crate::json::contract::env::FORMATION_DIR
+        ))
+    })?;
+    match crate::formation::kube::ready::check(&dir, &door) {
+        Ok(passed) => {
+            let mut out = std::io::stdout().lock();
+            for line in passed {
+                let _ = writeln!(out, "ready: {line}");
+            }
+            Ok(0)
+        }
+        Err(failed) => Err(Failure::Failed(format!("not ready: {}", failed.join("; ")))),
+    }
 }
 
 /// `mur formation call PEER [TEXT|-]`: one call through the handler's call socket.

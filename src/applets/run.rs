@@ -13,7 +13,7 @@ pub const APPLET: Applet = Applet {
     usage: "\
 Usage: mur run [MANIFEST|DIR] [--task TEXT|-] [-d] [--json] [--workdir DIR]
                [--bind ADDR] [--port N] [--advertise-url URL]
-               [--capsule-sha256 HEX]
+               [--capsule-sha256 HEX] [--formation-dir DIR]
 
 Run one capsule session: an A2A door (HTTP/1.1, JSON-RPC 2.0, A2A 0.3) on
 loopback whose tasks are run by the capsule's handler, listed by 'mur ps' for
@@ -54,6 +54,12 @@ Options:
                   The record (and so mur ps, stop) keeps the bind address.
   --capsule-sha256 HEX
                   refuse to start unless the manifest's sha256 is HEX
+  --formation-dir DIR
+                  join a formation as the member whose mounted Secret DIR is
+                  (default: $MURMUR_FORMATION_DIR; see docs/kubernetes.md):
+                  callers verified with its key, its callees called with its
+                  tokens (files no other user may read), no launcher, no
+                  lifeline
   -h, --help      this text
 
 Processes: each handler runs under a subreaper of its own (Linux), so whatever
@@ -174,6 +180,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
         capsule_sha256: None,
         advertise_url: None,
         detach: false,
+        formation_dir: None,
     };
     let mut detach = false;
     let mut parser = lexopt::Parser::from_args(args);
@@ -203,6 +210,9 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
                 options.advertise_url = Some(url);
             }
             lexopt::Arg::Long("workdir") => options.workdir = parser.value()?.into(),
+            lexopt::Arg::Long("formation-dir") => {
+                options.formation_dir = Some(parser.value()?.into());
+            }
             lexopt::Arg::Long("capsule-sha256") => {
                 let hex = cli::utf8(parser.value()?)?;
                 if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {

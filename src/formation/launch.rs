@@ -28,22 +28,19 @@ use serde_json::{Value, json};
 
 use super::admission::{Admitted, Formation};
 use super::dirs;
+use super::material::Material;
 use super::members::{self, MemberPipes, Members};
 use super::readiness::{self, PeersReady, Pending, Ready, Reports};
 use crate::id::FormationId;
-use crate::json::contract::{self as channel, Address, Addresses, Call, Hello};
+use crate::json::contract::{self as channel, Address, Addresses, Hello};
 use crate::json::record::ProcessIdentity;
-use crate::secret::Secret;
 use crate::sys::{panic_kill, signal};
-use crate::token::{self, Key};
 
 /// Default time a member has from its spawn to be ready.
 pub const MEMBER_READY_TIMEOUT: Duration = Duration::from_secs(180);
 /// The longest the launcher sleeps while the entry member runs (it is woken at once by the
 /// entry's exit where the kernel has pidfds, by a signal, and by the entry's readiness line).
 const ENTRY_WAIT: Duration = Duration::from_millis(20);
-/// Domain of a member's door key derived from the formation's master key.
-const DOOR_KEY_DOMAIN: &str = "murmur-formation-door-v1";
 
 pub struct Options {
     pub roster: PathBuf,
@@ -73,7 +70,7 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     let ready = match readiness::await_peers(waits, &mut members, options.ready_timeout) {
         PeersReady::All(ready) => ready,
         PeersReady::Signalled(caught) => {
-            report_stopped(&mut members, &launch.id, false);
+            report_stopped(&mut members, &launch.material.id, false);
             return Ok(128 + caught);
         }
         PeersReady::Failed(failures) => {
@@ -101,7 +98,7 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     let mut announced = false;
     let code = loop {
         if !announced && let Ok(line) = ready_rx.try_recv() {
-            announce(options, &launch.id, &formation, &ready, line);
+            announce(options, &launch.material.id, &formation, &ready, line);
             announced = true;
         }
         if let Some(caught) = signal::caught_termination() {
@@ -115,16 +112,15 @@ pub fn launch(options: &Options) -> Result<i32, String> {
     // A --task that completed is quiet on stderr (cron mails any output): stopping the peers
     // is then the expected end, not news.
     let quiet = options.task.is_some() && code == 0;
-    report_stopped(&mut members, &launch.id, quiet);
+    report_stopped(&mut members, &launch.material.id, quiet);
     let _ = relay.join();
     Ok(code)
 }
 
-/// What every member's spawn needs: the formation's identity, its master key, its directory,
+/// What every member's spawn needs: the formation's identity and master key, its directory,
 /// the launcher's identity, the `mur` binary.
 struct Launch {
-    id: FormationId,
-    master: Key,
+    material: Material,
     launcher: ProcessIdentity,
     dir: crate::sys::dir::Dir,
     exe: PathBuf,
@@ -134,8 +130,7 @@ impl Launch {
     /// Mint the formation's id and master key, prune this project's ended formations, and make
     /// this one's directory and marker.
     fn prepare(formation: &Formation) -> Result<Self, String> {
-        let id = FormationId::mint()?;
-        let master = Key::generate()?;
+        let material = Material::mint()?;
         let launcher = ProcessIdentity::of_this_process().ok_or(
             "cannot read this process's own start time, so members could not verify their launcher",
         )?;
@@ -143,7 +138,7 @@ impl Launch {
         dirs::prune_ended(&formations, &formation.project_dir);
         let dir = dirs::create(
             &formations,
-            &id,
+            &material.id,
             &dirs::Marker {
                 project_dir: formation.project_dir.clone(),
                 launcher_pid: launcher.pid,
@@ -153,8 +148,7 @@ impl Launch {
         let exe =
             std::env::current_exe().map_err(|err| format!("cannot find the mur binary: {err}"))?;
         Ok(Self {
-            id,
-            master,
+            material,
             launcher,
             dir,
             exe,
@@ -182,14 +176,14 @@ impl Launch {
                 .to_path_buf();
             let pipes = pipes.take().expect("one set per member");
             write_line(pipes.channel(), &channel::line(&self.hello(member)))?;
-            let spec = members::spec(&self.exe, member, &workdir, &self.id, None);
+            let spec = members::spec(&self.exe, member, &workdir, &self.material.id, None);
             let (pid, stdout) = members.spawn(&member.name, false, spec, pipes)?;
             let deadline = Instant::now() + ready_timeout;
             pending.push(Pending {
                 name: member.name.clone(),
                 deadline,
             });
-            let (tx, name, id) = (tx.clone(), member.name.clone(), self.id.clone());
+            let (tx, name, id) = (tx.clone(), member.name.clone(), self.material.id.clone());
             std::thread::Builder::new()
                 .name("readiness".into())
                 .spawn(move || {
@@ -223,7 +217,7 @@ impl Launch {
             &self.exe,
             entry,
             &formation.project_dir,
-            &self.id,
+            &self.material.id,
             options.task.as_deref(),
         );
         Ok(members.spawn(&entry.name, true, spec, pipes)?.1)
@@ -233,24 +227,11 @@ impl Launch {
     /// MACed with the callee's door key.
     fn hello(&self, member: &Admitted) -> Hello {
         Hello {
-            formation_id: self.id.clone(),
+            formation_id: self.material.id.clone(),
             member: member.name.clone(),
             launcher: self.launcher.clone(),
-            door_key: Secret::new(crate::b64::encode(
-                door_key(&self.master, &self.id, &member.name).as_bytes(),
-            )),
-            calls: member
-                .callees
-                .iter()
-                .map(|to| Call {
-                    name: to.clone(),
-                    token: token::mint(
-                        &door_key(&self.master, &self.id, to),
-                        token::FORMATION,
-                        &json!({"formation": self.id, "from": member.name, "to": to}),
-                    ),
-                })
-                .collect(),
+            door_key: self.material.door_key_text(&member.name),
+            calls: self.material.calls(member),
         }
     }
 }
@@ -298,11 +279,6 @@ fn prune_records_of(id: &FormationId) {
             );
         }
     }
-}
-
-/// A member's door key: `HMAC(master, "murmur-formation-door-v1" 0x1f frm_id 0x1f member)`.
-fn door_key(master: &Key, id: &FormationId, member: &str) -> Key {
-    master.derive(&[DOOR_KEY_DOMAIN, id.as_str(), member])
 }
 
 fn addresses(member: &Admitted, ready: &[(String, Ready)]) -> Addresses {

@@ -3,6 +3,8 @@
 
 pub mod admission;
 pub mod dirs;
+pub mod kube;
 pub mod launch;
+pub mod material;
 pub mod members;
 pub mod readiness;

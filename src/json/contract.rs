@@ -32,6 +32,9 @@ pub mod env {
     pub const CHANNEL: &str = "MURMUR_FORMATION_CHANNEL";
     /// The formation a member belongs to (not secret: it also names the member's record).
     pub const FORMATION_ID: &str = "MURMUR_FORMATION_ID";
+    /// A member that joins without a launcher (Kubernetes): the directory holding its mounted
+    /// joining material, laid out as [`files`](super::files) says.
+    pub const FORMATION_DIR: &str = "MURMUR_FORMATION_DIR";
     /// A handler's end of a socket to its own session, for `mur formation call PEER`.
     pub const CALL_FD: &str = "MURMUR_CALL_FD";
     /// The session running the handler.
@@ -53,6 +56,22 @@ pub mod env {
     pub const MUR: &str = "MUR";
     /// Prefixes of names that are mur's own: a manifest may not declare a control value so named.
     pub const RESERVED_PREFIXES: [&str; 2] = ["MUR_", "MURMUR_"];
+}
+
+/// A formation directory's entries: one file per key of the member's Secret, holding what the
+/// two channel lines carry (the launcher's identity aside: such a member has none). Values are
+/// the bare text; one trailing newline is allowed. `door-key` and every `token.*` are secrets.
+pub mod files {
+    /// The formation's `frm_` id.
+    pub const FORMATION_ID: &str = "formation-id";
+    /// This member's name.
+    pub const MEMBER: &str = "member";
+    /// base64url of this member's 32-byte door key.
+    pub const DOOR_KEY: &str = "door-key";
+    /// `token.<callee>`: the `mft1` token for one member this one may call.
+    pub const TOKEN_PREFIX: &str = "token.";
+    /// `address.<callee>`: that member's door, `host:port` (a name is resolved at each call).
+    pub const ADDRESS_PREFIX: &str = "address.";
 }
 
 /// A member's first line. `Debug` redacts the key and the tokens.

@@ -59,7 +59,13 @@ pub enum Outcome {
 /// group under its own subreaper ([`crate::sys::spawn`]), which kills its whole tree when the
 /// session is gone, so a SIGKILLed session, which runs no teardown, leaves nothing running.
 pub fn spec<'a>(argv: &'a [String], workdir: &'a Path, vars: &[(String, OsString)]) -> Spec<'a> {
-    let hidden = [env::LIFELINE, env::CHANNEL, env::CALL_FD, "NOTIFY_SOCKET"];
+    let hidden = [
+        env::LIFELINE,
+        env::CHANNEL,
+        env::FORMATION_DIR,
+        env::CALL_FD,
+        "NOTIFY_SOCKET",
+    ];
     let mut environment: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| {
             !hidden.iter().any(|h| k == h) && !vars.iter().any(|(name, _)| k == name.as_str())

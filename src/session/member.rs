@@ -30,7 +30,8 @@ const MAX_CALL_LINE: u64 = 8 << 20;
 pub struct Member {
     pub formation_id: FormationId,
     pub name: String,
-    pub launcher: ProcessIdentity,
+    /// The launcher's identity; `None` for a member that joined from a mounted directory.
+    pub launcher: Option<ProcessIdentity>,
     pub door_key: Key,
     calls: BTreeMap<String, Secret>,
     addresses: Mutex<BTreeMap<String, String>>,
@@ -65,7 +66,7 @@ impl Member {
             door_key: hello.key()?,
             formation_id: hello.formation_id,
             name: hello.member,
-            launcher: hello.launcher,
+            launcher: Some(hello.launcher),
             calls: hello.calls.into_iter().map(|c| (c.name, c.token)).collect(),
             addresses: Mutex::new(BTreeMap::new()),
             learned: Condvar::new(),
@@ -89,6 +90,24 @@ impl Member {
             })
             .map_err(|err| format!("cannot read the formation channel: {err}"))?;
         Ok(member)
+    }
+
+    /// Join from the mounted formation directory `dir` ([`crate::mounted`]): everything a
+    /// launched member learns from its channel, read from files, every peer's address known at
+    /// once. There is no launcher, and so no later line to wait for.
+    pub fn mounted(dir: &std::path::Path, call_timeout: Duration) -> Result<Arc<Self>, String> {
+        let mounted = crate::mounted::read(dir)?;
+        Ok(Arc::new(Self {
+            formation_id: mounted.formation_id,
+            name: mounted.member,
+            launcher: None,
+            door_key: mounted.door_key,
+            calls: mounted.calls,
+            addresses: Mutex::new(mounted.addresses),
+            learned: Condvar::new(),
+            channel_closed: AtomicBool::new(true),
+            call_timeout,
+        }))
     }
 
     fn learn(&self, update: Addresses) {
@@ -182,7 +201,8 @@ impl Member {
                 }
             ));
         };
-        let url = self.address_of(peer)?;
+        let url = crate::mounted::resolve_door(&self.address_of(peer)?)
+            .map_err(|why| format!("calling '{peer}': {why}"))?;
         let params = json!({"message": {"kind": "message", "role": "user",
             "messageId": format!("call-{}", crate::time::unix_now()),
             "parts": [{"kind": "text", "text": text}]}});

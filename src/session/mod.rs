@@ -76,6 +76,9 @@ pub struct Options {
     pub advertise_url: Option<String>,
     /// `--detach`: whether this process is the session started in the background.
     pub detach: bool,
+    /// `--formation-dir`: a formation member's mounted joining material (else
+    /// `MURMUR_FORMATION_DIR`, else none).
+    pub formation_dir: Option<PathBuf>,
 }
 
 /// What a capsule declares, whichever way it came.
@@ -159,7 +162,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
     let declared = declare(options)?;
     let running = running_dir()?;
     let lifeline = inherited_lifeline()?;
-    let member = inherited_membership(&declared)?;
+    let member = inherited_membership(options, &declared)?;
     let session_id = SessionId::mint()?;
     open_log(options, &session_id, lifeline.is_some())?;
     let tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
@@ -206,7 +209,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         credentials: tokens.credentials,
         formation_id: member.as_ref().map(|m| m.formation_id.clone()),
         formation_lifeline: lifeline.is_some(),
-        formation_launcher: member.as_ref().map(|m| m.launcher.clone()),
+        formation_launcher: member.as_ref().and_then(|m| m.launcher.clone()),
         spawned_by: None,
         records_dir: Some(options.workdir.clone()),
     };
@@ -292,19 +295,24 @@ fn inherited_lifeline() -> Result<Option<std::fs::File>, String> {
     }
 }
 
-/// What the formation channel (`MURMUR_FORMATION_CHANNEL=<fd>`) says, for a formation member.
-fn inherited_membership(declared: &Declared) -> Result<Option<Arc<member::Member>>, String> {
+/// What the formation channel (`MURMUR_FORMATION_CHANNEL=<fd>`) says, for a launched member;
+/// else what the mounted formation directory (`--formation-dir`, `MURMUR_FORMATION_DIR`) says,
+/// for a member that joins without a launcher.
+fn inherited_membership(
+    options: &Options,
+    declared: &Declared,
+) -> Result<Option<Arc<member::Member>>, String> {
+    let call_timeout = Duration::from_secs(declared.lifecycle.task_timeout_secs);
     match std::env::var(env::CHANNEL) {
         Ok(fd) => fd
             .parse::<i32>()
             .map_err(|_| "not a descriptor number".to_string())
-            .and_then(|fd| {
-                let call_timeout = Duration::from_secs(declared.lifecycle.task_timeout_secs);
-                member::Member::join(fd, call_timeout)
-            })
+            .and_then(|fd| member::Member::join(fd, call_timeout))
             .map_err(|why| format!("{}: {why}", env::CHANNEL))
             .map(Some),
-        Err(_) => Ok(None),
+        Err(_) => crate::mounted::named(options.formation_dir.as_deref())
+            .map(|dir| member::Member::mounted(&dir, call_timeout))
+            .transpose(),
     }
 }
 
