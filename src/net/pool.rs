@@ -157,6 +157,11 @@ impl Pool {
         waiting > 0
     }
 
+    /// Whether jobs wait for a worker (as of the last change; read without the lock).
+    pub fn backlogged(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+
     /// How many workers there are now.
     pub fn threads(&self) -> usize {
         self.lock().threads

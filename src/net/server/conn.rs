@@ -14,6 +14,10 @@ use super::read::read_request;
 use super::write::{linger, write_response};
 use super::{Handler, LINGER_TIME, REQUEST_DEADLINE, Stopper};
 
+/// How long a worker waits for a connection's next request before parking it, when no other
+/// connection waits for a worker.
+const NEXT_REQUEST: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// An open connection: its socket, its place among the door's connections, and the bytes of its
 /// next request read so far.
 pub(super) struct Conn {
@@ -92,9 +96,18 @@ impl Server {
                 return;
             }
             place.doing(Doing::Idle);
-            // A pipelined request already read is served at once; otherwise the connection
-            // waits parked, without this worker.
-            if let (true, Some(parked)) = (conn.buf.is_empty(), &self.parked) {
+            // A pipelined request already read is served at once; so is one that arrives
+            // within `NEXT_REQUEST` while no other connection waits for a worker (a client
+            // sending request after request keeps its worker, without two hand-offs each).
+            // Otherwise the connection waits parked, without this worker.
+            let Some(parked) = &self.parked else {
+                continue;
+            };
+            let next_soon = || {
+                !self.pool.backlogged()
+                    && crate::sys::poll::poll_readable(stream, NEXT_REQUEST).unwrap_or(false)
+            };
+            if conn.buf.is_empty() && !next_soon() {
                 parked.park(conn);
                 return;
             }
