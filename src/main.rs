@@ -31,8 +31,7 @@ const VERSION: &str = concat!(
 );
 
 fn main() -> ExitCode {
-    #[cfg(target_env = "musl")]
-    mur::sys::alloc::purge_at_once();
+    mur::sys::alloc::tune();
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_default();
     let rest: Vec<OsString> = args.collect();

@@ -238,3 +238,62 @@ fn a_hundred_and_twenty_seven_never_reading_resubscribers_stay_within_the_budget
     drop(readers);
     assert!(peak < GOAL_KIB, "peak RSS {peak} KiB");
 }
+
+/// One caller holds at most 256 streams (every unauthenticated client of a public door counting
+/// as one): the 257th is refused 503 with a JSON-RPC error saying so, while the task and the
+/// door go on — a read is answered, and once a stream closes a new one opens.
+#[test]
+fn one_caller_holds_at_most_two_hundred_and_fifty_six_streams() {
+    use std::io::{Read, Write};
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\nwhile [ ! -e '{}/go' ]; do sleep 0.1; done\necho done\n",
+        gate.display()
+    );
+    let session = home.start(&[&capsule(&home, "slow", &script)]);
+    let task = session.send(None, "go", false);
+    let id = task["id"].as_str().unwrap().to_string();
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {"id": id}})
+            .to_string();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let open = || {
+        let mut stream = std::net::TcpStream::connect(&session.url).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream.write_all(head.as_bytes()).unwrap();
+        let mut first = [0u8; 12];
+        stream.read_exact(&mut first).unwrap();
+        (stream, String::from_utf8_lossy(&first).into_owned())
+    };
+    let mut streams: Vec<std::net::TcpStream> = (0..256)
+        .map(|n| {
+            let (stream, status) = open();
+            assert_eq!(status, "HTTP/1.1 200", "stream {n}");
+            stream
+        })
+        .collect();
+    let (mut refused, status) = open();
+    assert_eq!(status, "HTTP/1.1 503");
+    let mut rest = Vec::new();
+    refused.read_to_end(&mut rest).unwrap();
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(
+        rest.contains("-32032") && rest.contains("256 open streams"),
+        "{rest}"
+    );
+    let read = session.get_task(None, &id);
+    assert_eq!(read["status"]["state"], "working", "{read}");
+    drop(streams.pop());
+    common::wait::wait_for(Duration::from_secs(10), "a stream given back", || {
+        (open().1 == "HTTP/1.1 200").then_some(())
+    });
+    std::fs::write(gate.join("go"), "").unwrap();
+    let done = session.wait_task(None, &id, Duration::from_secs(30));
+    assert_eq!(done["status"]["state"], "completed", "{done}");
+}

@@ -35,6 +35,7 @@ fuzz_target!(|data: &[u8]| {
         cors: Vec::new(),
         advertise: None,
         stop_requested: Arc::new(AtomicBool::new(false)),
+        streams: Arc::default(),
     };
     let (version, body): (Option<&[u8]>, &[u8]) = match data.split_first() {
         None => (None, data),

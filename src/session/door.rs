@@ -40,10 +40,13 @@ use crate::net::server::{Handler, Hold, Request, Response};
 use cors::{allow_origin, is_a2a_path};
 use envelope::{asked_generation, envelope, lookup, not_found, readable_id, refusal, resolve};
 use sse::Sse;
+pub use streams::Streams;
+use streams::{PER_CALLER, Slot};
 
 mod cors;
 mod envelope;
 mod sse;
+mod streams;
 
 /// What a method produced: its `result`, or a task's feed to stream.
 enum Answered {
@@ -60,6 +63,8 @@ enum Reply {
     Door(Box<Reply>),
     /// `murmur.WatchSession`'s observer stream.
     Watch(Box<Watch>),
+    /// A stream, counted among its caller's open ones until it has been written out.
+    Held(Box<Reply>, Slot),
 }
 
 /// A JSON answer whose parts' data (markers in the tree) are written as their text.
@@ -93,6 +98,14 @@ fn budget_full(why: String, id: Value, generation: Generation) -> Response {
     response
 }
 
+/// Why a stream was refused: its caller holds its share of the door's streams
+/// ([`streams`](Streams)).
+fn too_many_streams() -> String {
+    format!(
+        "busy: this caller holds {PER_CALLER} open streams, the most one caller may (every unauthenticated client of a public door counts as one caller); close one, or retry after {RETRY_AFTER_SECS}s"
+    )
+}
+
 /// One session's door.
 pub struct Door {
     pub session_id: SessionId,
@@ -111,6 +124,8 @@ pub struct Door {
     pub advertise: Option<String>,
     /// Set by `session/stop`; the session's main loop winds down when it sees it.
     pub stop_requested: Arc<AtomicBool>,
+    /// The streams open at this door, by caller.
+    pub streams: Arc<Streams>,
 }
 
 impl Door {
@@ -242,6 +257,15 @@ impl Door {
             let denied = auth::forbidden(method.name);
             return Err(auth::refuse(&self.name, &denied, id, shape));
         }
+        let streaming = matches!(method.op, Op::Stream | Op::Subscribe | Op::Watch);
+        let slot = match streaming.then(|| self.streams.take(caller)) {
+            Some(None) => return Err(budget_full(too_many_streams(), id, shape)),
+            slot => slot.flatten(),
+        };
+        let held = |reply| match slot {
+            Some(slot) => Reply::Held(Box::new(reply), slot),
+            None => reply,
+        };
         if method.op == Op::Watch {
             let watch = Watch::new(
                 self.engine.clone(),
@@ -249,13 +273,13 @@ impl Door {
                 self.session_id.to_string(),
                 id,
             );
-            return Ok(Reply::Door(Box::new(Reply::Watch(Box::new(watch)))));
+            return Ok(held(Reply::Door(Box::new(Reply::Watch(Box::new(watch))))));
         }
         let params = body
             .get_mut("params")
             .map(Value::take)
             .unwrap_or(Value::Null);
-        let streaming = matches!(method.op, Op::Stream | Op::Subscribe);
+        let streaming = streaming && method.op != Op::Watch;
         match self.dispatch(method, params, caller, shape, charge) {
             Ok(Answered::Value(result)) if method.op == Op::StopSession => {
                 let reply = Reply::Value(json!({"jsonrpc": "2.0", "id": id, "result": result}));
@@ -273,7 +297,9 @@ impl Door {
                     _ => Trail::default(),
                 };
                 let writing = Charge::new(self.engine.stream_budget());
-                Ok(Reply::Stream(Sse::Feed(feed, id, shape, trail, writing)))
+                Ok(held(Reply::Stream(Sse::Feed(
+                    feed, id, shape, trail, writing,
+                ))))
             }
             // A 0.3 stream carries the errors of a well-formed request as its one event (0.3's
             // `SendStreamingMessageResponse` is a success or an error response; the 0.3 SDKs and
@@ -282,7 +308,7 @@ impl Door {
             Err(err)
                 if streaming && shape == Generation::V0_3 && err.code != rpc::INVALID_PARAMS =>
             {
-                Ok(Reply::Stream(Sse::Once(Some(err.answer(id, shape)))))
+                Ok(held(Reply::Stream(Sse::Once(Some(err.answer(id, shape))))))
             }
             Err(err) => answer(err.answer(id, shape)),
         }
@@ -510,6 +536,11 @@ fn reply_response(reply: Reply) -> Response {
         Reply::Value(answer) => json_response(200, &answer),
         Reply::Stream(stream) => Response::event_stream(Box::new(stream)),
         Reply::Watch(watch) => Response::event_stream(watch),
+        Reply::Held(reply, slot) => {
+            let mut response = reply_response(*reply);
+            response.hold = Some(Box::new(slot));
+            response
+        }
         Reply::Door(reply) => {
             let mut response = reply_response(*reply);
             response

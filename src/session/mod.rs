@@ -184,6 +184,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         cors: declared.cors.clone(),
         advertise: declared.advertise.clone(),
         stop_requested: Arc::new(AtomicBool::new(false)),
+        streams: Arc::default(),
     });
     let stop_door = crate::net::server::Stopper::new()?;
     let server = {

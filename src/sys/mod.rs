@@ -6,7 +6,6 @@
 //! reading *means* — whether a record names a live capsule, whether a pid may be signalled — is
 //! [`crate::process`]'s and [`crate::running`]'s business.
 
-#[cfg(target_env = "musl")]
 pub mod alloc;
 pub mod child;
 pub mod dir;
