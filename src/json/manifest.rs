@@ -28,6 +28,8 @@ pub struct Manifest {
     pub network: Network,
     #[serde(default)]
     pub control: Option<Control>,
+    #[serde(default)]
+    pub sandbox: super::sandbox::Sandbox,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -111,11 +113,9 @@ pub struct Credential {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Control {
-    #[serde(default)]
     pub settings: Vec<String>,
-    #[serde(default)]
     pub secrets: Vec<String>,
 }
 

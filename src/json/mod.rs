@@ -6,4 +6,5 @@ pub mod manifest;
 pub mod raw;
 pub mod record;
 pub mod roster;
+pub mod sandbox;
 pub mod strict;

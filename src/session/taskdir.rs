@@ -102,6 +102,14 @@ impl SessionTasks {
         task.remove();
     }
 
+    /// `tasks/<session>/.tmp` (0700; no task id starts with a dot): the private `TMPDIR` of the
+    /// session's sandboxed handlers, which may reach no other temporary directory. It goes with
+    /// the session's directory.
+    pub fn scratch(&self) -> Result<PathBuf, String> {
+        let dir = crate::home::create_held(&self.dir, ".tmp")?;
+        Ok(dir.path().to_path_buf())
+    }
+
     /// The session has ended: remove its directory and everything in it.
     pub fn remove(&self) {
         let _ = self.parent.remove_tree(&self.name);
