@@ -43,6 +43,9 @@ impl<'de> Deserialize<'de> for Sandbox {
     }
 }
 
+/// One declared path: its key (`sandbox.read` or `sandbox.write`), as written, and resolved.
+pub type Declared<'a> = (&'static str, &'a Path, PathBuf);
+
 const EXPECTED: &str = "expected true, false, \"required\" or {\"read\": [path…], \"write\": \
                         [path…], \"connect\": [port…]}";
 
@@ -80,19 +83,20 @@ impl Sandbox {
         Ok(sandbox)
     }
 
-    /// Each declared path with `~/` put in `home`: `(key, path)`, reads first.
-    pub fn declared(&self, home: Option<&Path>) -> Result<Vec<(&'static str, PathBuf)>, String> {
+    /// Each declared path, as written and with `~` put in `home`: `(key, written, path)`, reads
+    /// first.
+    pub fn declared(&self, home: Option<&Path>) -> Result<Vec<Declared<'_>>, String> {
         let tagged = self.read.iter().map(|p| ("sandbox.read", p));
         let tagged = tagged.chain(self.write.iter().map(|p| ("sandbox.write", p)));
         tagged
             .map(|(key, path)| match path.strip_prefix("~") {
-                Ok(rest) => home.map(|home| (key, home.join(rest))).ok_or_else(|| {
+                Ok(rest) => home.map(|home| (key, path.as_path(), home.join(rest))).ok_or_else(|| {
                     format!(
                         "{key}: {} names the home directory, but HOME is not set to an absolute path",
                         path.display()
                     )
                 }),
-                Err(_) => Ok((key, path.clone())),
+                Err(_) => Ok((key, path.as_path(), path.clone())),
             })
             .collect()
     }
@@ -153,14 +157,16 @@ mod tests {
         assert_eq!(table.mode, Mode::On);
         assert_eq!(table.connect, Some(vec![443]));
         let declared = table.declared(Some(Path::new("/home/u"))).unwrap();
+        let resolved: Vec<_> = declared.iter().map(|(k, _, p)| (*k, p.as_path())).collect();
         assert_eq!(
-            declared,
+            resolved,
             [
-                ("sandbox.read", PathBuf::from("/srv/data")),
-                ("sandbox.read", PathBuf::from("/home/u/models")),
-                ("sandbox.write", PathBuf::from("/home/u")),
+                ("sandbox.read", Path::new("/srv/data")),
+                ("sandbox.read", Path::new("/home/u/models")),
+                ("sandbox.write", Path::new("/home/u")),
             ]
         );
+        assert_eq!(declared[1].1, Path::new("~/models"));
         assert!(table.declared(None).unwrap_err().contains("HOME"));
     }
 

@@ -53,21 +53,27 @@ pub fn prepare(declared: &Sandbox, places: Places<'_>) -> Result<Setup, String> 
             "sandbox: off (the manifest says \"sandbox\": false): handlers run with all of this \
              user's access, the murmur home and every session's tokens included",
         );
-        return Ok(unsandboxed("off: the manifest says \"sandbox\": false"));
+        return Ok(unsandboxed("off: the manifest sets sandbox to false"));
     }
     let murmur_home = crate::home::location()?;
     let murmur_home = std::fs::canonicalize(&murmur_home).unwrap_or(murmur_home);
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let declared_paths = declared.declared(home.as_deref().filter(|h| h.is_absolute()))?;
     let mut checked = Vec::new();
-    for (key, path) in declared_paths {
+    for (key, written, path) in declared_paths {
         let real = std::fs::canonicalize(&path)
-            .map_err(|err| format!("sandbox: {key}: {}: {err}", path.display()))?;
-        if murmur_home.starts_with(&real) || murmur_home.starts_with(&path) {
+            .map_err(|err| format!("{key}: {}: {err}", written.display()))?;
+        let (contains, inside) = (
+            murmur_home.starts_with(&real) || murmur_home.starts_with(&path),
+            real.starts_with(&murmur_home),
+        );
+        if contains || inside {
+            let relation = if contains { "contains" } else { "is inside" };
             return Err(format!(
-                "sandbox: {key}: {} contains the murmur home {}, which no handler may reach \
-                 (Landlock grants whole trees): declare the directories beside it instead",
-                path.display(),
+                "{key}: {} {relation} the murmur home {}, which no handler may reach \
+                 (its records hold every session's tokens; Landlock grants whole trees): \
+                 declare the directories beside it instead",
+                written.display(),
                 murmur_home.display()
             ));
         }

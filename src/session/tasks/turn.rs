@@ -192,6 +192,7 @@ impl Engine {
             Some(Err(why)) => return Outcome::Failed(why),
             attached => attached.and_then(Result::ok),
         };
+        let sandboxed = started.domain.is_some();
         let started = self
             .supervisor
             .start(&spec, started.domain.map(Domain::raw_fd));
@@ -199,7 +200,17 @@ impl Engine {
         let (spawned, registration) = match started {
             Ok(started) => started,
             Err(err) => {
-                return Outcome::Failed(format!("the handler {} could not start: {err}", argv[0]));
+                let hint = match err.raw_os_error() {
+                    Some(libc::EACCES) if sandboxed => {
+                        "; in its sandbox a handler runs programs from the system's directories, \
+                         its capsule directory and what sandbox.read declares"
+                    }
+                    _ => "",
+                };
+                let program = &argv[0];
+                return Outcome::Failed(format!(
+                    "the handler {program} could not start: {err}{hint}"
+                ));
             }
         };
         let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
