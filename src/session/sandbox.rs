@@ -1,14 +1,15 @@
 //! The session's sandbox for its handlers: what each may reach, prepared once at the start, and
 //! the Landlock ruleset each task's handler is started in ([`crate::sys::landlock`]).
 //!
-//! The default allow-list: read and run the system's directories ([`SYSTEM`], those present);
+//! The default allow-list: read and run the system's directories (`SYSTEM`, those present);
 //! read `/proc` (another process's entries stay behind ptrace's rules, which Landlock tightens
-//! across domains, and mur is not dumpable); the device nodes [`DEVICES`]; read and run the
-//! capsule directory and mur's own binary (`$MUR formation call`); everything in the workdir,
-//! the task's directory and the session's private `TMPDIR`; and what `sandbox.read`/`write`
-//! declare. Never the murmur home: a declaration containing it is refused, and a workdir or
-//! capsule directory containing it is granted entry by entry around it (Landlock grants whole
-//! hierarchies, with no exceptions carved out), which the session says at its start.
+//! across domains, and mur is not dumpable; docs/sandbox.md says what root still reads there);
+//! the device nodes `DEVICES`; read and run the capsule directory and mur's own binary
+//! (`$MUR formation call`); everything in the workdir, the task's directory and the session's
+//! private `TMPDIR`; and what `sandbox.read`/`write` declare. Never the murmur home: a
+//! declaration containing it is refused, and a workdir or capsule directory containing it is
+//! granted entry by entry around it (Landlock grants whole hierarchies, with no exceptions
+//! carved out), which the session says at its start.
 //!
 //! The home is always somewhere an unsandboxed handler could read every session's tokens; so a
 //! session whose kernel has no Landlock says so (stderr, and its record for `mur ps -v`), and one
@@ -28,25 +29,27 @@ use linux::build;
 pub use linux::{Domain, Policy};
 
 /// What the session's handlers run in.
-pub struct Setup {
+struct Setup {
     /// The prepared policy; `None` when handlers run unsandboxed.
-    pub policy: Option<Policy>,
+    policy: Option<Policy>,
     /// Why handlers run unsandboxed, for the record (`mur ps -v`); `None` when they do not.
-    pub unsandboxed: Option<String>,
+    unsandboxed: Option<String>,
 }
 
 /// Where the session's handlers run, and what they may reach.
-pub struct Places<'a> {
-    pub capsule_dir: &'a Path,
-    pub workdir: &'a Path,
+// Read by the Linux build only: elsewhere there is no Landlock, and no policy is built of them.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+struct Places<'a> {
+    capsule_dir: &'a Path,
+    workdir: &'a Path,
     /// The session's `TMPDIR`, when it has one.
-    pub tmpdir: Option<PathBuf>,
+    tmpdir: Option<PathBuf>,
 }
 
 /// Prepare the sandbox `declared` asks for. The `Err`: a declaration containing the murmur home
 /// or naming nothing, `"required"` on a kernel without Landlock, or a ruleset that cannot be
 /// made — the session does not start.
-pub fn prepare(declared: &Sandbox, places: Places<'_>) -> Result<Setup, String> {
+fn prepare(declared: &Sandbox, places: Places<'_>) -> Result<Setup, String> {
     if declared.mode == Mode::Off {
         crate::cli::warn(
             "run",
@@ -57,28 +60,7 @@ pub fn prepare(declared: &Sandbox, places: Places<'_>) -> Result<Setup, String> 
     }
     let murmur_home = crate::home::location()?;
     let murmur_home = std::fs::canonicalize(&murmur_home).unwrap_or(murmur_home);
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let declared_paths = declared.declared(home.as_deref().filter(|h| h.is_absolute()))?;
-    let mut checked = Vec::new();
-    for (key, written, path) in declared_paths {
-        let real = std::fs::canonicalize(&path)
-            .map_err(|err| format!("{key}: {}: {err}", written.display()))?;
-        let (contains, inside) = (
-            murmur_home.starts_with(&real) || murmur_home.starts_with(&path),
-            real.starts_with(&murmur_home),
-        );
-        if contains || inside {
-            let relation = if contains { "contains" } else { "is inside" };
-            return Err(format!(
-                "{key}: {} {relation} the murmur home {}, which no handler may reach \
-                 (its records hold every session's tokens; Landlock grants whole trees): \
-                 declare the directories beside it instead",
-                written.display(),
-                murmur_home.display()
-            ));
-        }
-        checked.push((key, real));
-    }
+    let checked = check_declared(declared, &murmur_home)?;
     let abi = match kernel_abi() {
         Ok(abi) => abi,
         Err(why) if declared.mode == Mode::Required => {
@@ -102,6 +84,37 @@ pub fn prepare(declared: &Sandbox, places: Places<'_>) -> Result<Setup, String> 
         policy: Some(policy),
         unsandboxed: None,
     })
+}
+
+/// Each path `declared` names, resolved (`~`, links): the `Err` names the key of one that does
+/// not exist, or that contains or is inside the murmur home.
+fn check_declared(
+    declared: &Sandbox,
+    murmur_home: &Path,
+) -> Result<Vec<(&'static str, PathBuf)>, String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let declared_paths = declared.declared(home.as_deref().filter(|h| h.is_absolute()))?;
+    let mut checked = Vec::new();
+    for (key, written, path) in declared_paths {
+        let real = std::fs::canonicalize(&path)
+            .map_err(|err| format!("{key}: {}: {err}", written.display()))?;
+        let (contains, inside) = (
+            murmur_home.starts_with(&real) || murmur_home.starts_with(&path),
+            real.starts_with(murmur_home),
+        );
+        if contains || inside {
+            let relation = if contains { "contains" } else { "is inside" };
+            return Err(format!(
+                "{key}: {} {relation} the murmur home {}, which no handler may reach \
+                 (its records hold every session's tokens; Landlock grants whole trees): \
+                 declare the directories beside it instead",
+                written.display(),
+                murmur_home.display()
+            ));
+        }
+        checked.push((key, real));
+    }
+    Ok(checked)
 }
 
 /// Prepare the sandbox of `capsule`'s handlers as `declared` asks and put it in place (a

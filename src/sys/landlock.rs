@@ -2,7 +2,7 @@
 //! to the file hierarchies (and, ABI ≥ 4, the TCP ports) a ruleset allows; from ABI 6 it can no
 //! longer signal, or reach by an abstract Unix socket, any process outside its domain.
 //!
-//! The ruleset is built in the session — paths opened as `O_PATH` descriptors, the rules added —
+//! The ruleset is built in the session (paths opened as `O_PATH` descriptors, the rules added),
 //! and only the last two steps happen in the handler between its clone and its exec
 //! ([`restrict`]: `PR_SET_NO_NEW_PRIVS`, `landlock_restrict_self`), raw calls on a descriptor,
 //! no allocation: the rules of [`crate::sys::spawn`]'s child.
@@ -29,16 +29,16 @@ const RULE_PATH_BENEATH: usize = 1;
 const RULE_NET_PORT: usize = 2;
 
 /// Filesystem rights (`LANDLOCK_ACCESS_FS_*`).
-pub const EXECUTE: u64 = 1 << 0;
-pub const WRITE_FILE: u64 = 1 << 1;
+const EXECUTE: u64 = 1 << 0;
+const WRITE_FILE: u64 = 1 << 1;
 pub const READ_FILE: u64 = 1 << 2;
 pub const READ_DIR: u64 = 1 << 3;
 /// ABI 2: link or rename a file into another directory.
 const REFER: u64 = 1 << 13;
 /// ABI 3: truncate a file.
-pub const TRUNCATE: u64 = 1 << 14;
+const TRUNCATE: u64 = 1 << 14;
 /// ABI 5: `ioctl` on a device file.
-pub const IOCTL_DEV: u64 = 1 << 15;
+const IOCTL_DEV: u64 = 1 << 15;
 /// Read and run: what the system's directories grant.
 pub const READ_EXEC: u64 = EXECUTE | READ_FILE | READ_DIR;
 /// Every right on a hierarchy: what a writable directory grants.
