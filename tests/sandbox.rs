@@ -445,6 +445,37 @@ try undeclared cat "$HOME/secret.txt"
     );
 }
 
+/// Connects to `127.0.0.1:$port` for each port named on stdin: `port-N: allowed` or the error.
+const CONNECTS: &str = r#"for port in $(cat); do
+try "port-$port" /usr/bin/python3 -c "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 5)" "$port"
+done
+"#;
+
+#[test]
+fn sandbox_connect_allows_those_tcp_ports_only() {
+    if !has_landlock_and_python("sandbox_connect_allows_those_tcp_ports_only")
+        || !has_landlock("sandbox_connect_allows_those_tcp_ports_only", 4)
+    {
+        return;
+    }
+    let home = Home::new();
+    // Two doors listening: the embedded echo capsule, twice.
+    let (open, closed) = (home.start(&[]), home.start(&[]));
+    let port = |session: &Session| session.url.rsplit(':').next().unwrap().to_string();
+    let (open, closed) = (port(&open), port(&closed));
+    let declared = json!({"connect": [open.parse::<u16>().unwrap()]});
+    let probe = probe_capsule(&home, "probe", Some(declared), CONNECTS);
+    let text = format!("{open} {closed}");
+    let work = home.dir("work");
+    let out = one_task(&home, &probe, &text, &["--workdir", work.to_str().unwrap()]);
+    let (allowed, refused) = (format!("port-{open}"), format!("port-{closed}"));
+    assert_outcomes(&out.stdout, &[(&allowed, "allowed"), (&refused, "EACCES")]);
+    // Without the key, connects are left alone.
+    let probe = probe_capsule(&home, "free", None, CONNECTS);
+    let out = one_task(&home, &probe, &text, &["--workdir", work.to_str().unwrap()]);
+    assert_outcomes(&out.stdout, &[(&allowed, "allowed"), (&refused, "allowed")]);
+}
+
 #[test]
 fn a_declaration_containing_or_inside_the_murmur_home_is_refused_at_the_start() {
     let home = Home::new();

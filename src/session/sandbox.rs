@@ -226,17 +226,23 @@ mod linux {
         checked: &[(&str, PathBuf)],
     ) -> Result<Policy, String> {
         let proc = landlock::READ_FILE | landlock::READ_DIR;
-        let mut wanted: Vec<(PathBuf, u64)> = SYSTEM
+        let defaults = SYSTEM
             .iter()
             .map(|p| (PathBuf::from(p), landlock::READ_EXEC))
             .chain(std::iter::once((PathBuf::from("/proc"), proc)))
             .chain(DEVICES.iter().map(|p| (PathBuf::from(p), landlock::ALL)))
-            .filter(|(path, _)| path.exists())
-            .collect();
-        if let Ok(exe) = std::env::current_exe() {
-            wanted.push((exe, landlock::READ_EXEC));
+            .chain(std::env::current_exe().map(|exe| (exe, landlock::READ_EXEC)));
+        let mut rules = Vec::new();
+        // Where present and openable: `/dev/tty` cannot be opened, even as a path, by a session
+        // without a controlling terminal (ENXIO), and a handler there has none either.
+        for (path, access) in defaults {
+            let _ = grant(&mut rules, &path, access, murmur_home);
         }
-        wanted.extend(places.tmpdir.iter().map(|t| (t.clone(), landlock::ALL)));
+        let mut wanted: Vec<(PathBuf, u64)> = places
+            .tmpdir
+            .iter()
+            .map(|t| (t.clone(), landlock::ALL))
+            .collect();
         for (key, path) in checked {
             let access = match *key {
                 "sandbox.read" => landlock::READ_EXEC,
@@ -244,7 +250,6 @@ mod linux {
             };
             wanted.push((path.clone(), access));
         }
-        let mut rules = Vec::new();
         for (path, access) in wanted {
             grant(&mut rules, &path, access, murmur_home)
                 .map_err(|err| format!("sandbox: cannot allow {}: {err}", path.display()))?;

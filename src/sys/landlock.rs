@@ -186,13 +186,29 @@ pub struct Held {
 impl Held {
     /// Hold `path`, following links in it when `follow`, else refusing one at its end (which is
     /// then `Ok(None)`: a link grants nothing, its target is what would be checked).
+    ///
+    /// Opened by a raw `openat`: std's `OpenOptions` drops `O_PATH` on musl, whose `O_ACCMODE`
+    /// includes it, and so would open the file itself (a tty without a controlling terminal:
+    /// ENXIO; a link with `O_NOFOLLOW`: ELOOP).
     pub fn open(path: &Path, follow: bool) -> io::Result<Option<Self>> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | nofollow)
-            .open(path)?;
+        let flags = (libc::O_PATH | libc::O_CLOEXEC | nofollow) as usize;
+        let at = [
+            libc::AT_FDCWD as usize,
+            path.as_ptr() as usize,
+            flags,
+            0,
+            0,
+            0,
+        ];
+        // SAFETY: a NUL-terminated path the kernel only reads during the call.
+        let fd =
+            unsafe { raw::call(libc::SYS_openat, at) }.map_err(io::Error::from_raw_os_error)?;
+        // SAFETY: the kernel just returned this descriptor (close-on-exec), ours alone.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
         let kind = file.metadata()?.file_type();
         Ok((!kind.is_symlink()).then_some(Self {
             file,
@@ -231,6 +247,24 @@ mod tests {
         assert_eq!(fs_rights(5), ALL);
         assert_eq!(fs_rights(7), ALL);
         assert_eq!(size_of::<PathBeneath>(), 12);
+    }
+
+    #[test]
+    fn a_link_is_held_only_when_followed() {
+        let dir = std::env::temp_dir().join(format!("mur-landlock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let link = dir.join("link");
+        std::os::unix::fs::symlink("/usr", &link).unwrap();
+        assert!(
+            Held::open(&link, false).unwrap().is_none(),
+            "a link grants nothing"
+        );
+        assert!(
+            Held::open(&link, true).unwrap().unwrap().is_dir(),
+            "its target"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
