@@ -233,10 +233,20 @@ mod linux {
             .chain(DEVICES.iter().map(|p| (PathBuf::from(p), landlock::ALL)))
             .chain(std::env::current_exe().map(|exe| (exe, landlock::READ_EXEC)));
         let mut rules = Vec::new();
-        // Where present and openable: `/dev/tty` cannot be opened, even as a path, by a session
-        // without a controlling terminal (ENXIO), and a handler there has none either.
+        // Where present and openable (a default that cannot be held is skipped), and once: a
+        // link into a tree already granted as much (`/bin` to `/usr/bin`) is no rule of its
+        // own, since every rule costs each task's ruleset and domain a little.
+        let mut granted: Vec<(PathBuf, u64)> = Vec::new();
         for (path, access) in defaults {
-            let _ = grant(&mut rules, &path, access, murmur_home);
+            let real = std::fs::canonicalize(&path).unwrap_or(path);
+            if granted
+                .iter()
+                .any(|(tree, has)| real.starts_with(tree) && has & access == access)
+            {
+                continue;
+            }
+            let _ = grant(&mut rules, &real, access, murmur_home);
+            granted.push((real, access));
         }
         let mut wanted: Vec<(PathBuf, u64)> = places
             .tmpdir
