@@ -675,6 +675,7 @@ fn record(session: &str, url: &str, pid: u32, start: &str) -> RunningRecord {
         formation_launcher: None,
         spawned_by: None,
         records_dir: None,
+        sandbox: None,
     }
 }
 

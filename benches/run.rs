@@ -36,7 +36,8 @@
 //!   thread each); `message/send` round trips per second to the embedded echo capsule,
 //!   keep-alive, 1 and 2 client threads;
 //! - handler overhead: a manifest capsule whose handler is `/bin/cat` (and one whose handler is a
-//!   two-line `sh` script running `cat`): median wall time of a blocking `message/send` round trip
+//!   two-line `sh` script running `cat`; each also with `"sandbox": false`, and the difference
+//!   printed as what the handler's Landlock domain costs): median wall time of a blocking `message/send` round trip
 //!   next to the median time of spawning the same handler from this process with the same stdin
 //!   (`std::process::Command`, stdout and stderr captured, waited for), interleaved one for one
 //!   (with a before binary, per round: a task through each session, then one direct spawn);
@@ -169,6 +170,17 @@ fn main() {
     }
     let cat = home.capsule("cat", &["/bin/cat"], None);
     let script = home.capsule("script", &["./handler.sh"], Some("#!/bin/sh\ncat\n"));
+    // The same two with `"sandbox": false`: what the handler's Landlock domain costs.
+    let cat_open = home.capsule("cat-open", &["/bin/cat"], None);
+    let script_open = home.capsule("script-open", &["./handler.sh"], Some("#!/bin/sh\ncat\n"));
+    for (dir, name, run) in [
+        (&cat_open, "cat-open", "/bin/cat"),
+        (&script_open, "script-open", "./handler.sh"),
+    ] {
+        let manifest = serde_json::json!({"name": name, "version": "1.0.0", "run": [run],
+                                          "sandbox": false});
+        write(&dir.join("murmur.json"), manifest.to_string().as_bytes());
+    }
     let workdir = home.root().join("work");
     mkdir(&workdir);
     if only.runs("idle") {
@@ -179,13 +191,24 @@ fn main() {
     }
     if only.runs("handler") {
         let echo_send = measured.door.as_ref().map(|door| door.send1.median);
-        let sh = script.join("handler.sh");
+        let (sh, sh_open) = (script.join("handler.sh"), script_open.join("handler.sh"));
         let capsules = [
             ("/bin/cat", cat.as_path(), Path::new("/bin/cat")),
+            (
+                "/bin/cat, no sandbox",
+                cat_open.as_path(),
+                Path::new("/bin/cat"),
+            ),
             ("sh script", script.as_path(), sh.as_path()),
+            (
+                "sh script, no sandbox",
+                script_open.as_path(),
+                sh_open.as_path(),
+            ),
         ];
         measured.overheads =
             report_handler_overhead(&home, &binaries, &capsules, &workdir, echo_send);
+        report_sandbox_cost(&measured.overheads);
     }
     if only.runs("streaming") {
         measured.streaming = Some(report_streaming(&home));
@@ -778,6 +801,25 @@ fn report_handler_overhead(
     }
     println!();
     overheads
+}
+
+/// Prints what the handler's Landlock domain adds: each capsule's extra time over the same
+/// capsule's with `"sandbox": false` (the goal: at most 50 µs).
+fn report_sandbox_cost(overheads: &[Overhead]) {
+    println!("sandbox cost: median extra with the sandbox - median extra without (goal <= 50 us)");
+    for pair in overheads.chunks(2) {
+        if let [on, off] = pair {
+            let cost = on.extra.as_secs_f64() - off.extra.as_secs_f64();
+            println!(
+                "  {:<12}  {:+.1} us ({} with, {} without)",
+                on.label,
+                cost * 1e6,
+                STYLE.ms(on.extra),
+                STYLE.ms(off.extra)
+            );
+        }
+    }
+    println!();
 }
 
 /// Prints the summary of what was measured, each figure beside what is expected of it: the

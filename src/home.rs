@@ -184,9 +184,9 @@ pub fn private_dir(name: &str) -> Result<Dir, HomeError> {
     create_held(&home, name)
 }
 
-/// Remove `~/.murmur/tasks/<session_id>/`, if there is one, in a home this euid owns: the task
-/// directories of a session that ended without removing them itself (SIGKILLed), found when its
-/// record is pruned as gone. Best effort, through directory descriptors, following no link; a
+/// Remove `~/.murmur/tasks/<session_id>/` and its `TMPDIR` beside it (`<session_id>.tmp`), if
+/// there are any, in a home this euid owns: the task directories of a session that ended without
+/// removing them itself (SIGKILLed), found when its record is pruned as gone. Best effort, through directory descriptors, following no link; a
 /// home or `tasks/` that is missing or not trusted is left alone.
 ///
 /// Invariant: `session_id` comes from a record that is what its name says (`running::prune`
@@ -204,6 +204,8 @@ pub fn remove_task_dirs(session_id: &crate::id::SessionId) {
         && trust(&tasks).is_ok()
     {
         let _ = tasks.remove_tree(session_id.as_str());
+        let scratch = crate::session::taskdir::scratch_name(session_id.as_str());
+        let _ = tasks.remove_tree(scratch);
     }
 }
 

@@ -414,7 +414,10 @@ fn members_outlive_a_sigkilled_launcher_by_at_most_two_seconds() {
         started.display()
     );
     env.write_member_capsule("lead", &manifest("lead", false, true), Some(lead));
-    env.write_member_capsule("slow", &manifest("slow", true, true), Some(&slow));
+    // Its marker is outside its workdir and capsule: declared, as its sandbox allows nothing else.
+    let mut slow_manifest = manifest("slow", true, true);
+    slow_manifest["sandbox"] = json!({"write": [&env.project]});
+    env.write_member_capsule("slow", &slow_manifest, Some(&slow));
     env.write_member_capsule("idle", &manifest("idle", true, true), Some(REVIEWER));
     let roster = env.roster(&json!({
         "members": [

@@ -144,10 +144,19 @@ fn nothing_a_handler_starts_outlives_the_session_however_deep_it_hides() {
             "echo started\n",
         )),
     );
-    let run = home.mur(&["run", manifest.to_str().unwrap(), "--task", "go"]);
+    // A workdir of its own: its sandbox lets it add files there (the home holds ~/.murmur).
+    let work = home.dir("work");
+    let args = [
+        "run",
+        manifest.to_str().unwrap(),
+        "--task",
+        "go",
+        "--workdir",
+    ];
+    let run = home.mur(&[&args[..], &[work.to_str().unwrap()]].concat());
     run.expect_code(0);
     assert_eq!(run.stdout, "started\n");
-    let sleep: u32 = std::fs::read_to_string(home.path().join("sleep.pid"))
+    let sleep: u32 = std::fs::read_to_string(work.join("sleep.pid"))
         .expect("the handler wrote the sleep's pid")
         .trim()
         .parse()

@@ -235,7 +235,7 @@ fn a_shell_handler_gets_stdin_env_and_workdir_and_its_stdout_is_the_answer() {
     );
     let manifest = home.write_capsule(
         "shelly",
-        json!({"name": "shelly", "version": "2.3.4"}),
+        json!({"name": "shelly", "version": "2.3.4", "sandbox": {"write": [&out]}}),
         Some(&script),
     );
     let session = home.start(&[

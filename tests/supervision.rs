@@ -208,11 +208,13 @@ fn a_tasks_helper_outlives_another_tasks_end_and_dies_with_its_own() {
          B) echo B ;;\nesac\n"
     );
     let cap = capsule(&home, "pair", json!({"concurrency": 2}), &script);
-    let session = home.start(&[cap.to_str().unwrap()]);
+    // A workdir of its own: its sandbox lets it add files there (the home holds ~/.murmur).
+    let work = home.dir("work");
+    let session = home.start(&[cap.to_str().unwrap(), "--workdir", work.to_str().unwrap()]);
     let a = session.send(None, "A", false);
     let a_id = a["id"].as_str().unwrap().to_string();
     wait_until(WAIT, "task A to start its helper", || {
-        home.path().join("a.started").exists()
+        work.join("a.started").exists()
     });
     let helper_pid = one_with(&helper);
     let b = session.send(None, "B", true);
@@ -221,7 +223,7 @@ fn a_tasks_helper_outlives_another_tasks_end_and_dies_with_its_own() {
         alive(helper_pid),
         "task B's end killed task A's helper {helper_pid}"
     );
-    std::fs::write(home.path().join("a.go"), "").unwrap();
+    std::fs::write(work.join("a.go"), "").unwrap();
     let a = session.wait_task(None, &a_id, WAIT);
     assert_eq!(state(&a), "completed", "{a}");
     // No waiting: a task is answered once everything it started is gone.
@@ -266,11 +268,12 @@ fn a_sigkilled_session_leaves_nothing_of_a_deep_chain() {
     let home = Home::new();
     let handler = chain_handler(50, "touch built; exec sleep 1000");
     let cap = capsule(&home, "chain", json!({}), &handler);
-    let mut session = home.start(&[cap.to_str().unwrap()]);
+    let work = home.dir("work");
+    let mut session = home.start(&[cap.to_str().unwrap(), "--workdir", work.to_str().unwrap()]);
     let task = session.send(None, "go", false);
     assert_eq!(state(&task), "working", "{task}");
     wait_until(WAIT, "the chain to be built", || {
-        home.path().join("built").exists()
+        work.join("built").exists()
     });
     let env = format!("MUR_SESSION_ID={}", session.id);
     assert!(processes_with_env(&env).len() >= 52);

@@ -26,26 +26,26 @@ use serde_json::{Value, json};
 /// A handler that keeps its message, reports its turn and task dir, and leaves files in `out/`.
 const PARTS_HANDLER: &str = r#"#!/bin/sh
 cat >/dev/null
-echo "$MUR_TASK_DIR" > "$MUR_TASK_DIR/../../../../seen-dir"
+echo "$MUR_TASK_DIR" > "$HOME/state/seen-dir"
 cp "$MUR_TASK_DIR/message.json" "$MUR_TASK_DIR/out/got.json"
 printf 'plain words' > "$MUR_TASK_DIR/out/note.txt"
 echo "turn $MUR_TURN"
 "#;
 
 /// Counts its tasks; writes what its directory holds (mode, entries, `out/`'s entries, the
-/// message) to `$HOME/seen-N`, then leaves a mess: files, a subdirectory, a file in `out/`, the
-/// directory opened to 0755, and `message.json` replaced by a symbolic link (task 1) or a hard
-/// link (task 2) to `$HOME/target`.
+/// message) to `$HOME/state/seen-N`, then leaves a mess: files, a subdirectory, a file in `out/`,
+/// the directory opened to 0755, and `message.json` replaced by a symbolic link (task 1) or a
+/// hard link (task 2) to `$HOME/state/target`.
 const MESSY_HANDLER: &str = r#"#!/bin/sh
 cat >/dev/null
 cd "$MUR_TASK_DIR" || exit 1
-n=$(( $(cat "$HOME/count" 2>/dev/null || echo 0) + 1 ))
-echo "$n" > "$HOME/count"
-{ stat -c '%a' .; ls -A .; echo --; ls -A out; echo --; cat message.json; } > "$HOME/seen-$n"
+n=$(( $(cat "$HOME/state/count" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$HOME/state/count"
+{ stat -c '%a' .; ls -A .; echo --; ls -A out; echo --; cat message.json; } > "$HOME/state/seen-$n"
 echo junk > junk; mkdir sub; echo y > sub/z; echo o > out/o.txt; chmod 755 .
 case $n in
-1) rm message.json; ln -s "$HOME/target" message.json ;;
-2) rm message.json; ln "$HOME/target" message.json ;;
+1) rm message.json; ln -s "$HOME/state/target" message.json ;;
+2) rm message.json; ln "$HOME/state/target" message.json ;;
 esac
 echo "task $n"
 "#;
@@ -61,8 +61,12 @@ cp "$MUR_TASK_DIR/history.json" "$MUR_TASK_DIR/out/history.json"
 echo "hello $input (turn $MUR_TURN)"
 "#;
 
+/// Capsule `name`, its handler free to write in `~/state` (where the handlers above leave what
+/// they saw; their sandbox allows nothing else outside their workdir and task directory).
 fn capsule(home: &Home, name: &str, lifecycle: Value, script: &str) -> String {
-    let manifest = json!({"name": name, "version": "1.0.0", "lifecycle": lifecycle});
+    let state = home.dir("state");
+    let manifest = json!({"name": name, "version": "1.0.0", "lifecycle": lifecycle,
+                          "sandbox": {"write": [state]}});
     let path = home.write_capsule(name, manifest, Some(script));
     path.to_str().unwrap().to_string()
 }
@@ -163,7 +167,7 @@ fn wait_for_spare(tasks: &Path) -> std::path::PathBuf {
 #[test]
 fn an_ended_tasks_directory_is_reused_with_nothing_of_it_left_and_no_link_followed() {
     let home = Home::new();
-    let target = home.path().join("target");
+    let target = home.dir("state").join("target");
     fs::write(&target, "precious").unwrap();
     // As private as a message file, so only its second link tells it apart.
     fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
@@ -173,7 +177,7 @@ fn an_ended_tasks_directory_is_reused_with_nothing_of_it_left_and_no_link_follow
         let text = format!("message {n}");
         let done = session.send(None, &text, true);
         assert_eq!(done["status"]["state"], "completed", "{done}");
-        let seen = fs::read_to_string(home.path().join(format!("seen-{n}"))).unwrap();
+        let seen = fs::read_to_string(home.path().join(format!("state/seen-{n}"))).unwrap();
         let (listed, message) = seen.split_once("--\n--\n").expect(&seen);
         assert_eq!(listed, "700\nmessage.json\nout\n", "task {n} saw {seen}");
         let message: Value = serde_json::from_str(message).expect(message);
@@ -203,7 +207,7 @@ fn the_task_directory_is_private_and_goes_with_the_task_and_the_session() {
     let mut session = home.start(&[&capsule(&home, "parts", json!({}), PARTS_HANDLER)]);
     let done = session.send(None, "x", true);
     assert_eq!(done["status"]["state"], "completed", "{done}");
-    let dir = fs::read_to_string(home.path().join("seen-dir")).unwrap();
+    let dir = fs::read_to_string(home.path().join("state/seen-dir")).unwrap();
     let dir = Path::new(dir.trim_end());
     let tasks = home.murmur().join("tasks").join(&session.id);
     assert_eq!(

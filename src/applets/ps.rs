@@ -56,7 +56,9 @@ Options:
              at least 4 characters)
   --status running|unreachable
              only the sessions in that state
-  -v         name each pruned record and why
+  -v         name each pruned record and why, and each session whose handlers
+             run outside a sandbox and why (\"sandbox\": false, or no Landlock):
+               unsandboxed ses_0199...: unavailable: this kernel has no Landlock
   -h, --help this text
 
 Exit status: 0; 1 when ~/.murmur/running cannot be read (the path and reason
@@ -264,6 +266,12 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
                 if let Some(why) = &k.unreachable {
                     let id = &k.entry.record.session_id;
                     out.line(&format!("unreachable {id}: {}", why.escape_debug()));
+                }
+            }
+            for k in sweep.kept.iter().filter(|_| verbose) {
+                if let Some(why) = &k.entry.record.sandbox {
+                    let id = &k.entry.record.session_id;
+                    out.line(&format!("unsandboxed {id}: {}", why.escape_debug()));
                 }
             }
         }

@@ -35,6 +35,8 @@ pub struct Manifest {
     pub network: Network,
     #[serde(default)]
     pub control: Option<Control>,
+    #[serde(default)]
+    pub sandbox: super::sandbox::Sandbox,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -118,11 +120,9 @@ pub struct Credential {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Control {
-    #[serde(default)]
     pub settings: Vec<String>,
-    #[serde(default)]
     pub secrets: Vec<String>,
 }
 
@@ -148,6 +148,18 @@ pub const SHAPE: Shape = Shape::Object(&[
             Field::optional("secrets", Shape::List(&Shape::Text)),
         ])),
     ),
+    Field::optional("sandbox", SANDBOX),
+]);
+
+/// `sandbox`'s form; what its paths and ports mean is [`super::sandbox`]'s to check.
+const SANDBOX: Shape = Shape::Either(&[
+    Shape::Flag,
+    Shape::Choice(&["required"]),
+    Shape::Object(&[
+        Field::optional("read", Shape::List(&Shape::Text)),
+        Field::optional("write", Shape::List(&Shape::Text)),
+        Field::optional("connect", Shape::List(&Shape::Whole(u16::MAX as u64))),
+    ]),
 ]);
 
 const U32: u64 = u32::MAX as u64;

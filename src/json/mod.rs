@@ -6,5 +6,6 @@ pub mod manifest;
 pub mod raw;
 pub mod record;
 pub mod roster;
+pub mod sandbox;
 pub mod shape;
 pub mod strict;

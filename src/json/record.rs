@@ -1,7 +1,7 @@
 //! The running record: `~/.murmur/running/<session_id>.json`, one per live session.
 //!
 //! Nine keys are required; `door_token`, `credentials`, `formation_id`, `formation_lifeline`,
-//! `formation_launcher`, `spawned_by` and `records_dir` are written only when they apply, so a
+//! `formation_launcher`, `spawned_by`, `records_dir` and `sandbox` are written only when they apply, so a
 //! standalone session's record carries the nine alone plus `records_dir`. Unknown keys are
 //! ignored (a newer runtime may add some); a missing required key, or an id field that is not an
 //! id, makes the record unreadable — and an unreadable record is pruned, which is the whole of
@@ -61,6 +61,10 @@ pub struct RunningRecord {
     /// The session's records directory (its task logs). Newer original runtimes require it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub records_dir: Option<PathBuf>,
+    /// Why the session's handlers run outside a sandbox (`"sandbox": false`, or no Landlock in
+    /// the kernel), for `mur ps -v`; absent when they run in one (or there is no handler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// A process named so that a recycled pid is never mistaken for it.
@@ -131,6 +135,7 @@ mod tests {
             formation_launcher: None,
             spawned_by: None,
             records_dir: None,
+            sandbox: None,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod handler;
 pub mod log;
 pub mod member;
 pub mod one_shot;
+pub mod sandbox;
 pub mod store;
 pub mod supervisor;
 pub mod taskdir;
@@ -95,6 +96,7 @@ struct Declared {
     advertise: Option<String>,
     /// The manifest's directory (`MUR_CAPSULE_DIR`); none for the embedded echo.
     capsule_dir: Option<PathBuf>,
+    sandbox: crate::json::sandbox::Sandbox,
 }
 
 fn declare(options: &Options) -> Result<Declared, String> {
@@ -110,6 +112,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
                 cors: Vec::new(),
                 advertise: options.advertise_url.clone(),
                 capsule_dir: None,
+                sandbox: Default::default(),
             });
         }
         Source::Manifest(path) => path,
@@ -132,6 +135,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
         capsule: Capsule::Handler {
             argv: loaded.handler,
             workdir: options.workdir.clone(),
+            sandbox: None,
         },
         lifecycle: m.lifecycle,
         cors: m.network.cors,
@@ -144,6 +148,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
         }),
         control: m.control.map(|c| (c.settings, c.secrets)),
         capsule_dir: Some(loaded.dir),
+        sandbox: m.sandbox,
     })
 }
 
@@ -159,7 +164,7 @@ enum Ending {
 pub fn run(options: &Options) -> Result<i32, String> {
     signal::catch_termination()?;
     crate::sys::proc::protect_memory();
-    let declared = declare(options)?;
+    let mut declared = declare(options)?;
     let running = running_dir()?;
     let lifeline = inherited_lifeline()?;
     let member = inherited_membership(options, &declared)?;
@@ -170,6 +175,8 @@ pub fn run(options: &Options) -> Result<i32, String> {
         Capsule::Handler { .. } => task_dirs(&session_id)?,
         Capsule::Echo => None,
     };
+    let (dir, tasks) = (declared.capsule_dir.as_deref(), dirs.as_ref());
+    let unsandboxed = sandbox::apply(&mut declared.capsule, &declared.sandbox, dir, tasks)?;
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
 
     let (listener, addr) = listen(options)?;
@@ -213,6 +220,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         formation_launcher: member.as_ref().and_then(|m| m.launcher.clone()),
         spawned_by: None,
         records_dir: Some(options.workdir.clone()),
+        sandbox: unsandboxed,
     };
     // The control token is written before the record; failing to write either never fails the
     // session: it runs on, unaddressable (the seed's rule), and says so.
@@ -390,6 +398,13 @@ fn engine(
     // So a handler can run `"$MUR" formation call …` without mur on its PATH.
     if let Ok(exe) = std::env::current_exe() {
         base_env.push((env::MUR.into(), exe.into()));
+    }
+    if let Capsule::Handler {
+        sandbox: Some(policy),
+        ..
+    } = &declared.capsule
+    {
+        base_env.extend(policy.env());
     }
     let control = tokens.control.clone();
     let calls: Option<tasks::CallService> = member.filter(|m| m.calls_anyone()).map(|m| {

@@ -71,10 +71,15 @@ impl Supervisor {
     /// then reaches — killed at once if that has already been called. ETXTBSY is passing (the
     /// handler file is open for writing somewhere: just written, or its writer's descriptor held
     /// by a child another process forked and has not yet exec'd): tried again a few times.
-    pub fn start(&self, spec: &Spec<'_>) -> io::Result<(Spawned, Registration<'_>)> {
+    /// `landlock`: the ruleset whose domain it runs in ([`spawn::spawn`]).
+    pub fn start(
+        &self,
+        spec: &Spec<'_>,
+        landlock: Option<std::os::fd::RawFd>,
+    ) -> io::Result<(Spawned, Registration<'_>)> {
         let mut retries = 0;
         let spawned = loop {
-            match spawn::spawn(spec) {
+            match spawn::spawn(spec, landlock) {
                 Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) && retries < BUSY_RETRIES => {
                     retries += 1;
                     std::thread::sleep(BUSY_WAIT);

@@ -11,6 +11,8 @@ pub mod child;
 pub mod dir;
 pub mod epoll;
 pub mod fs;
+#[cfg(target_os = "linux")]
+pub mod landlock;
 #[cfg(target_arch = "x86_64")]
 pub mod mem;
 pub mod panic_kill;

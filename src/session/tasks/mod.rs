@@ -38,8 +38,13 @@ use query::visible;
 pub enum Capsule {
     /// The embedded `echo` capsule: the answer is the text.
     Echo,
-    /// A handler process: resolved argv, run in `workdir`.
-    Handler { argv: Vec<String>, workdir: PathBuf },
+    /// A handler process: resolved argv, run in `workdir`, in a Landlock domain of `sandbox`'s
+    /// (none: unsandboxed, as the session said at its start).
+    Handler {
+        argv: Vec<String>,
+        workdir: PathBuf,
+        sandbox: Option<Arc<super::sandbox::Policy>>,
+    },
 }
 
 /// Why a task was not started.
@@ -482,7 +487,11 @@ impl Engine {
             log::event(&id, &format!("started turn {}", turn.number));
             match &self.capsule {
                 Capsule::Echo => (Outcome::Completed(turn.message.text()), Vec::new()),
-                Capsule::Handler { argv, workdir } => self.run_turn(&id, argv, workdir, &turn),
+                Capsule::Handler {
+                    argv,
+                    workdir,
+                    sandbox,
+                } => self.run_turn(&id, argv, workdir, sandbox.as_deref(), &turn),
             }
         });
         let mut tasks = self.lock();

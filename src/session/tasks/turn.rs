@@ -7,12 +7,21 @@ use std::time::Duration;
 
 use super::super::handler::{self, CallSocket, MAX_ANSWER, Outcome};
 use super::super::log::TaskStderr;
+use super::super::sandbox::{Domain, Policy};
 use super::super::taskdir::TaskDir;
 use super::Engine;
 use super::entry::Turn;
 use crate::a2a::message::{Content, Part};
 use crate::a2a::stream::{Chunker, Event};
 use crate::json::contract::env;
+
+/// What one handler is started as: its argv, workdir and variables, and its Landlock domain.
+struct Started<'a> {
+    argv: &'a [String],
+    workdir: &'a std::path::Path,
+    vars: &'a [(String, OsString)],
+    domain: Option<&'a Domain>,
+}
 
 /// The largest chunk one stream event carries: a handler writing megabytes at once is streamed
 /// in pieces a reader's buffer can hold.
@@ -51,17 +60,27 @@ impl Engine {
     }
 
     /// Run the handler for one turn: its directory written, its environment set, its answer
-    /// and the files it left in `out/` (for a completed turn).
+    /// and the files it left in `out/` (for a completed turn); in a Landlock domain of
+    /// `sandbox`'s rules and its task directory when the session has a sandbox.
     pub(super) fn run_turn(
         &self,
         id: &str,
         argv: &[String],
         workdir: &std::path::Path,
+        sandbox: Option<&Policy>,
         turn: &Turn,
     ) -> (Outcome, Vec<Part>) {
         let dir = match self.task_dir(id, turn) {
             Ok(dir) => dir,
             Err(why) => return (Outcome::Failed(why), Vec::new()),
+        };
+        let path = dir.as_ref().map(|dir| dir.path());
+        let domain = match sandbox.map(|p| p.ruleset(path.as_deref())).transpose() {
+            Ok(domain) => domain,
+            Err(err) => {
+                let why = format!("the handler's sandbox could not be made: {err}");
+                return (Outcome::Failed(why), Vec::new());
+            }
         };
         let mut vars = self.base_env.clone();
         vars.push((env::TASK_ID.into(), turn.task_id.to_string().into()));
@@ -86,14 +105,13 @@ impl Engine {
                 }
             }
         };
-        let outcome = self.run_handler(
-            id,
+        let started = Started {
             argv,
             workdir,
-            &vars,
-            turn.message.text(),
-            &mut on_output,
-        );
+            vars: &vars,
+            domain: domain.as_ref(),
+        };
+        let outcome = self.run_handler(id, &started, turn.message.text(), &mut on_output);
         if let Outcome::Completed(answer) | Outcome::InputRequired(answer) = &outcome
             && let Some(rest) = answer.get(sent..).filter(|rest| !rest.is_empty())
         {
@@ -160,13 +178,12 @@ impl Engine {
     fn run_handler(
         &self,
         id: &str,
-        argv: &[String],
-        workdir: &std::path::Path,
-        vars: &[(String, OsString)],
+        started: &Started<'_>,
         text: String,
         on_output: &mut dyn FnMut(&[u8]),
     ) -> Outcome {
-        let mut spec = handler::spec(argv, workdir, vars);
+        let argv = started.argv;
+        let mut spec = handler::spec(argv, started.workdir, started.vars);
         let call_socket = match self
             .calls
             .as_ref()
@@ -175,12 +192,25 @@ impl Engine {
             Some(Err(why)) => return Outcome::Failed(why),
             attached => attached.and_then(Result::ok),
         };
-        let started = self.supervisor.start(&spec);
+        let sandboxed = started.domain.is_some();
+        let started = self
+            .supervisor
+            .start(&spec, started.domain.map(Domain::raw_fd));
         let serving = call_socket.map(CallSocket::serve);
         let (spawned, registration) = match started {
             Ok(started) => started,
             Err(err) => {
-                return Outcome::Failed(format!("the handler {} could not start: {err}", argv[0]));
+                let hint = match err.raw_os_error() {
+                    Some(libc::EACCES) if sandboxed => {
+                        "; in its sandbox a handler runs programs from the system's directories, \
+                         its capsule directory and what sandbox.read declares"
+                    }
+                    _ => "",
+                };
+                let program = &argv[0];
+                return Outcome::Failed(format!(
+                    "the handler {program} could not start: {err}{hint}"
+                ));
             }
         };
         let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);

@@ -43,6 +43,9 @@ pub struct Exec {
     pub die_with_parent: bool,
     /// Whether it puts caught signals back to their defaults itself (its parent has not).
     pub reset_signals: bool,
+    /// A Landlock ruleset it enters a domain of, last before its exec ([`crate::sys::landlock`]);
+    /// -1 for none. Inherited like [`Exec::keep`]'s, but never past the exec (close-on-exec).
+    pub landlock: RawFd,
     /// Its parent's pid, set before the clone: the parent the child must find.
     pub parent: AtomicI32,
     /// The errno of the step that failed in the child, 0 if it reached `execve`'s success.
@@ -105,6 +108,7 @@ impl Exec {
             own_group: true,
             die_with_parent: false,
             reset_signals: false,
+            landlock: -1,
             parent: AtomicI32::new(0),
             failed: AtomicI32::new(0),
             in_cwd: AtomicBool::new(false),
@@ -197,6 +201,10 @@ fn prepare(plan: &Exec) -> Result<(), libc::c_int> {
     if let Err(errno) = call(libc::SYS_chdir, [plan.cwd.as_ptr() as usize, 0, 0, 0, 0, 0]) {
         plan.in_cwd.store(true, Ordering::Release);
         return Err(errno);
+    }
+    // Last, so every step above still had the session's rights (the workdir is entered already).
+    if plan.landlock >= 0 {
+        crate::sys::landlock::restrict(plan.landlock)?;
     }
     raw::set_signal_mask(0).map(|_| ())
 }

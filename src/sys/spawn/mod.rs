@@ -62,13 +62,14 @@ pub struct Spawned {
 }
 
 /// Start `spec` as a handler, leading its own process group, under its own subreaper where there
-/// is one. Returns once it has been exec'd; reap it with [`Shim::reap`].
-pub fn spawn(spec: &Spec<'_>) -> io::Result<Spawned> {
+/// is one, in a Landlock domain of `landlock` (a ruleset's descriptor) when given. Returns once
+/// it has been exec'd; reap it with [`Shim::reap`].
+pub fn spawn(spec: &Spec<'_>, landlock: Option<RawFd>) -> io::Result<Spawned> {
     let pipe = || super::pipe::pipe().map_err(io::Error::other);
     let (stdin_read, stdin_write) = pipe()?;
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
-    let shim = start(spec, [stdin_read, stdout_write, stderr_write])?;
+    let shim = start(spec, [stdin_read, stdout_write, stderr_write], landlock)?;
     Ok(Spawned {
         shim,
         stdin: stdin_write.into(),
@@ -165,9 +166,10 @@ fn plan(spec: &Spec<'_>, stdio: [RawFd; 3]) -> io::Result<exec::Exec> {
 }
 
 #[cfg(target_os = "linux")]
-fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<Shim> {
+fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3], landlock: Option<RawFd>) -> io::Result<Shim> {
     use std::os::fd::AsRawFd;
-    let exec = plan(spec, stdio.each_ref().map(AsRawFd::as_raw_fd))?;
+    let mut exec = plan(spec, stdio.each_ref().map(AsRawFd::as_raw_fd))?;
+    exec.landlock = landlock.unwrap_or(-1);
     // The subreaper is cloned with a copy of this descriptor table; ours close after.
     let shim = shim::start(exec, spec.cwd);
     drop(stdio);
@@ -225,8 +227,9 @@ fn command(spec: &Spec<'_>, stdio: [std::process::Stdio; 3]) -> io::Result<std::
     Ok(command)
 }
 
+/// No Landlock here: a ruleset cannot have been made ([`crate::sys::landlock`] is Linux's).
 #[cfg(not(target_os = "linux"))]
-fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3]) -> io::Result<Shim> {
+fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3], _landlock: Option<RawFd>) -> io::Result<Shim> {
     group::start(command(spec, stdio.map(Into::into))?)
 }
 
@@ -265,6 +268,10 @@ mod tests {
         }
     }
 
+    fn spawn_plain(spec: &Spec<'_>) -> io::Result<Spawned> {
+        spawn(spec, None)
+    }
+
     fn sh(script: &str) -> [String; 2] {
         ["-c".to_string(), script.to_string()]
     }
@@ -288,7 +295,7 @@ mod tests {
     #[test]
     fn a_child_reads_its_stdin_writes_its_stdout_and_sees_only_its_environment() {
         let args = sh("cat; echo \"$X $HOME\" >&2; pwd; exit 3");
-        let mut child = spawn(&spec("sh", &args)).unwrap();
+        let mut child = spawn_plain(&spec("sh", &args)).unwrap();
         child.stdin.write_all(b"in\n").unwrap();
         drop(child.stdin);
         let (mut out, mut err) = (String::new(), String::new());
@@ -307,7 +314,7 @@ mod tests {
             "echo $$; read -r a b c d pgid rest < /proc/$$/stat; echo $pgid; \
              while read -r k v; do case $k in SigBlk:|SigIgn:) echo $v;; esac; done < /proc/$$/status",
         );
-        let mut child = spawn(&spec("sh", &args)).unwrap();
+        let mut child = spawn_plain(&spec("sh", &args)).unwrap();
         let mut out = String::new();
         child.stdout.read_to_string(&mut out).unwrap();
         assert_eq!(child.shim.reap().unwrap().code(), Some(0));
@@ -333,7 +340,7 @@ mod tests {
              echo ready"
         );
         let args = sh(&script);
-        let mut child = spawn(&spec("sh", &args)).unwrap();
+        let mut child = spawn_plain(&spec("sh", &args)).unwrap();
         let mut ready = String::new();
         std::io::BufReader::new(&mut child.stdout)
             .read_line(&mut ready)
@@ -353,7 +360,7 @@ mod tests {
              while :; do sleep 0.01; done"
         );
         let args = sh(&script);
-        let mut child = spawn(&spec("sh", &args)).unwrap();
+        let mut child = spawn_plain(&spec("sh", &args)).unwrap();
         let mut reader = std::io::BufReader::new(&mut child.stdout);
         let mut line = String::new();
         reader.read_line(&mut line).unwrap();
@@ -372,7 +379,7 @@ mod tests {
         let script =
             format!("trap '' TERM; setsid sleep {stubborn} & echo ready; exec sleep {stubborn}");
         let args = sh(&script);
-        let mut child = spawn(&spec("sh", &args)).unwrap();
+        let mut child = spawn_plain(&spec("sh", &args)).unwrap();
         let mut line = String::new();
         std::io::BufReader::new(&mut child.stdout)
             .read_line(&mut line)
@@ -390,7 +397,9 @@ mod tests {
         unsafe {
             *libc::__errno_location() = 4242
         };
-        let err = spawn(&spec("/nonexistent/handler", &[])).err().unwrap();
+        let err = spawn_plain(&spec("/nonexistent/handler", &[]))
+            .err()
+            .unwrap();
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
         #[cfg(target_os = "linux")]
         assert_eq!(
@@ -398,19 +407,49 @@ mod tests {
             Some(4242),
             "the failed exec (on this thread's TLS) wrote no errno"
         );
-        let err = spawn(&spec("no-such-program-anywhere", &[])).err().unwrap();
+        let err = spawn_plain(&spec("no-such-program-anywhere", &[]))
+            .err()
+            .unwrap();
         assert_eq!(
             err.to_string(),
             r#"no executable "no-such-program-anywhere" in PATH "/usr/bin:/bin""#
         );
         let mut bad_cwd = spec("true", &[]);
         bad_cwd.cwd = Path::new("/nonexistent");
-        let err = spawn(&bad_cwd).err().unwrap();
+        let err = spawn_plain(&bad_cwd).err().unwrap();
         assert!(
             err.to_string()
                 .starts_with("cannot enter the workdir /nonexistent: "),
             "{err}"
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_child_given_a_ruleset_reaches_only_what_it_allows() {
+        use crate::sys::landlock::{self, Held, Ruleset};
+        let Ok(abi) = landlock::abi() else {
+            eprintln!("*** SKIPPED: no Landlock in this kernel ***");
+            return;
+        };
+        let ruleset = Ruleset::new(abi, false).unwrap();
+        for dir in ["/usr", "/bin", "/lib", "/lib64"] {
+            if let Some(held) = Held::open(Path::new(dir), true).unwrap() {
+                ruleset.allow(&held, landlock::READ_EXEC).unwrap();
+            }
+        }
+        let null = Held::open(Path::new("/dev/null"), true).unwrap().unwrap();
+        ruleset.allow(&null, landlock::ALL).unwrap();
+        let args = sh("cat /etc/hostname >/dev/null 2>&1; echo $?");
+        let run = |landlock| {
+            let mut child = spawn(&spec("sh", &args), landlock).unwrap();
+            let mut out = String::new();
+            child.stdout.read_to_string(&mut out).unwrap();
+            assert_eq!(child.shim.reap().unwrap().code(), Some(0));
+            out
+        };
+        assert_eq!(run(None), "0\n", "readable without the ruleset");
+        assert_eq!(run(Some(ruleset.raw_fd())), "1\n", "refused within it");
     }
 
     #[test]
@@ -431,7 +470,7 @@ mod tests {
         let args = sh(&script);
         let mut with_keep = spec("sh", &args);
         with_keep.keep = vec![kept];
-        let mut child = spawn(&with_keep).unwrap();
+        let mut child = spawn_plain(&with_keep).unwrap();
         // SAFETY: reads the flags of a descriptor we own; no pointer.
         let flags = unsafe { libc::fcntl(kept, libc::F_GETFD) };
         assert_eq!(

@@ -77,7 +77,8 @@ pub extern "C" fn main(frame: *mut libc::c_void) -> libc::c_int {
 fn live(f: &Frame) -> ! {
     let [stdin, stdout, stderr] = f.exec.stdio;
     let [a, b, c, d] = f.exec.keep;
-    keep_only([f.ctl, stdin, stdout, stderr, a, b, c, d]);
+    let landlock = f.exec.landlock;
+    keep_only([f.ctl, stdin, stdout, stderr, a, b, c, d, landlock]);
     let sfd = match setup() {
         Ok(sfd) => sfd,
         Err(errno) => {
@@ -96,7 +97,7 @@ fn live(f: &Frame) -> ! {
     // raw calls only on the plan, which the frame keeps; CLONE_VFORK holds this process until
     // then.
     let handler = unsafe { raw::clone(flags, f.handler_stack, exec::child, plan) };
-    for fd in [stdin, stdout, stderr, a, b, c, d]
+    for fd in [stdin, stdout, stderr, a, b, c, d, landlock]
         .into_iter()
         .filter(|&fd| fd >= 0)
     {
@@ -350,7 +351,7 @@ fn tell(ctl: RawFd, byte: u8) {
 
 /// Close every descriptor but `keep` (negative entries ignored): `close_range(2)` over the gaps,
 /// or one `close` per number below 65,536 where the kernel has none (before 5.9).
-fn keep_only(mut keep: [RawFd; 8]) {
+fn keep_only(mut keep: [RawFd; 9]) {
     keep.sort_unstable();
     let mut low: usize = 0;
     for fd in keep.into_iter().filter(|&fd| fd >= 0).map(|fd| fd as usize) {
