@@ -29,7 +29,7 @@ pub struct Slot {
 }
 
 impl Streams {
-    /// A slot for one more stream of `caller`; `None` when it holds [`PER_CALLER`] already.
+    /// A slot for one more stream of `caller`; `None` when it holds `PER_CALLER` already.
     /// The operator always gets one.
     pub fn take(self: &Arc<Self>, caller: &Caller) -> Option<Slot> {
         let key = match caller {
