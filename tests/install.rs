@@ -502,7 +502,17 @@ fn a_prefix_this_user_cannot_write_is_refused_and_nothing_is_created() {
     } else {
         fs::set_permissions(&locked, fs::Permissions::from_mode(0o555)).unwrap();
     }
-    let out = command.output().expect("running install.sh");
+    // The copy was just written: a fork by another test thread in between may still hold it
+    // open for writing in its child until that child execs, and exec then fails ETXTBSY.
+    let out = (0..50)
+        .find_map(|_| match command.output() {
+            Err(err) if err.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                None
+            }
+            other => Some(other.expect("running install.sh")),
+        })
+        .expect("install.sh stayed busy (ETXTBSY) for a second");
     assert_refused(&out, "is not writable by uid");
     assert!(!locked.join("prefix").exists(), "{}", show(&out));
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
