@@ -122,8 +122,8 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             }
         }
     }
-    // The same thing named twice is stopped once.
-    named.dedup_by(|a, b| key(a) == key(b));
+    // The same thing named twice is stopped once, however far apart (`mur stop X Y X`).
+    let named = first_of_each(named, key);
 
     let mut out = Out::default();
     for thing in named {
@@ -136,6 +136,21 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         failed |= !ok;
     }
     Ok(i32::from(failed))
+}
+
+/// `items` in their order with every later one whose key was already seen dropped: a name given
+/// twice is acted on once, where it first appears (`dedup` drops adjacent repeats only).
+fn first_of_each<T, K: PartialEq>(items: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut seen = Vec::with_capacity(items.len());
+    let mut kept = Vec::with_capacity(items.len());
+    for item in items {
+        let k = key(&item);
+        if !seen.contains(&k) {
+            seen.push(k);
+            kept.push(item);
+        }
+    }
+    kept
 }
 
 fn key(thing: &Named<'_>) -> String {
@@ -298,12 +313,11 @@ fn remaining(deadline: Instant) -> Duration {
 /// gone.
 fn stop_formation(id: &str, members: &[&Entry], timeout: Duration, out: &mut Out) -> bool {
     let mut ok = true;
-    let mut launchers: Vec<&ProcessIdentity> = members
+    let launchers: Vec<&ProcessIdentity> = members
         .iter()
         .filter_map(|m| m.record.formation_launcher.as_ref())
         .collect();
-    launchers.dedup();
-    for launcher in launchers {
+    for launcher in first_of_each(launchers, |&l| l) {
         ok &= stop_launcher(id, launcher, timeout, out);
     }
     // Members holding a lifeline end on their own once the launcher is gone; give them the
@@ -351,5 +365,21 @@ fn stop_launcher(id: &str, launcher: &ProcessIdentity, timeout: Duration, out: &
             cli::warn("stop", &format!("{label}: {why}"));
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_of_each;
+
+    #[test]
+    fn a_name_given_twice_counts_once_where_it_first_appears() {
+        let named = vec!["x", "y", "x", "z", "y", "x"];
+        assert_eq!(first_of_each(named, |s| s.to_string()), ["x", "y", "z"]);
+        assert_eq!(
+            first_of_each(Vec::<&str>::new(), |&s| s),
+            Vec::<&str>::new()
+        );
+        assert_eq!(first_of_each(vec![1, 1, 1], |&n| n), [1]);
     }
 }

@@ -483,16 +483,19 @@ impl Engine {
     /// queued task.
     fn execute(self: Arc<Self>, id: String) {
         let began = Instant::now();
-        let ran = self.turn_of(&id).map(|turn| {
+        // `take` answers an echo task itself and never schedules it (an echo task never waits
+        // for input, so it is never resumed either): only a handler's turn runs here.
+        let ran = self.turn_of(&id).and_then(|turn| {
+            let Capsule::Handler {
+                argv,
+                workdir,
+                sandbox,
+            } = &self.capsule
+            else {
+                return None;
+            };
             log::event(&id, &format!("started turn {}", turn.number));
-            match &self.capsule {
-                Capsule::Echo => (Outcome::Completed(turn.message.text()), Vec::new()),
-                Capsule::Handler {
-                    argv,
-                    workdir,
-                    sandbox,
-                } => self.run_turn(&id, argv, workdir, sandbox.as_deref(), &turn),
-            }
+            Some(self.run_turn(&id, argv, workdir, sandbox.as_deref(), &turn))
         });
         let mut tasks = self.lock();
         tasks.running -= 1;
