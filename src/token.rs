@@ -58,6 +58,14 @@ impl Key {
         Self(bytes)
     }
 
+    /// A key as the launcher hands it over (the channel's `door_key`, a mounted member's
+    /// `door-key` file): 32 bytes of base64url; `None` for anything else.
+    pub fn from_base64url(text: &str) -> Option<Self> {
+        b64::decode(text)
+            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+            .map(Self)
+    }
+
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }

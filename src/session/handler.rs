@@ -25,10 +25,13 @@ use std::process::ExitStatus;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::tasks::CallService;
+use super::pump::Pump;
 use crate::json::contract::env;
-use crate::sys::child::Pump;
 use crate::sys::spawn::{Spawned, Spec};
+
+/// What serves a handler's call socket (a formation member's calls to its peers), when the
+/// session has one: each handler then inherits its own end as `MURMUR_CALL_FD`.
+pub type CallService = std::sync::Arc<dyn Fn(UnixStream) + Send + Sync>;
 
 /// The most of a handler's stdout kept as its answer.
 pub const MAX_ANSWER: usize = 4 << 20;

@@ -15,6 +15,7 @@ pub mod handler;
 pub mod log;
 pub mod member;
 pub mod one_shot;
+pub mod pump;
 pub mod sandbox;
 pub mod store;
 pub mod supervisor;
@@ -176,7 +177,16 @@ pub fn run(options: &Options) -> Result<i32, String> {
         Capsule::Echo => None,
     };
     let (dir, tasks) = (declared.capsule_dir.as_deref(), dirs.as_ref());
-    let unsandboxed = sandbox::apply(&mut declared.capsule, &declared.sandbox, dir, tasks)?;
+    let unsandboxed = match &mut declared.capsule {
+        Capsule::Handler {
+            workdir, sandbox, ..
+        } => {
+            let (policy, why) = sandbox::apply(workdir, &declared.sandbox, dir, tasks)?;
+            *sandbox = policy;
+            why
+        }
+        Capsule::Echo => None,
+    };
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
 
     let (listener, addr) = listen(options)?;
@@ -407,9 +417,9 @@ fn engine(
         base_env.extend(policy.env());
     }
     let control = tokens.control.clone();
-    let calls: Option<tasks::CallService> = member.filter(|m| m.calls_anyone()).map(|m| {
+    let calls: Option<handler::CallService> = member.filter(|m| m.calls_anyone()).map(|m| {
         let m = m.clone();
-        Arc::new(move |socket| m.serve_calls(socket)) as tasks::CallService
+        Arc::new(move |socket| m.serve_calls(socket)) as handler::CallService
     });
     Engine::new(
         declared.capsule.clone(),

@@ -3,10 +3,11 @@
 //! — directories `mur` keeps, records and secrets it writes, re-modes or removes — goes through a
 //! directory descriptor instead ([`super::dir::Dir`]), so that no link is followed anywhere in it.
 
+use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Mode of every directory `mur` creates or holds under the murmur home.
 pub const PRIVATE_DIR_MODE: u32 = 0o700;
@@ -79,6 +80,27 @@ pub fn mode_of(path: &Path) -> io::Result<u32> {
     Ok(fs::symlink_metadata(path)?.permissions().mode() & 0o7777)
 }
 
+/// Whether `path` (following links: a program may be installed as one) is a regular file with an
+/// execute bit.
+pub fn is_executable(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The first executable regular file named `program` (a bare name, no `/`) in the directories of
+/// `path`, a `PATH` value — the one lookup both the manifest's check and the spawn make, so what
+/// admission accepts is what runs.
+///
+/// Only absolute entries are searched: an empty entry, `.` or any other relative one is skipped
+/// (as hardened `execvp`s and Go's `LookPath` refuse them). It would be looked up relative to
+/// wherever the lookup happens but run from the handler's workdir, and a relative entry lets
+/// whoever writes the current directory choose the program.
+pub fn find_on_path(program: &OsStr, path: &OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +156,38 @@ mod tests {
             read_small_regular(&root.0.join("none"), 1),
             Err(ReadRefusal::Vanished)
         );
+    }
+
+    #[test]
+    fn path_lookup_searches_absolute_entries_only() {
+        let root = scratch_dir();
+        let (abs, plain) = (root.0.join("abs"), root.0.join("plain"));
+        fs::create_dir_all(&abs).unwrap();
+        fs::create_dir_all(&plain).unwrap();
+        for (dir, mode) in [(&abs, 0o755), (&plain, 0o644)] {
+            let file = dir.join("prog");
+            fs::write(&file, "#!/bin/sh\n").unwrap();
+            fs::set_permissions(&file, fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let prog = OsStr::new("prog");
+        let path = |p: String| std::ffi::OsString::from(p);
+        // Not executable: skipped for the next entry.
+        let both = path(format!("{}:{}", plain.display(), abs.display()));
+        assert_eq!(find_on_path(prog, &both), Some(abs.join("prog")));
+        assert_eq!(find_on_path(prog, plain.as_os_str()), None);
+        assert_eq!(find_on_path(OsStr::new("none"), &both), None);
+        // The same directory named relatively (up from the current directory to / and down
+        // again) is never searched, though it names the program from here.
+        let cwd = std::env::current_dir().unwrap();
+        let up = "../".repeat(cwd.components().count() - 1);
+        let relative = PathBuf::from(format!("{up}{}", abs.strip_prefix("/").unwrap().display()));
+        assert!(relative.is_relative() && is_executable(&relative.join("prog")));
+        assert_eq!(find_on_path(prog, relative.as_os_str()), None);
+        for entries in ["", ".", ":", "::.", "./abs:abs"] {
+            assert_eq!(find_on_path(prog, OsStr::new(entries)), None, "{entries:?}");
+        }
+        assert!(is_executable(&abs.join("prog")));
+        assert!(!is_executable(&plain.join("prog")));
+        assert!(!is_executable(&abs));
     }
 }

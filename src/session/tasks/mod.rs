@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::budget::{Budget, Charge};
 use super::feed::Feed;
-use super::handler::Outcome;
+use super::handler::{CallService, Outcome};
 use super::log;
 use super::store::Store;
 use super::supervisor::Supervisor;
@@ -115,10 +115,6 @@ pub struct Taken {
 
 /// Where the environment extras for the next task come from (the control plane).
 pub type EnvSource = Arc<dyn Fn() -> Vec<(String, OsString)> + Send + Sync>;
-
-/// What serves a handler's call socket (a formation member's calls to its peers), when the
-/// session has one: each handler then inherits its own end as `MURMUR_CALL_FD`.
-pub type CallService = Arc<dyn Fn(std::os::unix::net::UnixStream) + Send + Sync>;
 
 pub struct Engine {
     capsule: Capsule,

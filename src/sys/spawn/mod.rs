@@ -118,10 +118,10 @@ pub fn wait(pid: u32) -> io::Result<ExitStatus> {
 }
 
 /// `program` as the path `execve` is given: as is with a `/`, else the first executable regular
-/// file of that name in `PATH` (from the child's environment; `/usr/bin:/bin` without one).
+/// file of that name in `PATH` (from the child's environment; `/usr/bin:/bin` without one), by
+/// [`super::fs::find_on_path`]'s rule (absolute entries only).
 fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> io::Result<OsString> {
     use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::PermissionsExt;
     if program.as_bytes().contains(&b'/') {
         return Ok(program.to_os_string());
     }
@@ -132,14 +132,7 @@ fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> io::Result<OsString
         .iter()
         .find(|(k, _)| k == "PATH")
         .map_or_else(|| OsString::from("/usr/bin:/bin"), |(_, v)| v.clone());
-    // A relative entry would be looked up here but run from the workdir: skipped.
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(program))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    super::fs::find_on_path(program, &path)
         .map(std::path::PathBuf::into_os_string)
         .ok_or_else(|| {
             io::Error::new(
