@@ -20,7 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::id::FormationId;
-use crate::json::contract::{env, files};
+use crate::json::channel::{env, files};
 use crate::json::manifest::is_valid_name;
 use crate::secret::Secret;
 use crate::sys::dir::Dir;

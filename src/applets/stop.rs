@@ -72,6 +72,36 @@ const DOOR_GRACE: Duration = Duration::from_secs(2);
 const GONE_POLL: Duration = Duration::from_millis(50);
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
+    let asked = parse(args)?;
+    let sweep = super::sweep("stop", Depth::Process, false)?;
+    let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
+    let (named, mut failed) = match &asked.addresses {
+        None => (everything(&running), false),
+        Some(addresses) => resolve_all(addresses, &running),
+    };
+    // The same thing named twice is stopped once, however far apart (`mur stop X Y X`).
+    let named = first_of_each(named, key);
+
+    let mut out = Out::default();
+    for thing in named {
+        let ok = match thing {
+            Named::Session(entry) => stop_session(entry, asked.timeout, &mut out),
+            Named::Formation(id, members) => {
+                stop_formation(&id.to_string(), &members, asked.timeout, &mut out)
+            }
+        };
+        failed |= !ok;
+    }
+    Ok(i32::from(failed))
+}
+
+/// What the command line asks: the addresses (`None`: `--all`) and the grace before SIGKILL.
+struct Asked {
+    addresses: Option<Vec<String>>,
+    timeout: Duration,
+}
+
+fn parse(args: Vec<std::ffi::OsString>) -> Result<Asked, Failure> {
     let mut addresses = vec![];
     let mut timeout = Duration::from_secs(10);
     let mut all = false;
@@ -91,51 +121,37 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }
     }
     match (all, addresses.is_empty()) {
-        (false, true) => {
-            return Err(Failure::Usage(
-                "name what to stop (ADDR..., as 'mur ps' lists them), or give --all".into(),
-            ));
-        }
-        (true, false) => {
-            return Err(Failure::Usage(
-                "name what to stop (ADDR...) or give --all, not both".into(),
-            ));
-        }
-        _ => {}
+        (false, true) => Err(Failure::Usage(
+            "name what to stop (ADDR..., as 'mur ps' lists them), or give --all".into(),
+        )),
+        (true, false) => Err(Failure::Usage(
+            "name what to stop (ADDR...) or give --all, not both".into(),
+        )),
+        (true, true) => Ok(Asked {
+            addresses: None,
+            timeout,
+        }),
+        (false, false) => Ok(Asked {
+            addresses: Some(addresses),
+            timeout,
+        }),
     }
+}
 
-    let sweep = super::sweep("stop", Depth::Process, false)?;
-    let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
-
+/// What each address names, in order; `true` when one named nothing (said on stderr).
+fn resolve_all<'a>(addresses: &[String], running: &'a [Entry]) -> (Vec<Named<'a>>, bool) {
     let mut named = vec![];
     let mut failed = false;
-    if all {
-        named = everything(&running);
-    } else {
-        for address in &addresses {
-            match address::resolve(address, &running) {
-                Ok(thing) => named.push(thing),
-                Err(why) => {
-                    cli::warn("stop", &why);
-                    failed = true;
-                }
+    for address in addresses {
+        match address::resolve(address, running) {
+            Ok(thing) => named.push(thing),
+            Err(why) => {
+                cli::warn("stop", &why);
+                failed = true;
             }
         }
     }
-    // The same thing named twice is stopped once, however far apart (`mur stop X Y X`).
-    let named = first_of_each(named, key);
-
-    let mut out = Out::default();
-    for thing in named {
-        let ok = match thing {
-            Named::Session(entry) => stop_session(entry, timeout, &mut out),
-            Named::Formation(id, members) => {
-                stop_formation(&id.to_string(), &members, timeout, &mut out)
-            }
-        };
-        failed |= !ok;
-    }
-    Ok(i32::from(failed))
+    (named, failed)
 }
 
 /// `items` in their order with every later one whose key was already seen dropped: a name given

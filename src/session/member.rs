@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::rpc::MESSAGE_STREAM;
 use crate::id::FormationId;
-use crate::json::contract::{self as channel, Addresses, Hello, env};
+use crate::json::channel::{self, Addresses, Hello, env};
 use crate::json::record::ProcessIdentity;
 use crate::net::client::Deadlines;
 use crate::secret::Secret;

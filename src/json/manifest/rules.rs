@@ -74,7 +74,7 @@ impl Manifest {
                             name.escape_debug()
                         ),
                     );
-                } else if crate::json::contract::env::RESERVED_PREFIXES
+                } else if crate::json::channel::env::RESERVED_PREFIXES
                     .iter()
                     .any(|prefix| name.starts_with(prefix))
                 {
