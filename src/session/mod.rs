@@ -163,7 +163,7 @@ enum Ending {
 
 /// Run one session until it ends; its exit code. Three stages: start (the capsule declared,
 /// tokens minted, handlers prepared, the door open, the record written), serve (until a
-/// signal, a stop, the lifeline or a `--task` ends it: [`serve`]), wind down (tasks ended, the
+/// signal, a stop, the lifeline or a `--task` ends it: `serve`), wind down (tasks ended, the
 /// door closed, the record removed).
 pub fn run(options: &Options) -> Result<i32, String> {
     signal::catch_termination()?;

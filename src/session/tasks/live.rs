@@ -74,8 +74,8 @@ pub(super) fn weight(task: &Task, on_disk: bool) -> usize {
 
 impl LiveTask {
     /// Move to `state` — any state, Submitted and Working as well as an end — and tell its
-    /// readers; a question joins the history as the agent's
-    /// message. (A final state's directory goes when the entry is stored as finished.)
+    /// readers; a question joins the history as the agent's message. (A final state's directory
+    /// goes when the entry is stored as finished.)
     pub(super) fn move_to(&mut self, state: State, note: Option<String>) {
         self.task.state = state;
         self.task.note = note;
