@@ -227,7 +227,7 @@ pub fn call_streaming(
         client::Incoming::Events(events) => events,
     };
     while let Some(data) = events.next_event().map_err(CallError::Transport)? {
-        let event = client::Reply {
+        let event = client::WholeResponse {
             status: events.status,
             body: data.into_bytes(),
         };
@@ -251,7 +251,7 @@ pub fn http(
     token: &Secret,
     body: Option<&[u8]>,
     deadlines: Deadlines,
-) -> Result<client::Reply, String> {
+) -> Result<client::WholeResponse, String> {
     let addr = client::parse_door_addr(url)?;
     // As for a door token: a corrupt file must not write header lines of its own.
     if !token.expose().bytes().all(|b| b.is_ascii_graphic()) {
@@ -312,7 +312,11 @@ fn with_request<T>(
 }
 
 /// The `result` of one JSON-RPC answer, or its error.
-fn result_of(addr: SocketAddr, method: &str, response: &client::Reply) -> Result<Value, CallError> {
+fn result_of(
+    addr: SocketAddr,
+    method: &str,
+    response: &client::WholeResponse,
+) -> Result<Value, CallError> {
     if response.status != 200 {
         return Err(CallError::Transport(format!(
             "{addr}: {method} answered HTTP {}",

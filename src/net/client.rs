@@ -38,7 +38,7 @@ pub struct Request<'a> {
 /// A whole response as a server sent it: its status and body (what the door itself answers is
 /// [`crate::net::server::Response`]).
 #[derive(Debug)]
-pub struct Reply {
+pub struct WholeResponse {
     pub status: u16,
     pub body: Vec<u8>,
 }
@@ -100,7 +100,7 @@ fn connect_and_send(
 /// What a request that may stream got back.
 pub enum Incoming {
     /// A whole response (an error answered before any stream opened, or not a stream at all).
-    Whole(Reply),
+    Whole(WholeResponse),
     /// `text/event-stream`: its events, read as they arrive.
     Events(Events),
 }
@@ -253,7 +253,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, Framing, usize)>, String> {
 }
 
 /// The response in `buf` if it is complete by its own framing.
-pub fn complete_response(buf: &[u8]) -> Result<Option<Reply>, String> {
+pub fn complete_response(buf: &[u8]) -> Result<Option<WholeResponse>, String> {
     let Some((status, framing, head_len)) = parse_head(buf)? else {
         return Ok(None);
     };
@@ -266,16 +266,16 @@ pub fn complete_response(buf: &[u8]) -> Result<Option<Reply>, String> {
         },
         _ => return Ok(None),
     };
-    Ok(Some(Reply { status, body }))
+    Ok(Some(WholeResponse { status, body }))
 }
 
 /// The response in `buf` once the server has closed the connection.
-pub(super) fn finish_at_eof(buf: &[u8]) -> Result<Reply, String> {
+pub(super) fn finish_at_eof(buf: &[u8]) -> Result<WholeResponse, String> {
     if let Some(response) = complete_response(buf)? {
         return Ok(response);
     }
     match parse_head(buf)? {
-        Some((status, Framing::UntilClose, head_len)) => Ok(Reply {
+        Some((status, Framing::UntilClose, head_len)) => Ok(WholeResponse {
             status,
             body: buf[head_len..].to_vec(),
         }),

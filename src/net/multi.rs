@@ -31,7 +31,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::client::{self, Deadlines, MAX_RESPONSE_READ, Reply};
+use super::client::{self, Deadlines, MAX_RESPONSE_READ, WholeResponse};
 use crate::sys::poll::{Poller, Want};
 use crate::sys::socket;
 
@@ -65,7 +65,7 @@ impl std::fmt::Debug for Exchange {
 }
 
 /// How an exchange ended: the whole response, or why there is none.
-pub type Answer = Result<Reply, String>;
+pub type Answer = Result<WholeResponse, String>;
 
 /// Run jobs `0..jobs`, each a conversation of one exchange at a time, all on this thread, each
 /// exchange within `deadlines`. `step(job, None)` is asked for a job's first exchange when there
