@@ -300,7 +300,7 @@ fn serve(
     door: &door::Door,
     engine: &Engine,
     lifeline_closed: Option<&AtomicBool>,
-    one_shot: Option<&std::sync::mpsc::Receiver<one_shot::Ended>>,
+    one_shot: Option<&std::sync::mpsc::Receiver<one_shot::TaskEnd>>,
 ) -> Ending {
     loop {
         if let Some(caught) = signal::caught_termination() {

@@ -55,7 +55,7 @@ pub fn holder(pid: u32) -> Holder {
 /// What kind of process holds a pid, as far as whether it may be signalled goes: who owns it,
 /// whether it is a process at all (its thread group's leader) or a kernel thread, its parent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Kind {
+pub struct ProcessKind {
     /// The real uid.
     pub ruid: u32,
     /// The thread group the pid belongs to: the pid itself for a process, another for a thread.
@@ -65,8 +65,8 @@ pub struct Kind {
     pub ppid: u32,
 }
 
-/// The [`Kind`] of whatever holds `pid`; `None` when it cannot be read (gone, or no procfs).
-pub fn kind(pid: u32) -> Option<Kind> {
+/// The [`ProcessKind`] of whatever holds `pid`; `None` when it cannot be read (gone, or no procfs).
+pub fn kind(pid: u32) -> Option<ProcessKind> {
     platform::kind(pid)
 }
 
@@ -186,7 +186,7 @@ mod platform {
     const PF_KTHREAD: u64 = 0x0020_0000;
 
     /// The owner, thread group and parent from `/proc/<pid>/status`, the flags from its stat.
-    pub(super) fn kind(pid: u32) -> Option<super::Kind> {
+    pub(super) fn kind(pid: u32) -> Option<super::ProcessKind> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         let field = |name: &str| {
             status
@@ -199,7 +199,7 @@ mod platform {
             .nth(6)?
             .parse()
             .ok()?;
-        Some(super::Kind {
+        Some(super::ProcessKind {
             ruid: field("Uid:")?,
             tgid: field("Tgid:")?,
             kernel_thread: flags & PF_KTHREAD != 0,
@@ -245,9 +245,9 @@ mod platform {
     }
 
     /// macOS has no kernel threads in its process table and names processes, not threads.
-    pub(super) fn kind(pid: u32) -> Option<super::Kind> {
+    pub(super) fn kind(pid: u32) -> Option<super::ProcessKind> {
         let info = bsd_info(pid).ok()?;
-        Some(super::Kind {
+        Some(super::ProcessKind {
             ruid: info.pbi_ruid,
             tgid: pid,
             kernel_thread: false,
