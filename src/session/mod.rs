@@ -21,9 +21,9 @@ pub mod store;
 pub mod supervisor;
 pub mod taskdir;
 pub mod tasks;
+mod tokens;
 pub mod watch;
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -40,9 +40,9 @@ use crate::json::manifest::{Lifecycle, Manifest};
 use crate::json::record::RunningRecord;
 use crate::running::{ControlGuard, RecordGuard};
 use crate::sys::signal;
-use control::Control;
 use taskdir::SessionTasks;
 use tasks::{Capsule, Engine};
+use tokens::Tokens;
 
 /// The longest the main loop sleeps without looking for a reason to stop. Every reason also
 /// wakes it at once (`sys::wake`); this bounds only a lost wake-up.
@@ -386,57 +386,6 @@ fn inherited_membership(
         Err(_) => crate::mounted::named(options.formation_dir.as_deref())
             .map(|dir| member::Member::mounted(&dir, call_timeout))
             .transpose(),
-    }
-}
-
-/// Every key and token a session holds: its door's (operator and declared credentials, and
-/// the formation side for a member), and its control plane's.
-struct Tokens {
-    auth: Option<auth::DoorAuth>,
-    operator: Option<crate::secret::Secret>,
-    credentials: BTreeMap<String, crate::secret::Secret>,
-    control: Option<Arc<Control>>,
-    control_token: Option<crate::secret::Secret>,
-}
-
-impl Tokens {
-    fn mint(
-        declared: &Declared,
-        session_id: &SessionId,
-        member: Option<&member::Member>,
-    ) -> Result<Self, String> {
-        let auth = match &declared.credentials {
-            Some(_) => Some(auth::DoorAuth::new(
-                &declared.name,
-                member.map(|m| auth::FormationDoor {
-                    key: m.door_key.clone(),
-                    formation_id: m.formation_id.to_string(),
-                    member: m.name.clone(),
-                }),
-            )?),
-            None => None,
-        };
-        let credentials = match (&auth, &declared.credentials) {
-            (Some(auth), Some(list)) => list
-                .iter()
-                .map(|(name, scopes)| (name.clone(), auth.mint(name, scopes)))
-                .collect(),
-            _ => BTreeMap::new(),
-        };
-        let (control, control_token) = match &declared.control {
-            Some((settings, secrets)) => {
-                let (control, token) = Control::new(session_id.as_str(), settings, secrets)?;
-                (Some(Arc::new(control)), Some(token))
-            }
-            None => (None, None),
-        };
-        Ok(Self {
-            operator: auth.as_ref().map(auth::DoorAuth::mint_operator),
-            auth,
-            credentials,
-            control,
-            control_token,
-        })
     }
 }
 
