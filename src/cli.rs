@@ -68,7 +68,7 @@ pub fn warn(applet: &str, message: &str) {
 /// environment names the formation) speaks as `formation`: its stderr is the formation's, and
 /// `mur run:` would name a command the user never typed.
 pub fn speaker(applet: &str) -> &str {
-    if applet == "run" && std::env::var_os(crate::json::contract::env::FORMATION_ID).is_some() {
+    if applet == "run" && std::env::var_os(crate::json::channel::env::FORMATION_ID).is_some() {
         "formation"
     } else {
         applet

@@ -71,7 +71,7 @@ pub struct Probe<'a> {
 }
 
 /// What a probe does after an answer.
-enum Next {
+enum ProbeStep {
     Ask(Exchange),
     Card(Value),
 }
@@ -96,15 +96,15 @@ impl<'a> Probe<'a> {
     /// yet); `None` once it is done, and [`Probe::said`] has its outcome.
     pub fn step(&mut self, answer: Option<multi::Answer>) -> Option<Exchange> {
         let next = client::parse_door_addr(self.url).and_then(|addr| match answer {
-            None => self.ask(addr).map(Next::Ask),
+            None => self.ask(addr).map(ProbeStep::Ask),
             Some(answer) => self.read(addr, answer),
         });
         match next {
-            Ok(Next::Ask(exchange)) => {
+            Ok(ProbeStep::Ask(exchange)) => {
                 self.asked += 1;
                 return Some(exchange);
             }
-            Ok(Next::Card(card)) => {
+            Ok(ProbeStep::Card(card)) => {
                 self.said = session_id_from_card(&card)
                     .map(str::to_string)
                     .ok_or_else(|| format!("the agent card at {} names no session", self.url));
@@ -138,7 +138,7 @@ impl<'a> Probe<'a> {
 
     /// What the answer to the last request says: the card, or — the extended card's 0.3 name
     /// refused — ask again by its 1.0 name.
-    fn read(&self, addr: SocketAddr, answer: multi::Answer) -> Result<Next, String> {
+    fn read(&self, addr: SocketAddr, answer: multi::Answer) -> Result<ProbeStep, String> {
         let response = answer?;
         if self.token.is_none() {
             if response.status != 200 {
@@ -148,12 +148,12 @@ impl<'a> Probe<'a> {
                 ));
             }
             return crate::json::strict::from_slice(&response.body)
-                .map(Next::Card)
+                .map(ProbeStep::Card)
                 .map_err(|_| format!("{addr}: the agent card is not JSON"));
         }
         match result_of(addr, EXTENDED_CARDS[self.asked - 1], &response) {
-            Err(err) if self.asked == 1 && falls_back(&err) => self.ask(addr).map(Next::Ask),
-            result => result.map(Next::Card).map_err(|err| err.to_string()),
+            Err(err) if self.asked == 1 && falls_back(&err) => self.ask(addr).map(ProbeStep::Ask),
+            result => result.map(ProbeStep::Card).map_err(|err| err.to_string()),
         }
     }
 }
@@ -223,11 +223,11 @@ pub fn call_streaming(
         client::send_streaming(addr, request, deadlines)
     })?;
     let mut events = match answer {
-        client::Answer::Whole(response) => return result_of(addr, method, &response).map(drop),
-        client::Answer::Events(events) => events,
+        client::Incoming::Whole(response) => return result_of(addr, method, &response).map(drop),
+        client::Incoming::Events(events) => events,
     };
     while let Some(data) = events.next_event().map_err(CallError::Transport)? {
-        let event = client::Response {
+        let event = client::WholeResponse {
             status: events.status,
             body: data.into_bytes(),
         };
@@ -251,7 +251,7 @@ pub fn http(
     token: &Secret,
     body: Option<&[u8]>,
     deadlines: Deadlines,
-) -> Result<client::Response, String> {
+) -> Result<client::WholeResponse, String> {
     let addr = client::parse_door_addr(url)?;
     // As for a door token: a corrupt file must not write header lines of its own.
     if !token.expose().bytes().all(|b| b.is_ascii_graphic()) {
@@ -315,7 +315,7 @@ fn with_request<T>(
 fn result_of(
     addr: SocketAddr,
     method: &str,
-    response: &client::Response,
+    response: &client::WholeResponse,
 ) -> Result<Value, CallError> {
     if response.status != 200 {
         return Err(CallError::Transport(format!(

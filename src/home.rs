@@ -20,6 +20,25 @@ use std::path::{Path, PathBuf};
 use crate::sys::dir::{self, Dir};
 use crate::sys::fs::PRIVATE_DIR_MODE;
 
+/// The directory of the murmur home that holds the session logs.
+pub const LOGS_DIR: &str = "logs";
+
+/// The log's file name for `session_id` in [`LOGS_DIR`]: named here, beside the home's other
+/// names, because the session writes it and the host tools read and prune it.
+pub fn log_name(session_id: &str) -> String {
+    format!("{session_id}.log")
+}
+
+/// The rotated log's file name for `session_id`.
+pub fn old_log_name(session_id: &str) -> String {
+    format!("{session_id}.log.1")
+}
+
+/// The name of session `session`'s private `TMPDIR` in `tasks/`, beside its task directory.
+pub fn scratch_name(session: &str) -> String {
+    format!("{session}.tmp")
+}
+
 /// Why a directory of the murmur home cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HomeError {
@@ -204,7 +223,7 @@ pub fn remove_task_dirs(session_id: &crate::id::SessionId) {
         && trust(&tasks).is_ok()
     {
         let _ = tasks.remove_tree(session_id.as_str());
-        let scratch = crate::session::taskdir::scratch_name(session_id.as_str());
+        let scratch = scratch_name(session_id.as_str());
         let _ = tasks.remove_tree(scratch);
     }
 }
@@ -228,9 +247,9 @@ pub fn existing_dir(name: &str) -> Result<Option<Dir>, HomeError> {
 /// Remove the log of `session_id` (`logs/<session>.log` and its rotated `.1`), a session found
 /// gone: as [`remove_task_dirs`], best effort, only in a home and `logs/` this euid owns.
 pub fn remove_logs(session_id: &crate::id::SessionId) {
-    if let Ok(Some(logs)) = existing_dir(crate::session::log::LOGS_DIR) {
-        let _ = logs.unlink(crate::session::log::old_name(session_id.as_str()));
-        let _ = logs.unlink(crate::session::log::file_name(session_id.as_str()));
+    if let Ok(Some(logs)) = existing_dir(LOGS_DIR) {
+        let _ = logs.unlink(old_log_name(session_id.as_str()));
+        let _ = logs.unlink(log_name(session_id.as_str()));
     }
 }
 

@@ -9,6 +9,7 @@
 //! - [`door_client`]: calling a door (card probe, JSON-RPC) from the host tools.
 //! - [`a2a`]: the A2A protocol, both generations: methods, messages, tasks, errors, the card.
 //! - [`json`]: wire types — the running record, the manifest, the roster, the member channel.
+//! - [`methods`]: the door's methods of both generations and the scopes that grant them.
 //! - [`net`]: HTTP on std sockets.
 //! - [`sys`]: every libc call, behind safe functions.
 //! - [`id`], [`secret`], [`time`], [`home`], [`cli`]: small shared pieces.
@@ -23,6 +24,7 @@ pub mod formation;
 pub mod home;
 pub mod id;
 pub mod json;
+pub mod methods;
 pub mod mounted;
 pub mod net;
 pub mod process;

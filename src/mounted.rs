@@ -20,7 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::id::FormationId;
-use crate::json::contract::{env, files};
+use crate::json::channel::{env, files};
 use crate::json::manifest::is_valid_name;
 use crate::secret::Secret;
 use crate::sys::dir::Dir;
@@ -85,15 +85,12 @@ pub fn read(path: &Path) -> Result<Mounted, String> {
             dir.join(files::MEMBER).display()
         ));
     }
-    let door_key = crate::b64::decode(&text(files::DOOR_KEY, true)?)
-        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-        .map(Key::from_bytes)
-        .ok_or_else(|| {
-            format!(
-                "{}: not 32 bytes of base64url; {FIX}",
-                dir.join(files::DOOR_KEY).display()
-            )
-        })?;
+    let door_key = Key::from_base64url(&text(files::DOOR_KEY, true)?).ok_or_else(|| {
+        format!(
+            "{}: not 32 bytes of base64url; {FIX}",
+            dir.join(files::DOOR_KEY).display()
+        )
+    })?;
     let (calls, addresses) = callees(&dir)?;
     Ok(Mounted {
         formation_id,

@@ -19,7 +19,8 @@
 use std::time::{Duration, Instant};
 
 use crate::sys::pidref::PidRef;
-use crate::sys::{proc, signal as sys_signal};
+use crate::sys::proc::{self, Holder};
+use crate::sys::signal as sys_signal;
 
 /// Why a process may not be signalled, before any signal is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,13 +59,15 @@ pub struct Target {
 /// A recorded start of `""` (what a writer that could not read its own start time stores) never
 /// matches a token the host reports.
 pub fn check(pid: u32, start: &str) -> Result<(), NotSignallable> {
-    match proc::holder_start(pid) {
-        None => Err(NotSignallable::Gone(format!("no process holds pid {pid}"))),
-        Some(Some(token)) if token == start => may_signal(pid).map_err(NotSignallable::Refused),
-        Some(Some(_)) => Err(NotSignallable::Gone(format!(
+    match proc::holder(pid) {
+        Holder::Gone => Err(NotSignallable::Gone(format!("no process holds pid {pid}"))),
+        Holder::Started(token) if token == start => {
+            may_signal(pid).map_err(NotSignallable::Refused)
+        }
+        Holder::Started(_) => Err(NotSignallable::Gone(format!(
             "pid {pid} is held by a process that started at another time"
         ))),
-        Some(None) => Err(NotSignallable::Refused(format!(
+        Holder::Unreadable => Err(NotSignallable::Refused(format!(
             "pid {pid}'s start time could not be read"
         ))),
     }

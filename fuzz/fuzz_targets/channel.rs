@@ -3,7 +3,7 @@
 //! repeat any part of the line (which may hold tokens).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use mur::json::contract::{self as channel, Addresses, Hello};
+use mur::json::channel::{self, Addresses, Hello};
 
 fuzz_target!(|data: &[u8]| {
     let mut reader = std::io::BufReader::new(data);

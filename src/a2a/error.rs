@@ -74,16 +74,6 @@ impl RpcError {
     }
 }
 
-/// Text a client sent, quoted back in an error: at most 100 characters, escaped, so no answer
-/// repeats a megabyte of input or carries a control character to a terminal.
-pub fn quoted(text: &str) -> String {
-    text.chars()
-        .take(100)
-        .collect::<String>()
-        .escape_debug()
-        .to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,11 +10,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::error::{RpcError, quoted};
+use super::error::RpcError;
 use super::fields::{
     Enum, Fields, MAX_DEPTH, id, into_object, object, proto_enum, string, take_metadata,
     within_depth,
 };
+use super::quote::quoted;
 use super::version::Generation;
 use crate::json::raw::{self, RawJson};
 

@@ -3,7 +3,8 @@
 //! door and engine deal in one model.
 //!
 //! - [`version`]: the `A2A-Version` header and the [`version::Generation`] it picks.
-//! - [`rpc`]: method names of both generations, the ops they share, scopes, error codes.
+//! - [`rpc`]: error codes; method names, ops and scopes re-exported from [`crate::methods`].
+//! - [`quote`]: client text quoted back in a refusal.
 //! - [`message`]: messages and parts, validated as read, rendered in either shape.
 //! - [`params`]: each method's `params`, read and checked.
 //! - [`stream`]: the events of a task's stream, in either generation's shape.
@@ -16,6 +17,7 @@ pub mod error;
 mod fields;
 pub mod message;
 pub mod params;
+pub mod quote;
 pub mod rpc;
 pub mod stream;
 pub mod task;

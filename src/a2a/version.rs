@@ -5,14 +5,7 @@
 //! `VersionNotSupported` (-32009). Patch levels are not to be considered, so `1.0.1` is `1.0`;
 //! anything else — `1.1`, `2.0`, `0.2`, garbage — is refused rather than guessed at.
 
-/// One A2A protocol generation: which method names, shapes and error forms apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Generation {
-    /// A2A 0.3: `message/send`, lowercase states, `kind` discriminators.
-    V0_3,
-    /// A2A 1.0: `SendMessage`, ProtoJSON (`TASK_STATE_*`, `ROLE_*`), errors carrying `ErrorInfo`.
-    V1_0,
-}
+pub use crate::methods::Generation;
 
 impl Generation {
     /// The `A2A-Version` value a client of this generation sends.
@@ -42,44 +35,11 @@ impl Generation {
             ("1.0", true) => Ok(Generation::V1_0),
             _ => Err(format!(
                 "A2A-Version '{}' is not supported: this door speaks 1.0 and 0.3 (send \"A2A-Version: 1.0\", or no header for 0.3)",
-                super::error::quoted(text)
+                super::quote::quoted(text)
             )),
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_header_names_a_generation_or_is_refused() {
-        for (sent, want) in [
-            (None, Some(Generation::V0_3)),
-            (Some(""), Some(Generation::V0_3)),
-            (Some(" "), Some(Generation::V0_3)),
-            (Some("0.3"), Some(Generation::V0_3)),
-            (Some("0.3.0"), Some(Generation::V0_3)),
-            (Some("1.0"), Some(Generation::V1_0)),
-            (Some(" 1.0 "), Some(Generation::V1_0)),
-            (Some("1.0.1"), Some(Generation::V1_0)),
-            (Some("1.0.12"), Some(Generation::V1_0)),
-            (Some("1"), None),
-            (Some("1.1"), None),
-            (Some("2.0"), None),
-            (Some("0.2"), None),
-            (Some("1.0."), None),
-            (Some("1.0.x"), None),
-            (Some("1.0.1.2"), None),
-            (Some("v1.0"), None),
-            (Some("garbage"), None),
-        ] {
-            let got = Generation::from_header(sent.map(str::as_bytes)).ok();
-            assert_eq!(got, want, "{sent:?}");
-        }
-        let refusal = Generation::from_header(Some(b"9.9\n\x1b")).unwrap_err();
-        assert!(refusal.contains("'9.9"), "{refusal}");
-        assert!(!refusal.contains('\x1b'), "{refusal}");
-        assert!(Generation::from_header(Some(b"\xff\xfe")).is_err());
-    }
-}
+mod tests;

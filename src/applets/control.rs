@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::Applet;
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
-use crate::net::client::{Deadlines, Response};
+use crate::net::client::{Deadlines, WholeResponse};
 use crate::running::Entry;
 use crate::secret::Secret;
 
@@ -182,7 +182,7 @@ fn route(kind: &str, name: &str) -> Result<String, Failure> {
 }
 
 /// The JSON a 2xx answer carries, or the door's reason for refusing.
-fn accepted(response: Response) -> Result<Value, Failure> {
+fn accepted(response: WholeResponse) -> Result<Value, Failure> {
     let body: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
     if (200..300).contains(&response.status) {
         return Ok(body);

@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 
 use crate::cli::{Failure, Out, Outcome};
 
+/// The option by which `mur run -d` tells the session it starts that it is detached (read by
+/// `mur run`'s own parser).
+pub const DETACHED: &str = "detached-session";
+
 /// How long the session has to come up.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most of a failed session's stderr kept for the reason.
@@ -32,7 +36,7 @@ pub fn start(args: Vec<OsString>, json: bool) -> Outcome {
             .filter(|a| a != "-d" && a != "--detach" && a != "--json"),
     );
     child_args.push("--json".into());
-    child_args.push(format!("--{}", super::run::DETACHED).into());
+    child_args.push(format!("--{}", DETACHED).into());
     let mut child = Command::new(exe)
         .args(&child_args)
         .stdin(Stdio::null())

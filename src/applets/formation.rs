@@ -231,7 +231,7 @@ fn ready(args: Vec<std::ffi::OsString>) -> Outcome {
     let dir = crate::mounted::named(dir.as_deref()).ok_or_else(|| {
         Failure::Usage(format!(
             "name the member's formation directory: --formation-dir DIR or {}",
-            crate::json::contract::env::FORMATION_DIR
+            crate::json::channel::env::FORMATION_DIR
         ))
     })?;
     match crate::formation::kube::ready::check(&dir, &door) {
@@ -266,12 +266,12 @@ fn call(args: Vec<std::ffi::OsString>) -> Outcome {
             ));
         }
     };
-    let env = crate::json::contract::env::CALL_FD;
+    let env = crate::json::channel::env::CALL_FD;
     let fd = std::env::var(env)
         .ok()
         .and_then(|v| v.parse::<i32>().ok())
         .ok_or_else(|| {
-            Failure::Failed(match std::env::var(crate::json::contract::env::FORMATION_ID) {
+            Failure::Failed(match std::env::var(crate::json::channel::env::FORMATION_ID) {
                 Ok(formation) => format!(
                     "this member of {formation} may call no one: the roster grants it no calls"
                 ),

@@ -10,8 +10,9 @@ use std::time::Duration;
 use super::Applet;
 use crate::address::{self, Named};
 use crate::cli::{self, Failure, Out, Outcome};
+use crate::home::{LOGS_DIR, log_name, old_log_name};
 use crate::running::{Depth, Entry};
-use crate::session::log::{self, LOGS_DIR, MAX_LOG_BYTES};
+use crate::session::log::MAX_LOG_BYTES;
 use crate::sys::dir::Dir;
 
 pub const APPLET: Applet = Applet {
@@ -118,8 +119,8 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let dir = crate::home::existing_dir(LOGS_DIR)
         .map_err(|err| Failure::Failed(err.into()))?
         .ok_or_else(no_log)?;
-    let mut text = read_whole(&dir, &log::old_name(id)).unwrap_or_default();
-    let current = open_log(&dir, &log::file_name(id)).ok_or_else(no_log)?;
+    let mut text = read_whole(&dir, &old_log_name(id)).unwrap_or_default();
+    let current = open_log(&dir, &log_name(id)).ok_or_else(no_log)?;
     let (mut file, mut ino) = current;
     file.read_to_end(&mut text)
         .map_err(|err| Failure::Failed(format!("cannot read {id}'s log: {err}")))?;
@@ -139,7 +140,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         // Read what the open file holds; when the name now holds another file (rotated), the
         // rest of the old one was read first, and the new one is read from its start.
         let _ = file.read_to_end(&mut text);
-        if let Some((new, new_ino)) = open_log(&dir, &log::file_name(id))
+        if let Some((new, new_ino)) = open_log(&dir, &log_name(id))
             && new_ino != ino
         {
             (file, ino) = (new, new_ino);

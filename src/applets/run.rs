@@ -83,9 +83,6 @@ usage error.
     main,
 };
 
-/// The option by which `mur run -d` tells the session it starts that it is detached.
-pub const DETACHED: &str = "detached-session";
-
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let original = args.clone();
     let (mut options, manifest, detach) = parse(args)?;
@@ -189,7 +186,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
             lexopt::Arg::Long("json") => options.json = true,
             lexopt::Arg::Short('d') | lexopt::Arg::Long("detach") => detach = true,
             // Internal: this process is the session `-d` started (see `detach`).
-            lexopt::Arg::Long(DETACHED) => options.detach = true,
+            lexopt::Arg::Long(detached::DETACHED) => options.detach = true,
             lexopt::Arg::Long("task") => {
                 // One session runs one --task; keeping the last would drop the others silently.
                 if options.task.is_some() {

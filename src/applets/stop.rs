@@ -72,6 +72,36 @@ const DOOR_GRACE: Duration = Duration::from_secs(2);
 const GONE_POLL: Duration = Duration::from_millis(50);
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
+    let asked = parse(args)?;
+    let sweep = super::sweep("stop", Depth::Process, false)?;
+    let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
+    let (named, mut failed) = match &asked.addresses {
+        None => (everything(&running), false),
+        Some(addresses) => resolve_all(addresses, &running),
+    };
+    // The same thing named twice is stopped once, however far apart (`mur stop X Y X`).
+    let named = first_of_each(named, key);
+
+    let mut out = Out::default();
+    for thing in named {
+        let ok = match thing {
+            Named::Session(entry) => stop_session(entry, asked.timeout, &mut out),
+            Named::Formation(id, members) => {
+                stop_formation(&id.to_string(), &members, asked.timeout, &mut out)
+            }
+        };
+        failed |= !ok;
+    }
+    Ok(i32::from(failed))
+}
+
+/// What the command line asks: the addresses (`None`: `--all`) and the grace before SIGKILL.
+struct Asked {
+    addresses: Option<Vec<String>>,
+    timeout: Duration,
+}
+
+fn parse(args: Vec<std::ffi::OsString>) -> Result<Asked, Failure> {
     let mut addresses = vec![];
     let mut timeout = Duration::from_secs(10);
     let mut all = false;
@@ -91,51 +121,52 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }
     }
     match (all, addresses.is_empty()) {
-        (false, true) => {
-            return Err(Failure::Usage(
-                "name what to stop (ADDR..., as 'mur ps' lists them), or give --all".into(),
-            ));
-        }
-        (true, false) => {
-            return Err(Failure::Usage(
-                "name what to stop (ADDR...) or give --all, not both".into(),
-            ));
-        }
-        _ => {}
+        (false, true) => Err(Failure::Usage(
+            "name what to stop (ADDR..., as 'mur ps' lists them), or give --all".into(),
+        )),
+        (true, false) => Err(Failure::Usage(
+            "name what to stop (ADDR...) or give --all, not both".into(),
+        )),
+        (true, true) => Ok(Asked {
+            addresses: None,
+            timeout,
+        }),
+        (false, false) => Ok(Asked {
+            addresses: Some(addresses),
+            timeout,
+        }),
     }
+}
 
-    let sweep = super::sweep("stop", Depth::Process, false)?;
-    let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
-
+/// What each address names, in order; `true` when one named nothing (said on stderr).
+fn resolve_all<'a>(addresses: &[String], running: &'a [Entry]) -> (Vec<Named<'a>>, bool) {
     let mut named = vec![];
     let mut failed = false;
-    if all {
-        named = everything(&running);
-    } else {
-        for address in &addresses {
-            match address::resolve(address, &running) {
-                Ok(thing) => named.push(thing),
-                Err(why) => {
-                    cli::warn("stop", &why);
-                    failed = true;
-                }
+    for address in addresses {
+        match address::resolve(address, running) {
+            Ok(thing) => named.push(thing),
+            Err(why) => {
+                cli::warn("stop", &why);
+                failed = true;
             }
         }
     }
-    // The same thing named twice is stopped once.
-    named.dedup_by(|a, b| key(a) == key(b));
+    (named, failed)
+}
 
-    let mut out = Out::default();
-    for thing in named {
-        let ok = match thing {
-            Named::Session(entry) => stop_session(entry, timeout, &mut out),
-            Named::Formation(id, members) => {
-                stop_formation(&id.to_string(), &members, timeout, &mut out)
-            }
-        };
-        failed |= !ok;
+/// `items` in their order with every later one whose key was already seen dropped: a name given
+/// twice is acted on once, where it first appears (`dedup` drops adjacent repeats only).
+fn first_of_each<T, K: PartialEq>(items: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut seen = Vec::with_capacity(items.len());
+    let mut kept = Vec::with_capacity(items.len());
+    for item in items {
+        let k = key(&item);
+        if !seen.contains(&k) {
+            seen.push(k);
+            kept.push(item);
+        }
     }
-    Ok(i32::from(failed))
+    kept
 }
 
 fn key(thing: &Named<'_>) -> String {
@@ -298,12 +329,11 @@ fn remaining(deadline: Instant) -> Duration {
 /// gone.
 fn stop_formation(id: &str, members: &[&Entry], timeout: Duration, out: &mut Out) -> bool {
     let mut ok = true;
-    let mut launchers: Vec<&ProcessIdentity> = members
+    let launchers: Vec<&ProcessIdentity> = members
         .iter()
         .filter_map(|m| m.record.formation_launcher.as_ref())
         .collect();
-    launchers.dedup();
-    for launcher in launchers {
+    for launcher in first_of_each(launchers, |&l| l) {
         ok &= stop_launcher(id, launcher, timeout, out);
     }
     // Members holding a lifeline end on their own once the launcher is gone; give them the
@@ -351,5 +381,21 @@ fn stop_launcher(id: &str, launcher: &ProcessIdentity, timeout: Duration, out: &
             cli::warn("stop", &format!("{label}: {why}"));
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_of_each;
+
+    #[test]
+    fn a_name_given_twice_counts_once_where_it_first_appears() {
+        let named = vec!["x", "y", "x", "z", "y", "x"];
+        assert_eq!(first_of_each(named, |s| s.to_string()), ["x", "y", "z"]);
+        assert_eq!(
+            first_of_each(Vec::<&str>::new(), |&s| s),
+            Vec::<&str>::new()
+        );
+        assert_eq!(first_of_each(vec![1, 1, 1], |&n| n), [1]);
     }
 }

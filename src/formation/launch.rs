@@ -32,7 +32,7 @@ use super::material::Material;
 use super::members::{self, MemberPipes, Members};
 use super::readiness::{self, PeersReady, Pending, Ready, Reports};
 use crate::id::FormationId;
-use crate::json::contract::{self as channel, Address, Addresses, Hello};
+use crate::json::channel::{self, Address, Addresses, Hello};
 use crate::json::record::ProcessIdentity;
 use crate::sys::{panic_kill, signal};
 

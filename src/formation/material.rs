@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::admission::Admitted;
 use crate::id::FormationId;
-use crate::json::contract::Call;
+use crate::json::channel::Call;
 use crate::secret::Secret;
 use crate::token::{self, Key};
 

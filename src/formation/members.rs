@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::admission::Admitted;
 use crate::id::FormationId;
-use crate::json::contract::env;
+use crate::json::channel::env;
 use crate::process::{self, Sent, Stoppable};
 use crate::sys::child::signal_group;
 use crate::sys::panic_kill::{self, Kill};

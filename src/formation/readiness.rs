@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::members::Members;
 use crate::id::{FormationId, SessionId};
-use crate::json::contract as channel;
+use crate::json::channel;
 use crate::secret::Secret;
 use crate::sys::signal;
 

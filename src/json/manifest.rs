@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::shape::{Field, Problems, Shape};
+use crate::sys::fs::{find_on_path, is_executable};
 
 mod rules;
 
@@ -64,6 +65,10 @@ pub struct Lifecycle {
     pub memory_budget_mib: u64,
 }
 
+/// The default memory budget ([`crate::session::budget`]): with the door's 1 MiB request bound and its connection bound this keeps
+/// every hostile mix the tests and bench try under 256 MiB of resident memory.
+pub const DEFAULT_MEMORY_BUDGET_MIB: u64 = 128;
+
 impl Default for Lifecycle {
     fn default() -> Self {
         Self {
@@ -72,7 +77,7 @@ impl Default for Lifecycle {
             queue_depth: 16,
             task_timeout_secs: 600,
             input_timeout_secs: 3600,
-            memory_budget_mib: crate::session::budget::DEFAULT_MIB,
+            memory_budget_mib: DEFAULT_MEMORY_BUDGET_MIB,
         }
     }
 }
@@ -314,13 +319,14 @@ impl Manifest {
     }
 }
 
-/// argv with argv[0] resolved: a path with a `/` from `dir`, a bare name from `PATH`. The handler
-/// must be an executable regular file.
+/// argv with argv[0] resolved: a path with a `/` from `dir`, a bare name from `PATH` (its absolute
+/// entries only, [`crate::sys::fs::find_on_path`], as the spawn looks). The handler must be an
+/// executable regular file.
 fn resolve_handler(run: &[String], dir: &Path) -> Result<Vec<String>, String> {
     let program = &run[0];
     let resolved = if program.contains('/') {
         let path = dir.join(program);
-        executable(&path).then_some(path).ok_or_else(|| {
+        is_executable(&path).then_some(path).ok_or_else(|| {
             format!(
                 "the handler {} does not exist or is not executable",
                 dir.join(program).display()
@@ -328,10 +334,7 @@ fn resolve_handler(run: &[String], dir: &Path) -> Result<Vec<String>, String> {
         })?
     } else {
         std::env::var_os("PATH")
-            .iter()
-            .flat_map(std::env::split_paths)
-            .map(|d| d.join(program))
-            .find(|p| executable(p))
+            .and_then(|path| find_on_path(program.as_ref(), &path))
             .ok_or_else(|| not_on_path(program, dir))?
     };
     let mut argv = vec![resolved.to_string_lossy().into_owned()];
@@ -350,7 +353,7 @@ fn not_on_path(program: &str, dir: &Path) -> String {
             "; did you mean ./{program}? (a name without a slash is looked up on PATH; \
              ./{program} is relative to the manifest's directory)"
         ));
-        if !executable(&beside) {
+        if !is_executable(&beside) {
             why.push_str(&format!(
                 " -- and {} is not executable (chmod +x)",
                 beside.display()
@@ -358,11 +361,6 @@ fn not_on_path(program: &str, dir: &Path) -> String {
         }
     }
     why
-}
-
-fn executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Lowercase hex SHA-256 of `bytes`.

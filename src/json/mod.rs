@@ -1,7 +1,7 @@
 //! Wire types: what `mur` reads from and writes to files and sockets, with the rules for refusing
 //! a malformed one. (A2A's own shapes live in [`crate::a2a`].)
 
-pub mod contract;
+pub mod channel;
 pub mod manifest;
 pub mod raw;
 pub mod record;

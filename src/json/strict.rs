@@ -313,9 +313,7 @@ mod tests {
         let err = crate::json::roster::Roster::from_slice(roster).unwrap_err();
         assert!(err.contains("duplicate key \"members\""), "{err}");
         let line = br#"{"addresses":[],"addresses":[]}"#;
-        assert!(
-            crate::json::contract::parse::<crate::json::contract::Addresses>(line, "x").is_err()
-        );
+        assert!(crate::json::channel::parse::<crate::json::channel::Addresses>(line, "x").is_err());
         let manifest: Result<crate::json::manifest::Manifest, _> =
             serde_json::from_slice(br#"{"name":"a","name":"b","version":"1"}"#);
         assert!(

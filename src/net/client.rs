@@ -35,8 +35,10 @@ pub struct Request<'a> {
     pub body: Option<&'a [u8]>,
 }
 
+/// A whole response as a server sent it: its status and body (what the door itself answers is
+/// [`crate::net::server::Response`]).
 #[derive(Debug)]
-pub struct Response {
+pub struct WholeResponse {
     pub status: u16,
     pub body: Vec<u8>,
 }
@@ -96,9 +98,9 @@ fn connect_and_send(
 }
 
 /// What a request that may stream got back.
-pub enum Answer {
+pub enum Incoming {
     /// A whole response (an error answered before any stream opened, or not a stream at all).
-    Whole(Response),
+    Whole(WholeResponse),
     /// `text/event-stream`: its events, read as they arrive.
     Events(Events),
 }
@@ -109,7 +111,7 @@ pub fn send_streaming(
     addr: SocketAddr,
     request: &Request,
     deadlines: Deadlines,
-) -> Result<Answer, String> {
+) -> Result<Incoming, String> {
     let stream = connect_and_send(addr, request, deadlines)?;
     let deadline = Instant::now() + deadlines.response;
     let mut buf = Vec::with_capacity(4096);
@@ -120,7 +122,7 @@ pub fn send_streaming(
             && is_event_stream(&buf[..head_len])
         {
             buf.drain(..head_len);
-            return Ok(Answer::Events(Events {
+            return Ok(Incoming::Events(Events {
                 stream,
                 buf,
                 status,
@@ -131,7 +133,7 @@ pub fn send_streaming(
         if let Some(response) =
             complete_response(&buf).map_err(|err| format!("{addr}: bad response: {err}"))?
         {
-            return Ok(Answer::Whole(response));
+            return Ok(Incoming::Whole(response));
         }
         match super::read_by(&stream, &mut chunk, deadline) {
             super::Received::Bytes(n) if buf.len() + n <= MAX_RESPONSE_READ => {
@@ -140,7 +142,7 @@ pub fn send_streaming(
             super::Received::Bytes(_) => return Err(format!("{addr}: response larger than 1 MiB")),
             super::Received::Closed => {
                 return finish_at_eof(&buf)
-                    .map(Answer::Whole)
+                    .map(Incoming::Whole)
                     .map_err(|err| format!("{addr}: bad response: {err}"));
             }
             super::Received::Late => return Err(format!("{addr}: no answer in time")),
@@ -251,7 +253,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, Framing, usize)>, String> {
 }
 
 /// The response in `buf` if it is complete by its own framing.
-pub fn complete_response(buf: &[u8]) -> Result<Option<Response>, String> {
+pub fn complete_response(buf: &[u8]) -> Result<Option<WholeResponse>, String> {
     let Some((status, framing, head_len)) = parse_head(buf)? else {
         return Ok(None);
     };
@@ -264,16 +266,16 @@ pub fn complete_response(buf: &[u8]) -> Result<Option<Response>, String> {
         },
         _ => return Ok(None),
     };
-    Ok(Some(Response { status, body }))
+    Ok(Some(WholeResponse { status, body }))
 }
 
 /// The response in `buf` once the server has closed the connection.
-pub(super) fn finish_at_eof(buf: &[u8]) -> Result<Response, String> {
+pub(super) fn finish_at_eof(buf: &[u8]) -> Result<WholeResponse, String> {
     if let Some(response) = complete_response(buf)? {
         return Ok(response);
     }
     match parse_head(buf)? {
-        Some((status, Framing::UntilClose, head_len)) => Ok(Response {
+        Some((status, Framing::UntilClose, head_len)) => Ok(WholeResponse {
             status,
             body: buf[head_len..].to_vec(),
         }),

@@ -31,7 +31,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::client::{self, Deadlines, MAX_RESPONSE_READ, Response};
+use super::client::{self, Deadlines, MAX_RESPONSE_READ, WholeResponse};
 use crate::sys::poll::{Poller, Want};
 use crate::sys::socket;
 
@@ -65,7 +65,7 @@ impl std::fmt::Debug for Exchange {
 }
 
 /// How an exchange ended: the whole response, or why there is none.
-pub type Answer = Result<Response, String>;
+pub type Answer = Result<WholeResponse, String>;
 
 /// Run jobs `0..jobs`, each a conversation of one exchange at a time, all on this thread, each
 /// exchange within `deadlines`. `step(job, None)` is asked for a job's first exchange when there
@@ -77,12 +77,12 @@ pub fn run(
     deadlines: Deadlines,
     mut step: impl FnMut(usize, Option<Answer>) -> Option<Exchange>,
 ) {
-    let mut engine = Engine::new(jobs, deadlines);
-    while engine.start(&mut step) {
-        let polled = engine.wait();
-        for (job, answer) in engine.advance(polled) {
+    let mut scheduler = Scheduler::new(jobs, deadlines);
+    while scheduler.start(&mut step) {
+        let polled = scheduler.wait();
+        for (job, answer) in scheduler.advance(polled) {
             if let Some(next) = step(job, Some(answer)) {
-                engine.waiting.push_front((job, next));
+                scheduler.waiting.push_front((job, next));
             }
         }
     }
@@ -100,7 +100,7 @@ pub fn one(exchange: Exchange, deadlines: Deadlines) -> Answer {
 }
 
 /// The jobs, the exchanges waiting and those in flight.
-struct Engine {
+struct Scheduler {
     jobs: usize,
     /// The next job not yet asked for its first exchange.
     next_job: usize,
@@ -111,13 +111,13 @@ struct Engine {
     /// The most exchanges in flight at once.
     bound: usize,
     deadlines: Deadlines,
-    /// `flights[i]`'s socket is the poller's `i`-th descriptor between [`Engine::wait`] and
-    /// [`Engine::advance`].
+    /// `flights[i]`'s socket is the poller's `i`-th descriptor between [`Scheduler::wait`] and
+    /// [`Scheduler::advance`].
     poller: Poller,
     scratch: Vec<u8>,
 }
 
-impl Engine {
+impl Scheduler {
     fn new(jobs: usize, deadlines: Deadlines) -> Self {
         Self {
             jobs,

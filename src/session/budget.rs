@@ -24,10 +24,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The default budget: with the door's 1 MiB request bound and its connection bound this keeps
-/// every hostile mix the tests and bench try under 256 MiB of resident memory.
-pub const DEFAULT_MIB: u64 = 128;
-
 /// The session's budget.
 #[derive(Debug)]
 pub struct Budget {

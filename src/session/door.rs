@@ -28,8 +28,9 @@ use super::feed::Feed;
 use super::tasks::{Engine, Lookup, Taken};
 use super::watch::Watch;
 use crate::a2a::card::{CardFacts, CardFor, DOOR_EXTENSION_URI, agent_card};
-use crate::a2a::error::{RpcError, quoted};
+use crate::a2a::error::RpcError;
 use crate::a2a::params;
+use crate::a2a::quote::quoted;
 use crate::a2a::rpc::{self, Method, Op};
 use crate::a2a::stream::Trail;
 use crate::a2a::task::{State, View};
@@ -202,6 +203,36 @@ impl Door {
         )
     }
 
+    /// The request's body as JSON, counted against the memory budget as it is read; else what to
+    /// answer instead (no room, not JSON, a key twice), in the shape the header asked for.
+    fn read_body(
+        &self,
+        request: &Request,
+        charge: &Charge,
+        shape: Generation,
+    ) -> Result<Value, Result<Reply, Response>> {
+        let grant =
+            |bytes| charge.grow(bytes) || (self.engine.make_room(bytes) && charge.grow(bytes));
+        crate::json::strict::from_request(&request.body, &grant).map_err(|refusal| match refusal {
+            Refusal::Budget => {
+                let why = self.memory_refusal(request.body.len());
+                Err(budget_full(why, readable_id(&request.body), shape))
+            }
+            // JSON, but two equal keys in one object: which one counts would be a guess.
+            Refusal::Json(err) if err.is_data() => {
+                let why = format!("invalid request: {err}; send each key once");
+                let err = RpcError::new(rpc::INVALID_REQUEST, why);
+                Ok(Reply::Value(err.answer(Value::Null, shape)))
+            }
+            Refusal::Json(err) => {
+                // serde's words say where: "expected value at line 1 column 7".
+                let why = format!("parse error: the body is not JSON ({err})");
+                let err = RpcError::new(rpc::PARSE_ERROR, why);
+                Ok(Reply::Value(err.answer(Value::Null, shape)))
+            }
+        })
+    }
+
     fn answer(
         &self,
         request: &Request,
@@ -212,24 +243,9 @@ impl Door {
         let generation = asked_generation(request);
         // Before the method is known, errors take the shape the header asked for.
         let shape = *generation.as_ref().unwrap_or(&Generation::V1_0);
-        let grant =
-            |bytes| charge.grow(bytes) || (self.engine.make_room(bytes) && charge.grow(bytes));
-        let mut body = match crate::json::strict::from_request(&request.body, &grant) {
+        let mut body = match self.read_body(request, charge, shape) {
             Ok(body) => body,
-            Err(Refusal::Budget) => {
-                let why = self.memory_refusal(request.body.len());
-                return Err(budget_full(why, readable_id(&request.body), shape));
-            }
-            // JSON, but two equal keys in one object: which one counts would be a guess.
-            Err(Refusal::Json(err)) if err.is_data() => {
-                let why = format!("invalid request: {err}; send each key once");
-                return answer(RpcError::new(rpc::INVALID_REQUEST, why).answer(Value::Null, shape));
-            }
-            Err(Refusal::Json(err)) => {
-                // serde's words say where: "expected value at line 1 column 7".
-                let why = format!("parse error: the body is not JSON ({err})");
-                return answer(RpcError::new(rpc::PARSE_ERROR, why).answer(Value::Null, shape));
-            }
+            Err(reply) => return reply,
         };
         let (id, name) = match envelope(&body) {
             Ok(found) => found,

@@ -25,10 +25,13 @@ use std::process::ExitStatus;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::tasks::CallService;
-use crate::json::contract::env;
-use crate::sys::child::Pump;
+use super::pump::Pump;
+use crate::json::channel::env;
 use crate::sys::spawn::{Spawned, Spec};
+
+/// What serves a handler's call socket (a formation member's calls to its peers), when the
+/// session has one: each handler then inherits its own end as `MURMUR_CALL_FD`.
+pub type CallService = std::sync::Arc<dyn Fn(UnixStream) + Send + Sync>;
 
 /// The most of a handler's stdout kept as its answer.
 pub const MAX_ANSWER: usize = 4 << 20;
@@ -44,7 +47,7 @@ const WATCH_TICK: Duration = Duration::from_millis(25);
 
 /// How a handler's task ended.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum TurnOutcome {
     /// Exit 0: its stdout, less one trailing newline.
     Completed(String),
     /// Exit 10: its stdout (less one trailing newline) is a question for the client.
@@ -166,7 +169,7 @@ pub fn run(
     canceled: impl Fn() -> bool,
     on_output: &mut dyn FnMut(&[u8]),
     on_stderr: &mut dyn FnMut(&[u8]),
-) -> Outcome {
+) -> TurnOutcome {
     let Spawned {
         mut shim,
         stdin: input,
@@ -179,7 +182,7 @@ pub fn run(
         Err(err) => {
             remote.kill();
             let _ = shim.reap();
-            return Outcome::Failed(format!("the handler's pipes could not be set up: {err}"));
+            return TurnOutcome::Failed(format!("the handler's pipes could not be set up: {err}"));
         }
     };
     let deadline = Instant::now() + timeout;
@@ -233,17 +236,19 @@ fn outcome(
     stopped: Option<Stopped>,
     status: std::io::Result<ExitStatus>,
     timeout: Duration,
-) -> Outcome {
+) -> TurnOutcome {
     match stopped {
-        Some(Stopped::Canceled) => return Outcome::Canceled,
+        Some(Stopped::Canceled) => return TurnOutcome::Canceled,
         Some(Stopped::TimedOut) => {
-            return Outcome::Failed(format!("timed out after {}s", timeout.as_secs()));
+            return TurnOutcome::Failed(format!("timed out after {}s", timeout.as_secs()));
         }
         None => {}
     }
     let status = match status {
         Ok(status) => status,
-        Err(err) => return Outcome::Failed(format!("the handler could not be waited on: {err}")),
+        Err(err) => {
+            return TurnOutcome::Failed(format!("the handler could not be waited on: {err}"));
+        }
     };
     if matches!(status.code(), Some(0 | INPUT_REQUIRED_EXIT)) {
         let mut answer = String::from_utf8_lossy(&pump.out).into_owned();
@@ -251,11 +256,11 @@ fn outcome(
             answer.pop();
         }
         return match status.code() {
-            Some(0) => Outcome::Completed(answer),
-            _ => Outcome::InputRequired(answer),
+            Some(0) => TurnOutcome::Completed(answer),
+            _ => TurnOutcome::InputRequired(answer),
         };
     }
-    Outcome::Failed(match (status.code(), status.signal()) {
+    TurnOutcome::Failed(match (status.code(), status.signal()) {
         (Some(code), _) => format!("the handler exited with code {code}"),
         (_, Some(signal)) => format!("the handler was killed by signal {signal}"),
         _ => "the handler failed".into(),

@@ -28,14 +28,13 @@ use std::time::Duration;
 
 use crate::a2a::task::State;
 use crate::a2a::version::Generation;
+use crate::home::{LOGS_DIR, log_name};
 use crate::sys::dir::Dir;
 
 /// The most one log file holds before it is rotated.
 pub const MAX_LOG_BYTES: u64 = 1 << 20;
 /// The longest line written; a longer one is cut.
 pub const MAX_LINE: usize = 4096;
-/// The directory of the murmur home that holds the logs.
-pub const LOGS_DIR: &str = "logs";
 
 struct Open {
     dir: Dir,
@@ -53,22 +52,12 @@ struct Log {
 
 static LOG: OnceLock<Log> = OnceLock::new();
 
-/// The log's file name for `session_id`.
-pub fn file_name(session_id: &str) -> String {
-    format!("{session_id}.log")
-}
-
-/// The rotated file's name for `session_id`.
-pub fn old_name(session_id: &str) -> String {
-    format!("{session_id}.log.1")
-}
-
 /// Begin this process's session log. A home whose `logs/` cannot be used leaves the session
 /// without a log (said on stderr); the events still reach stderr when `to_stderr`.
 pub fn open(session_id: &str, to_stderr: bool) -> Result<(), String> {
     let open = match crate::home::private_dir(LOGS_DIR) {
         Ok(dir) => {
-            let name = OsString::from(file_name(session_id));
+            let name = OsString::from(log_name(session_id));
             match dir.append_private(&name) {
                 Ok(file) => Some(Open {
                     size: file.metadata().map_or(0, |m| m.len()),

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::rpc::MESSAGE_STREAM;
 use crate::id::FormationId;
-use crate::json::contract::{self as channel, Addresses, Hello, env};
+use crate::json::channel::{self, Addresses, Hello, env};
 use crate::json::record::ProcessIdentity;
 use crate::net::client::Deadlines;
 use crate::secret::Secret;
@@ -63,7 +63,8 @@ impl Member {
             ));
         }
         let member = Arc::new(Self {
-            door_key: hello.key()?,
+            door_key: Key::from_base64url(hello.door_key.expose())
+                .ok_or("the channel's door key is not 32 bytes of base64url")?,
             formation_id: hello.formation_id,
             name: hello.member,
             launcher: Some(hello.launcher),

@@ -15,14 +15,15 @@ pub mod handler;
 pub mod log;
 pub mod member;
 pub mod one_shot;
+pub mod pump;
 pub mod sandbox;
 pub mod store;
 pub mod supervisor;
 pub mod taskdir;
 pub mod tasks;
+mod tokens;
 pub mod watch;
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -34,14 +35,14 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::id::SessionId;
-use crate::json::contract::env;
+use crate::json::channel::env;
 use crate::json::manifest::{Lifecycle, Manifest};
 use crate::json::record::RunningRecord;
 use crate::running::{ControlGuard, RecordGuard};
 use crate::sys::signal;
-use control::Control;
 use taskdir::SessionTasks;
 use tasks::{Capsule, Engine};
+use tokens::Tokens;
 
 /// The longest the main loop sleeps without looking for a reason to stop. Every reason also
 /// wakes it at once (`sys::wake`); this bounds only a lost wake-up.
@@ -160,7 +161,10 @@ enum Ending {
     TaskDone(bool),
 }
 
-/// Run one session until it ends; its exit code.
+/// Run one session until it ends; its exit code. Three stages: start (the capsule declared,
+/// tokens minted, handlers prepared, the door open, the record written), serve (until a
+/// signal, a stop, the lifeline or a `--task` ends it: `serve`), wind down (tasks ended, the
+/// door closed, the record removed).
 pub fn run(options: &Options) -> Result<i32, String> {
     signal::catch_termination()?;
     crate::sys::proc::protect_memory();
@@ -170,37 +174,12 @@ pub fn run(options: &Options) -> Result<i32, String> {
     let member = inherited_membership(options, &declared)?;
     let session_id = SessionId::mint()?;
     open_log(options, &session_id, lifeline.is_some())?;
-    let tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
-    let dirs = match declared.capsule {
-        Capsule::Handler { .. } => task_dirs(&session_id)?,
-        Capsule::Echo => None,
-    };
-    let (dir, tasks) = (declared.capsule_dir.as_deref(), dirs.as_ref());
-    let unsandboxed = sandbox::apply(&mut declared.capsule, &declared.sandbox, dir, tasks)?;
+    let mut tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
+    let (dirs, unsandboxed) = prepare_handlers(&mut declared, &session_id)?;
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
-
     let (listener, addr) = listen(options)?;
-    let door = Arc::new(door::Door {
-        session_id: session_id.clone(),
-        name: declared.name.clone(),
-        version: declared.version.clone(),
-        addr: addr.clone(),
-        engine: engine.clone(),
-        auth: tokens.auth,
-        control: tokens.control,
-        cors: declared.cors.clone(),
-        advertise: declared.advertise.clone(),
-        stop_requested: Arc::new(AtomicBool::new(false)),
-        streams: Arc::default(),
-    });
-    let stop_door = crate::net::server::Stopper::new()?;
-    let server = {
-        let (door, stop) = (door.clone(), stop_door.clone());
-        std::thread::Builder::new()
-            .name("door".into())
-            .spawn(move || crate::net::server::serve(listener, door, stop))
-            .map_err(|err| format!("cannot start the door: {err}"))?
-    };
+    let door = door(&declared, &session_id, &addr, &engine, &mut tokens);
+    let (server, stop_door) = start_door(listener, &door)?;
 
     let pid = std::process::id();
     let record = RunningRecord {
@@ -234,28 +213,12 @@ pub fn run(options: &Options) -> Result<i32, String> {
         .map(|text| one_shot::start(&engine, text))
         .transpose()?;
 
-    let ending = loop {
-        if let Some(caught) = signal::caught_termination() {
-            break Ending::Signal(caught);
-        }
-        if door.stop_requested.load(Ordering::Acquire) {
-            break Ending::Stop;
-        }
-        if lifeline_closed
-            .as_ref()
-            .is_some_and(|closed| closed.load(Ordering::Acquire))
-        {
-            break Ending::Lifeline;
-        }
-        if let Some(Ok(ended)) = one_shot.as_ref().map(|rx| rx.try_recv()) {
-            break Ending::TaskDone(one_shot::report(&ended));
-        }
-        crate::sys::wake::wait(None, WATCH_INTERVAL);
-        engine.expire();
-        // A child this session did not start (a wrapper's sidecar, an orphan adopted as pid 1)
-        // is reaped once it has exited, never signalled.
-        crate::sys::child::reap_strangers();
-    };
+    let ending = serve(
+        &door,
+        &engine,
+        lifeline_closed.as_deref(),
+        one_shot.as_ref(),
+    );
 
     door.stop_requested.store(true, Ordering::Release);
     wind_down(&engine);
@@ -264,11 +227,112 @@ pub fn run(options: &Options) -> Result<i32, String> {
     drop(control_guard);
     log::close();
     let _ = server.join();
-    Ok(match ending {
-        Ending::Signal(libc::SIGINT) => 130,
-        Ending::Signal(_) | Ending::Stop | Ending::Lifeline => 143,
-        Ending::TaskDone(completed) => i32::from(!completed),
+    Ok(ending.exit_code())
+}
+
+/// A handler capsule's task directories and its handlers' sandbox, put in place in `declared`;
+/// why the handlers run unsandboxed, if they do. The embedded echo needs neither.
+fn prepare_handlers(
+    declared: &mut Declared,
+    session_id: &SessionId,
+) -> Result<(Option<SessionTasks>, Option<String>), String> {
+    let Capsule::Handler {
+        workdir, sandbox, ..
+    } = &mut declared.capsule
+    else {
+        return Ok((None, None));
+    };
+    let dirs = task_dirs(session_id)?;
+    let dir = declared.capsule_dir.as_deref();
+    let (policy, why) = sandbox::apply(workdir, &declared.sandbox, dir, dirs.as_ref())?;
+    *sandbox = policy;
+    Ok((dirs, why))
+}
+
+/// The session's door: what it answers with, and the door's keys taken from `tokens` (the
+/// operator's and the credentials' tokens stay there for the record).
+fn door(
+    declared: &Declared,
+    session_id: &SessionId,
+    addr: &str,
+    engine: &Arc<Engine>,
+    tokens: &mut Tokens,
+) -> Arc<door::Door> {
+    Arc::new(door::Door {
+        session_id: session_id.clone(),
+        name: declared.name.clone(),
+        version: declared.version.clone(),
+        addr: addr.to_string(),
+        engine: engine.clone(),
+        auth: tokens.auth.take(),
+        control: tokens.control.take(),
+        cors: declared.cors.clone(),
+        advertise: declared.advertise.clone(),
+        stop_requested: Arc::new(AtomicBool::new(false)),
+        streams: Arc::default(),
     })
+}
+
+/// Serve `door` on `listener` from its own thread; the thread, and what stops it.
+fn start_door(
+    listener: TcpListener,
+    door: &Arc<door::Door>,
+) -> Result<
+    (
+        std::thread::JoinHandle<()>,
+        Arc<crate::net::server::Stopper>,
+    ),
+    String,
+> {
+    let stop_door = crate::net::server::Stopper::new()?;
+    let (door, stop) = (door.clone(), stop_door.clone());
+    let server = std::thread::Builder::new()
+        .name("door".into())
+        .spawn(move || crate::net::server::serve(listener, door, stop))
+        .map_err(|err| format!("cannot start the door: {err}"))?;
+    Ok((server, stop_door))
+}
+
+/// The main thread's watch while the door serves: what ends the session, looked for every
+/// [`WATCH_INTERVAL`] (or sooner, when a signal wakes it), with the engine's input timeouts
+/// expired and exited strangers reaped on each round.
+fn serve(
+    door: &door::Door,
+    engine: &Engine,
+    lifeline_closed: Option<&AtomicBool>,
+    one_shot: Option<&std::sync::mpsc::Receiver<one_shot::TaskEnd>>,
+) -> Ending {
+    loop {
+        if let Some(caught) = signal::caught_termination() {
+            return Ending::Signal(caught);
+        }
+        if door.stop_requested.load(Ordering::Acquire) {
+            return Ending::Stop;
+        }
+        if lifeline_closed.is_some_and(|closed| closed.load(Ordering::Acquire)) {
+            return Ending::Lifeline;
+        }
+        if let Some(Ok(ended)) = one_shot.map(|rx| rx.try_recv()) {
+            return Ending::TaskDone(one_shot::report(&ended));
+        }
+        crate::sys::wake::wait(None, WATCH_INTERVAL);
+        engine.expire();
+        // A child this session did not start (a wrapper's sidecar, an orphan adopted as pid 1)
+        // is reaped once it has exited, never signalled.
+        crate::sys::child::reap_strangers();
+    }
+}
+
+impl Ending {
+    /// The session's exit code: 130 for SIGINT, 143 for any other ending asked from outside,
+    /// a `--task`'s 0 or 1.
+    fn exit_code(&self) -> i32 {
+        match *self {
+            Ending::Signal(libc::SIGINT) => 130,
+            Ending::Signal(_) | Ending::Stop | Ending::Lifeline => 143,
+            Ending::TaskDone(completed) => i32::from(!completed),
+        }
+    }
 }
 
 /// The door's listening socket, on the address and port asked for, and its `host:port`.
@@ -325,57 +389,6 @@ fn inherited_membership(
     }
 }
 
-/// Every key and token a session holds: its door's (operator and declared credentials, and
-/// the formation side for a member), and its control plane's.
-struct Tokens {
-    auth: Option<auth::DoorAuth>,
-    operator: Option<crate::secret::Secret>,
-    credentials: BTreeMap<String, crate::secret::Secret>,
-    control: Option<Arc<Control>>,
-    control_token: Option<crate::secret::Secret>,
-}
-
-impl Tokens {
-    fn mint(
-        declared: &Declared,
-        session_id: &SessionId,
-        member: Option<&member::Member>,
-    ) -> Result<Self, String> {
-        let auth = match &declared.credentials {
-            Some(_) => Some(auth::DoorAuth::new(
-                &declared.name,
-                member.map(|m| auth::FormationDoor {
-                    key: m.door_key.clone(),
-                    formation_id: m.formation_id.to_string(),
-                    member: m.name.clone(),
-                }),
-            )?),
-            None => None,
-        };
-        let credentials = match (&auth, &declared.credentials) {
-            (Some(auth), Some(list)) => list
-                .iter()
-                .map(|(name, scopes)| (name.clone(), auth.mint(name, scopes)))
-                .collect(),
-            _ => BTreeMap::new(),
-        };
-        let (control, control_token) = match &declared.control {
-            Some((settings, secrets)) => {
-                let (control, token) = Control::new(session_id.as_str(), settings, secrets)?;
-                (Some(Arc::new(control)), Some(token))
-            }
-            None => (None, None),
-        };
-        Ok(Self {
-            operator: auth.as_ref().map(auth::DoorAuth::mint_operator),
-            auth,
-            credentials,
-            control,
-            control_token,
-        })
-    }
-}
-
 /// The task engine for this session: the handler's environment, its control values, and (for
 /// a member that may call peers) the call service behind `MURMUR_CALL_FD`.
 fn engine(
@@ -407,9 +420,9 @@ fn engine(
         base_env.extend(policy.env());
     }
     let control = tokens.control.clone();
-    let calls: Option<tasks::CallService> = member.filter(|m| m.calls_anyone()).map(|m| {
+    let calls: Option<handler::CallService> = member.filter(|m| m.calls_anyone()).map(|m| {
         let m = m.clone();
-        Arc::new(move |socket| m.serve_calls(socket)) as tasks::CallService
+        Arc::new(move |socket| m.serve_calls(socket)) as handler::CallService
     });
     Engine::new(
         declared.capsule.clone(),

@@ -17,11 +17,11 @@ const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How the task ended: its state, and the status message's text (why it failed, or the
 /// question it asks).
-pub type Ended = (State, String);
+pub type TaskEnd = (State, String);
 
 /// Run `text` as a task on a thread of its own, printing its answer as it streams; how it ended
 /// arrives on the receiver, and wakes the session.
-pub fn start(engine: &Arc<Engine>, text: String) -> Result<Receiver<Ended>, String> {
+pub fn start(engine: &Arc<Engine>, text: String) -> Result<Receiver<TaskEnd>, String> {
     let engine = engine.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -34,7 +34,7 @@ pub fn start(engine: &Arc<Engine>, text: String) -> Result<Receiver<Ended>, Stri
     Ok(rx)
 }
 
-fn run(engine: &Arc<Engine>, text: String) -> Ended {
+fn run(engine: &Arc<Engine>, text: String) -> TaskEnd {
     let taken = match engine.submit("operator", None, Message::user_text(&text), true) {
         Ok(taken) => taken,
         Err(refused) => return (State::Failed, refused.to_string()),
@@ -130,7 +130,7 @@ impl Printer {
 }
 
 /// Say on stderr why a task that did not complete ended so; whether it completed.
-pub fn report((state, text): &Ended) -> bool {
+pub fn report((state, text): &TaskEnd) -> bool {
     match state {
         State::Completed => return true,
         State::InputRequired => crate::cli::warn(

@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::taskdir::SessionTasks;
-use super::tasks::Capsule;
 use crate::json::sandbox::{Mode, Sandbox};
 #[cfg(target_os = "linux")]
 use crate::sys::landlock;
@@ -117,21 +116,15 @@ fn check_declared(
     Ok(checked)
 }
 
-/// Prepare the sandbox of `capsule`'s handlers as `declared` asks and put it in place (a
-/// private `TMPDIR` in `tasks`, the session's task directory, when it has one); why they run
-/// unsandboxed, if they do. The embedded echo runs no handler: nothing to sandbox.
+/// Prepare the sandbox of the handlers run in `workdir` as `declared` asks (a private `TMPDIR` in
+/// `tasks`, the session's task directory, when it has one): the policy they are started under, or
+/// none and why they run unsandboxed. The embedded echo runs no handler and asks for none.
 pub fn apply(
-    capsule: &mut Capsule,
+    workdir: &Path,
     declared: &Sandbox,
     capsule_dir: Option<&Path>,
     tasks: Option<&SessionTasks>,
-) -> Result<Option<String>, String> {
-    let Capsule::Handler {
-        workdir, sandbox, ..
-    } = capsule
-    else {
-        return Ok(None);
-    };
+) -> Result<(Option<Arc<Policy>>, Option<String>), String> {
     let tmpdir = match tasks.map(SessionTasks::scratch).transpose() {
         Ok(tmpdir) => tmpdir,
         Err(why) => {
@@ -145,8 +138,7 @@ pub fn apply(
         tmpdir,
     };
     let setup = prepare(declared, places)?;
-    *sandbox = setup.policy.map(Arc::new);
-    Ok(setup.unsandboxed)
+    Ok((setup.policy.map(Arc::new), setup.unsandboxed))
 }
 
 fn unsandboxed(why: &str) -> Setup {

@@ -104,22 +104,19 @@ impl SessionTasks {
 
     /// `tasks/<session>.tmp` (0700): the private `TMPDIR` of the session's sandboxed handlers,
     /// which may reach no other temporary directory. Beside the session's directory, not in it
-    /// (that holds task directories only); it goes with it ([`scratch_name`]).
+    /// (that holds task directories only); it goes with it ([`crate::home::scratch_name`]).
     pub fn scratch(&self) -> Result<PathBuf, String> {
-        let dir = crate::home::create_held(&self.parent, &scratch_name(&self.name))?;
+        let dir = crate::home::create_held(&self.parent, &crate::home::scratch_name(&self.name))?;
         Ok(dir.path().to_path_buf())
     }
 
     /// The session has ended: remove its directory and everything in it, and its `TMPDIR`.
     pub fn remove(&self) {
         let _ = self.parent.remove_tree(&self.name);
-        let _ = self.parent.remove_tree(scratch_name(&self.name));
+        let _ = self
+            .parent
+            .remove_tree(crate::home::scratch_name(&self.name));
     }
-}
-
-/// The name of session `session`'s `TMPDIR` in `tasks/`.
-pub fn scratch_name(session: &str) -> String {
-    format!("{session}.tmp")
 }
 
 /// One task's directory.

@@ -3,10 +3,11 @@
 //! — directories `mur` keeps, records and secrets it writes, re-modes or removes — goes through a
 //! directory descriptor instead ([`super::dir::Dir`]), so that no link is followed anywhere in it.
 
+use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Mode of every directory `mur` creates or holds under the murmur home.
 pub const PRIVATE_DIR_MODE: u32 = 0o700;
@@ -79,60 +80,26 @@ pub fn mode_of(path: &Path) -> io::Result<u32> {
     Ok(fs::symlink_metadata(path)?.permissions().mode() & 0o7777)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    struct Scratch(PathBuf);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-    fn scratch_dir() -> Scratch {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "mur-unit-fs-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    #[test]
-    fn links_fifos_and_large_files_are_refused() {
-        let root = scratch_dir();
-        let big = root.0.join("big");
-        fs::write(&big, vec![b'x'; 2048]).unwrap();
-        assert!(matches!(
-            read_small_regular(&big, 1024),
-            Err(ReadRefusal::Invalid(_))
-        ));
-        assert_eq!(read_small_regular(&big, 4096).unwrap().len(), 2048);
-        let link = root.0.join("link");
-        std::os::unix::fs::symlink(&big, &link).unwrap();
-        assert_eq!(
-            read_small_regular(&link, 4096),
-            Err(ReadRefusal::Invalid("is a symbolic link".into()))
-        );
-        let fifo = root.0.join("fifo");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
-        assert!(matches!(
-            read_small_regular(&fifo, 4096),
-            Err(ReadRefusal::Invalid(_))
-        ));
-        assert_eq!(
-            read_small_regular(&root.0.join("none"), 1),
-            Err(ReadRefusal::Vanished)
-        );
-    }
+/// Whether `path` (following links: a program may be installed as one) is a regular file with an
+/// execute bit.
+pub fn is_executable(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
+
+/// The first executable regular file named `program` (a bare name, no `/`) in the directories of
+/// `path`, a `PATH` value — the one lookup both the manifest's check and the spawn make, so what
+/// admission accepts is what runs.
+///
+/// Only absolute entries are searched: an empty entry, `.` or any other relative one is skipped
+/// (as hardened `execvp`s and Go's `LookPath` refuse them). It would be looked up relative to
+/// wherever the lookup happens but run from the handler's workdir, and a relative entry lets
+/// whoever writes the current directory choose the program.
+pub fn find_on_path(program: &OsStr, path: &OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+#[cfg(test)]
+mod tests;

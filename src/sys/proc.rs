@@ -2,7 +2,7 @@
 
 /// Layer 1: whether some process holds `pid` and has not exited.
 ///
-/// (See [`holder_start`], which takes this reading and layer 2's in one pass.)
+/// (See [`holder`], which takes this reading and layer 2's in one pass.)
 ///
 /// - `kill(pid, 0)` succeeding or failing with `EPERM` means the pid is held (by a process this
 ///   user may not signal, in the second case).
@@ -13,22 +13,41 @@
 ///   exited capsule for as long as its parent neglects it, and `mur stop` could never see the
 ///   process it signalled go.
 pub fn pid_is_alive(pid: u32) -> bool {
-    holder_start(pid).is_some()
+    !matches!(holder(pid), Holder::Gone)
 }
 
-/// Layers 1 and 2 in one reading: `None` when no process holds `pid` (or only a zombie does);
-/// `Some(None)` when one does and its start time cannot be read; `Some(Some(token))` otherwise.
+/// Who holds a pid, as layers 1 and 2 read it in one pass ([`holder`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// No process holds the pid, or only a zombie does.
+    Gone,
+    /// A process holds it, but its start time cannot be read (no evidence either way).
+    Unreadable,
+    /// A process holds it that started at this token.
+    Started(String),
+}
+
+impl Holder {
+    /// A live holder whose start token was read, or could not be.
+    fn started(token: Option<String>) -> Self {
+        token.map_or(Holder::Unreadable, Holder::Started)
+    }
+}
+
+/// Layers 1 and 2 in one reading: who holds `pid` ([`Holder`]).
 ///
 /// One `kill(pid, 0)` and, on Linux, one read of `/proc/<pid>/stat` for both the zombie test and
 /// the start time. A stat that cannot be read is not taken for a zombie: failing to look says
 /// nothing about the process, and it reads as unverified.
-pub fn holder_start(pid: u32) -> Option<Option<String>> {
-    let target = as_pid_t(pid)?;
+pub fn holder(pid: u32) -> Holder {
+    let Some(target) = as_pid_t(pid) else {
+        return Holder::Gone;
+    };
     // SAFETY: signal 0 runs the existence and permission checks only; no pointer is passed.
     let held = unsafe { libc::kill(target, 0) } == 0
         || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
     if !held {
-        return None;
+        return Holder::Gone;
     }
     platform::state_and_start(pid)
 }
@@ -36,7 +55,7 @@ pub fn holder_start(pid: u32) -> Option<Option<String>> {
 /// What kind of process holds a pid, as far as whether it may be signalled goes: who owns it,
 /// whether it is a process at all (its thread group's leader) or a kernel thread, its parent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Kind {
+pub struct ProcessKind {
     /// The real uid.
     pub ruid: u32,
     /// The thread group the pid belongs to: the pid itself for a process, another for a thread.
@@ -46,8 +65,8 @@ pub struct Kind {
     pub ppid: u32,
 }
 
-/// The [`Kind`] of whatever holds `pid`; `None` when it cannot be read (gone, or no procfs).
-pub fn kind(pid: u32) -> Option<Kind> {
+/// The [`ProcessKind`] of whatever holds `pid`; `None` when it cannot be read (gone, or no procfs).
+pub fn kind(pid: u32) -> Option<ProcessKind> {
     platform::kind(pid)
 }
 
@@ -149,14 +168,14 @@ mod platform {
     }
 
     /// `None` for a zombie; otherwise the start token if it could be read.
-    pub(super) fn state_and_start(pid: u32) -> Option<Option<String>> {
+    pub(super) fn state_and_start(pid: u32) -> super::Holder {
         let Some(stat) = read_stat(pid) else {
-            return Some(None);
+            return super::Holder::Unreadable;
         };
         if super::state_from_stat(&stat) == Some("Z") {
-            return None;
+            return super::Holder::Gone;
         }
-        Some(super::start_token_from_stat(&stat).map(str::to_string))
+        super::Holder::started(super::start_token_from_stat(&stat).map(str::to_string))
     }
 
     pub(super) fn process_start_token(pid: u32) -> Option<String> {
@@ -167,7 +186,7 @@ mod platform {
     const PF_KTHREAD: u64 = 0x0020_0000;
 
     /// The owner, thread group and parent from `/proc/<pid>/status`, the flags from its stat.
-    pub(super) fn kind(pid: u32) -> Option<super::Kind> {
+    pub(super) fn kind(pid: u32) -> Option<super::ProcessKind> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         let field = |name: &str| {
             status
@@ -180,7 +199,7 @@ mod platform {
             .nth(6)?
             .parse()
             .ok()?;
-        Some(super::Kind {
+        Some(super::ProcessKind {
             ruid: field("Uid:")?,
             tgid: field("Tgid:")?,
             kernel_thread: flags & PF_KTHREAD != 0,
@@ -226,9 +245,9 @@ mod platform {
     }
 
     /// macOS has no kernel threads in its process table and names processes, not threads.
-    pub(super) fn kind(pid: u32) -> Option<super::Kind> {
+    pub(super) fn kind(pid: u32) -> Option<super::ProcessKind> {
         let info = bsd_info(pid).ok()?;
-        Some(super::Kind {
+        Some(super::ProcessKind {
             ruid: info.pbi_ruid,
             tgid: pid,
             kernel_thread: false,
@@ -236,11 +255,11 @@ mod platform {
         })
     }
 
-    pub(super) fn state_and_start(pid: u32) -> Option<Option<String>> {
+    pub(super) fn state_and_start(pid: u32) -> super::Holder {
         if is_zombie(pid) {
-            return None;
+            return super::Holder::Gone;
         }
-        Some(process_start_token(pid))
+        super::Holder::started(process_start_token(pid))
     }
 
     /// `ESRCH` right after layer 1 found the pid held is a zombie or a process that exited in

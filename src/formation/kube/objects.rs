@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 
 use super::{DOOR_PORT, Emit};
 use crate::formation::admission::Admitted;
-use crate::json::contract::files;
+use crate::json::channel::files;
 
 /// The label naming the formation id: with the member's name, it selects exactly one member's
 /// pods; alone, the whole formation.

@@ -76,7 +76,7 @@ fn args(emit: &Emit<'_>, member: &Admitted) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::json::contract::env;
+    use crate::json::channel::env;
 
     /// The template names what the member reads by the names the member reads.
     #[test]

@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 
 use super::{Control, Lifecycle, Manifest, Network, is_valid_name};
-use crate::a2a::rpc;
 use crate::json::shape::Problems;
+use crate::methods;
 
 impl Manifest {
     /// Note every rule this manifest breaks. A value the shape check removed reads as its
@@ -74,7 +74,7 @@ impl Manifest {
                             name.escape_debug()
                         ),
                     );
-                } else if crate::json::contract::env::RESERVED_PREFIXES
+                } else if crate::json::channel::env::RESERVED_PREFIXES
                     .iter()
                     .any(|prefix| name.starts_with(prefix))
                 {
@@ -130,14 +130,14 @@ fn network(network: &Network, problems: &mut Problems) {
             } else if !seen.insert(name) {
                 problems.rule(key, format!("'{name}' is declared twice"));
             }
-            if let Some(bad) = credential.scopes.iter().find(|s| !rpc::is_scope(s)) {
+            if let Some(bad) = credential.scopes.iter().find(|s| !methods::is_scope(s)) {
                 problems.rule(
                     key,
                     format!(
                         "'{}' has scope '{}', which is not a door method (allowed: {})",
                         name.escape_debug(),
                         bad.escape_debug(),
-                        rpc::scope_names().join(", ")
+                        methods::scope_names().join(", ")
                     ),
                 );
             }

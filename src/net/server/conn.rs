@@ -2,46 +2,21 @@
 //! it closes, errs, asks to close — or, between requests, is parked ([`super::park`]) and its
 //! worker goes back to the pool.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use super::super::conns::{Doing, Place};
+use super::super::conns::Doing;
 use super::super::pool::Pool;
 use super::park::Parked;
 use super::read::read_request;
 use super::write::{linger, write_response};
-use super::{Handler, LINGER_TIME, REQUEST_DEADLINE, Stopper};
+use super::{Conn, Handler, LINGER_TIME, Stopper};
 
 /// How long a worker waits for a connection's next request before parking it, when no other
 /// connection waits for a worker.
 const NEXT_REQUEST: std::time::Duration = std::time::Duration::from_millis(2);
-
-/// An open connection: its socket, its place among the door's connections, and the bytes of its
-/// next request read so far.
-pub(super) struct Conn {
-    pub(super) stream: Arc<TcpStream>,
-    pub(super) peer: SocketAddr,
-    pub(super) place: Place,
-    pub(super) buf: Vec<u8>,
-    /// Whether its socket has been added to the parking epoll (re-armed after that).
-    pub(super) watched: bool,
-}
-
-impl Conn {
-    pub(super) fn new(stream: Arc<TcpStream>, peer: SocketAddr, place: Place) -> Self {
-        let _ = stream.set_nodelay(true);
-        let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
-        Self {
-            stream,
-            peer,
-            place,
-            buf: Vec::new(),
-            watched: false,
-        }
-    }
-}
 
 /// What every worker of one door shares.
 pub(super) struct Server {

@@ -29,9 +29,9 @@ mod park;
 mod read;
 mod write;
 
-use super::conns::Conns;
+use super::conns::{Conns, Place};
 use super::pool::{self, Pool};
-use conn::{Conn, Server};
+use conn::Server;
 use park::Parked;
 pub use read::parse_buffered;
 use write::{linger, write_response};
@@ -292,6 +292,32 @@ fn wait_to_accept(
         keys.push(park::LISTENER);
     }
     Ok(())
+}
+
+/// An open connection: its socket, its place among the door's connections, and the bytes of its
+/// next request read so far. Here, above the worker that serves it (conn.rs) and the park that
+/// holds it between requests (park.rs), so neither of those imports the other's.
+struct Conn {
+    pub(super) stream: Arc<TcpStream>,
+    pub(super) peer: SocketAddr,
+    pub(super) place: Place,
+    pub(super) buf: Vec<u8>,
+    /// Whether its socket has been added to the parking epoll (re-armed after that).
+    pub(super) watched: bool,
+}
+
+impl Conn {
+    fn new(stream: Arc<TcpStream>, peer: SocketAddr, place: Place) -> Self {
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_write_timeout(Some(REQUEST_DEADLINE));
+        Self {
+            stream,
+            peer,
+            place,
+            buf: Vec::new(),
+            watched: false,
+        }
+    }
 }
 
 /// Take one connection: admitted, it is parked until its first request arrives (or served at

@@ -15,8 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::super::conns::Doing;
-use super::REQUEST_DEADLINE;
-use super::conn::Conn;
+use super::{Conn, REQUEST_DEADLINE};
 use crate::sys::epoll::{Epoll, Watch};
 
 /// The keys of the two descriptors watched always; parked connections take the ones above.

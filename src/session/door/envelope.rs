@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use super::super::tasks::{FollowUp, Lookup, Refused};
 use super::BUDGET_FULL;
-use crate::a2a::error::{RpcError, quoted};
+use crate::a2a::error::RpcError;
+use crate::a2a::quote::quoted;
 use crate::a2a::rpc::{self, Method};
 use crate::a2a::version::Generation;
 use crate::net::server::Request;

@@ -26,7 +26,7 @@ impl Engine {
                     self.lifecycle.input_timeout_secs
                 );
                 log::event(&id, &format!("failed: {why}"));
-                entry.finish(State::Failed, Some(why));
+                entry.move_to(State::Failed, Some(why));
                 insert_finished(tasks, entry);
                 self.changed.notify_all();
             }
@@ -57,7 +57,7 @@ impl Engine {
         if (queued.is_some() || state == State::InputRequired)
             && let Some(mut entry) = tasks.by_id.remove(id)
         {
-            entry.finish(State::Canceled, Some("canceled".into()));
+            entry.move_to(State::Canceled, Some("canceled".into()));
             let task = entry.task.clone();
             insert_finished(&mut tasks, entry);
             self.changed.notify_all();
@@ -89,7 +89,7 @@ impl Engine {
         );
         for id in idle {
             if let Some(mut entry) = tasks.by_id.remove(&id) {
-                entry.finish(
+                entry.move_to(
                     State::Canceled,
                     Some("canceled: the session stopped".into()),
                 );

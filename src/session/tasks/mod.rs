@@ -9,7 +9,7 @@
 //! lock, so this engine's lock is never held across a spawn or a wait.
 
 mod ending;
-mod entry;
+mod live;
 mod query;
 mod turn;
 
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::budget::{Budget, Charge};
 use super::feed::Feed;
-use super::handler::Outcome;
+use super::handler::{CallService, TurnOutcome};
 use super::log;
 use super::store::Store;
 use super::supervisor::Supervisor;
@@ -30,7 +30,7 @@ use crate::a2a::message::{Message, Part};
 use crate::a2a::task::{State, Task};
 use crate::id::{ContextId, TaskId};
 use crate::json::manifest::{Acceptance, Lifecycle};
-use entry::Entry;
+use live::LiveTask;
 use query::visible;
 
 /// What runs a task.
@@ -116,10 +116,6 @@ pub struct Taken {
 /// Where the environment extras for the next task come from (the control plane).
 pub type EnvSource = Arc<dyn Fn() -> Vec<(String, OsString)> + Send + Sync>;
 
-/// What serves a handler's call socket (a formation member's calls to its peers), when the
-/// session has one: each handler then inherits its own end as `MURMUR_CALL_FD`.
-pub type CallService = Arc<dyn Fn(std::os::unix::net::UnixStream) + Send + Sync>;
-
 pub struct Engine {
     capsule: Capsule,
     lifecycle: Lifecycle,
@@ -155,7 +151,7 @@ const ENTRY_OVERHEAD: usize = 4 << 10;
 #[derive(Default)]
 struct Tasks {
     /// The tasks queued, running or waiting for input.
-    by_id: BTreeMap<String, Entry>,
+    by_id: BTreeMap<String, LiveTask>,
     finished: Store,
     queue: VecDeque<String>,
     running: u32,
@@ -219,7 +215,7 @@ impl Engine {
 
     /// What holding `task` in memory costs, as the budget counts it.
     pub fn weight_of(task: &Task) -> usize {
-        entry::weight(task, false)
+        live::weight(task, false)
     }
 
     /// The session's memory budget.
@@ -316,10 +312,10 @@ impl Engine {
         if let Some(why) = self.parked_full(&tasks) {
             return Err(Refused::Memory(why));
         }
-        let weight = entry::message_weight(&message) * (1 + usize::from(self.on_disk));
+        let weight = live::message_weight(&message) * (1 + usize::from(self.on_disk));
         let charge = self.reserve_locked(&mut tasks, weight + ENTRY_OVERHEAD)?;
         let seq = tasks.next_seq;
-        let mut entry = Entry {
+        let mut entry = LiveTask {
             task: Task {
                 id: id.clone(),
                 context_id,
@@ -349,7 +345,7 @@ impl Engine {
             tasks.next_seq += 1;
             let feed = stream.then(|| entry.watch());
             entry.task.answer = entry.task.history[0].parts.clone();
-            entry.finish(State::Completed, None);
+            entry.move_to(State::Completed, None);
             insert_finished(&mut tasks, entry);
             return Ok(Taken { id, feed, settled });
         }
@@ -387,7 +383,7 @@ impl Engine {
             state => return Err(Refused::FollowUp(FollowUp::Live(state))),
         }
         let start_now = self.admit(&tasks)?;
-        let weight = entry::message_weight(&message) * (1 + usize::from(self.on_disk));
+        let weight = live::message_weight(&message) * (1 + usize::from(self.on_disk));
         let more = self.reserve_locked(&mut tasks, weight)?;
         let Some(entry) = tasks.by_id.get_mut(named) else {
             return Err(Refused::FollowUp(FollowUp::NotFound));
@@ -405,7 +401,7 @@ impl Engine {
         // The last turn's claim was settled by its question: this turn gets its own.
         entry.settled = Arc::default();
         let settled = entry.settled.clone();
-        entry.finish(State::Submitted, None);
+        entry.move_to(State::Submitted, None);
         let feed = stream.then(|| entry.watch());
         let id = entry.task.id.clone();
         self.schedule(&mut tasks, named.to_string(), start_now);
@@ -457,7 +453,7 @@ impl Engine {
     fn start(self: &Arc<Self>, tasks: &mut Tasks, id: String) {
         tasks.running += 1;
         if let Some(entry) = tasks.by_id.get_mut(&id) {
-            entry.finish(State::Working, None);
+            entry.move_to(State::Working, None);
         }
         let engine = Arc::clone(self);
         let runs = id.clone();
@@ -468,7 +464,7 @@ impl Engine {
         if let Err(err) = spawned {
             tasks.running -= 1;
             if let Some(mut entry) = tasks.by_id.remove(&id) {
-                entry.finish(
+                entry.move_to(
                     State::Failed,
                     Some(format!("no thread to run the task: {err}")),
                 );
@@ -483,16 +479,19 @@ impl Engine {
     /// queued task.
     fn execute(self: Arc<Self>, id: String) {
         let began = Instant::now();
-        let ran = self.turn_of(&id).map(|turn| {
+        // `take` answers an echo task itself and never schedules it (an echo task never waits
+        // for input, so it is never resumed either): only a handler's turn runs here.
+        let ran = self.turn_of(&id).and_then(|turn| {
+            let Capsule::Handler {
+                argv,
+                workdir,
+                sandbox,
+            } = &self.capsule
+            else {
+                return None;
+            };
             log::event(&id, &format!("started turn {}", turn.number));
-            match &self.capsule {
-                Capsule::Echo => (Outcome::Completed(turn.message.text()), Vec::new()),
-                Capsule::Handler {
-                    argv,
-                    workdir,
-                    sandbox,
-                } => self.run_turn(&id, argv, workdir, sandbox.as_deref(), &turn),
-            }
+            Some(self.run_turn(&id, argv, workdir, sandbox.as_deref(), &turn))
         });
         let mut tasks = self.lock();
         tasks.running -= 1;
@@ -532,48 +531,48 @@ impl Engine {
     /// turn, holding no slot, until the input timeout. A turn a cancel was taken for ends the
     /// task `canceled` however its handler ended: the cancel was answered as taken, and must not
     /// carry into a later turn.
-    fn record(&self, entry: &mut Entry, outcome: Outcome, files: Vec<Part>) {
+    fn record(&self, entry: &mut LiveTask, outcome: TurnOutcome, files: Vec<Part>) {
         let outcome = if entry.cancel {
-            Outcome::Canceled
+            TurnOutcome::Canceled
         } else {
             outcome
         };
         match outcome {
-            Outcome::Completed(answer) => {
+            TurnOutcome::Completed(answer) => {
                 let mut parts = Vec::new();
                 if !answer.is_empty() || files.is_empty() {
                     parts.push(Part::text(answer));
                 }
                 parts.extend(files);
                 entry.task.answer = parts;
-                entry.finish(State::Completed, None);
+                entry.move_to(State::Completed, None);
             }
-            Outcome::InputRequired(_) if entry.turn >= MAX_TURNS => entry.finish(
+            TurnOutcome::InputRequired(_) if entry.turn >= MAX_TURNS => entry.move_to(
                 State::Failed,
                 Some(format!(
                     "the handler asked for input at turn {MAX_TURNS}, the most one task takes (its history is bounded)"
                 )),
             ),
-            Outcome::InputRequired(question) => {
+            TurnOutcome::InputRequired(question) => {
                 entry.task.answer = vec![Part::text(question)];
-                entry.finish(State::InputRequired, None);
+                entry.move_to(State::InputRequired, None);
                 let wait = Duration::from_secs(self.lifecycle.input_timeout_secs);
                 entry.input_until = Some(Instant::now() + wait);
             }
-            Outcome::Failed(why) => entry.finish(State::Failed, Some(why)),
-            Outcome::Canceled => entry.finish(State::Canceled, Some("canceled".into())),
+            TurnOutcome::Failed(why) => entry.move_to(State::Failed, Some(why)),
+            TurnOutcome::Canceled => entry.move_to(State::Canceled, Some("canceled".into())),
         }
         // What the turn produced is counted, never refused: a client waits on this task.
         entry
             .charge
-            .set(entry::weight(&entry.task, self.on_disk) + ENTRY_OVERHEAD);
+            .set(live::weight(&entry.task, self.on_disk) + ENTRY_OVERHEAD);
     }
 }
 
 /// Store an ended task, and hand it to whoever holds its claim: moved, not copied — a task
 /// can hold megabytes. Its directory leaves its path now and is recycled, outside the lock, by
 /// the next [`Engine::remove_retired`].
-fn insert_finished(tasks: &mut Tasks, mut entry: Entry) {
+fn insert_finished(tasks: &mut Tasks, mut entry: LiveTask) {
     if let Some(dir) = entry.dir.take() {
         dir.retire();
         tasks.retired.push(dir);

@@ -5,15 +5,16 @@ use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::handler::{self, CallSocket, MAX_ANSWER, Outcome};
+use super::super::handler::{self, CallSocket, MAX_ANSWER, Serving, TurnOutcome};
 use super::super::log::TaskStderr;
 use super::super::sandbox::{Domain, Policy};
 use super::super::taskdir::TaskDir;
 use super::Engine;
-use super::entry::Turn;
+use super::live::Turn;
 use crate::a2a::message::{Content, Part};
 use crate::a2a::stream::{Chunker, Event};
-use crate::json::contract::env;
+use crate::json::channel::env;
+use crate::sys::spawn::Spawned;
 
 /// What one handler is started as: its argv, workdir and variables, and its Landlock domain.
 struct Started<'a> {
@@ -69,17 +70,17 @@ impl Engine {
         workdir: &std::path::Path,
         sandbox: Option<&Policy>,
         turn: &Turn,
-    ) -> (Outcome, Vec<Part>) {
+    ) -> (TurnOutcome, Vec<Part>) {
         let dir = match self.task_dir(id, turn) {
             Ok(dir) => dir,
-            Err(why) => return (Outcome::Failed(why), Vec::new()),
+            Err(why) => return (TurnOutcome::Failed(why), Vec::new()),
         };
         let path = dir.as_ref().map(|dir| dir.path());
         let domain = match sandbox.map(|p| p.ruleset(path.as_deref())).transpose() {
             Ok(domain) => domain,
             Err(err) => {
                 let why = format!("the handler's sandbox could not be made: {err}");
-                return (Outcome::Failed(why), Vec::new());
+                return (TurnOutcome::Failed(why), Vec::new());
             }
         };
         let mut vars = self.base_env.clone();
@@ -88,7 +89,7 @@ impl Engine {
         vars.push((env::TURN.into(), turn.number.to_string().into()));
         if let Some(dir) = &dir {
             if let Err(why) = dir.write_turn(&turn.message, &turn.earlier) {
-                return (Outcome::Failed(why), Vec::new());
+                return (TurnOutcome::Failed(why), Vec::new());
             }
             vars.push((env::TASK_DIR.into(), dir.path().into()));
         }
@@ -112,7 +113,7 @@ impl Engine {
             domain: domain.as_ref(),
         };
         let outcome = self.run_handler(id, &started, turn.message.text(), &mut on_output);
-        if let Outcome::Completed(answer) | Outcome::InputRequired(answer) = &outcome
+        if let TurnOutcome::Completed(answer) | TurnOutcome::InputRequired(answer) = &outcome
             && let Some(rest) = answer.get(sent..).filter(|rest| !rest.is_empty())
         {
             for piece in pieces(rest) {
@@ -120,7 +121,7 @@ impl Engine {
             }
         }
         let files = match (&outcome, &dir) {
-            (Outcome::Completed(answer), Some(dir)) => {
+            (TurnOutcome::Completed(answer), Some(dir)) => {
                 let (parts, notes) = dir.collect_out(MAX_ANSWER.saturating_sub(answer.len()));
                 for note in notes {
                     crate::cli::warn("run", &format!("task {id}: {note}"));
@@ -181,7 +182,7 @@ impl Engine {
         started: &Started<'_>,
         text: String,
         on_output: &mut dyn FnMut(&[u8]),
-    ) -> Outcome {
+    ) -> TurnOutcome {
         let argv = started.argv;
         let mut spec = handler::spec(argv, started.workdir, started.vars);
         let call_socket = match self
@@ -189,7 +190,7 @@ impl Engine {
             .as_ref()
             .map(|s| CallSocket::attach(&mut spec, s))
         {
-            Some(Err(why)) => return Outcome::Failed(why),
+            Some(Err(why)) => return TurnOutcome::Failed(why),
             attached => attached.and_then(Result::ok),
         };
         let sandboxed = started.domain.is_some();
@@ -199,25 +200,35 @@ impl Engine {
         let serving = call_socket.map(CallSocket::serve);
         let (spawned, registration) = match started {
             Ok(started) => started,
-            Err(err) => {
-                let hint = match err.raw_os_error() {
-                    Some(libc::EACCES) if sandboxed => {
-                        "; in its sandbox a handler runs programs from the system's directories, \
-                         its capsule directory and what sandbox.read declares"
-                    }
-                    _ => "",
-                };
-                let program = &argv[0];
-                return Outcome::Failed(format!(
-                    "the handler {program} could not start: {err}{hint}"
-                ));
-            }
+            Err(err) => return could_not_start(&argv[0], &err, sandboxed),
         };
+        let outcome = self.watch(id, spawned, serving.as_ref(), text, on_output);
+        drop(registration);
+        match serving {
+            Some(Ok(serving)) => {
+                serving.close();
+                outcome
+            }
+            Some(Err(why)) => TurnOutcome::Failed(why),
+            None => outcome,
+        }
+    }
+
+    /// Watch task `id`'s started handler to its end: its stdin written, its output passed on,
+    /// its stderr to the session's log (tagged with the task, never to a caller), stopped on
+    /// cancel or at the task's timeout — or at once, when its calls have no thread to serve them.
+    fn watch(
+        &self,
+        id: &str,
+        spawned: Spawned,
+        serving: Option<&Result<Serving, String>>,
+        text: String,
+        on_output: &mut dyn FnMut(&[u8]),
+    ) -> TurnOutcome {
         let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
-        // Its stderr goes to the session's log, tagged with the task, never to a caller.
         let mut stderr = TaskStderr::new(id);
         let on_stderr = &mut |bytes: &[u8]| stderr.push(bytes);
-        let outcome = match &serving {
+        match serving {
             // No thread to serve its calls: the handler is stopped at once, as on cancel.
             Some(Err(_)) => {
                 handler::run(spawned, Vec::new(), timeout, || true, on_output, on_stderr)
@@ -230,15 +241,6 @@ impl Engine {
                 on_output,
                 on_stderr,
             ),
-        };
-        drop(registration);
-        match serving {
-            Some(Ok(serving)) => {
-                serving.close();
-                outcome
-            }
-            Some(Err(why)) => Outcome::Failed(why),
-            None => outcome,
         }
     }
 
@@ -253,6 +255,22 @@ impl Engine {
     pub fn kill_all(&self) {
         self.supervisor.kill_all();
     }
+}
+
+/// A handler that could not start fails its turn saying why; in a sandbox, an `EACCES` is
+/// most likely a program outside what the sandbox lets a handler run, so the reason says what
+/// it may run.
+fn could_not_start(program: &str, err: &std::io::Error, sandboxed: bool) -> TurnOutcome {
+    let hint = match err.raw_os_error() {
+        Some(libc::EACCES) if sandboxed => {
+            "; in its sandbox a handler runs programs from the system's directories, \
+             its capsule directory and what sandbox.read declares"
+        }
+        _ => "",
+    };
+    TurnOutcome::Failed(format!(
+        "the handler {program} could not start: {err}{hint}"
+    ))
 }
 
 #[cfg(test)]

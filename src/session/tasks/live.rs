@@ -1,4 +1,4 @@
-//! A live task as the engine holds it ([`Entry`]), telling its readers each change, and what
+//! A live task as the engine holds it ([`LiveTask`]), telling its readers each change, and what
 //! one turn of it runs with ([`Turn`]).
 
 use std::sync::{Arc, OnceLock};
@@ -14,7 +14,7 @@ use crate::id::TaskId;
 
 /// A task with what only the engine needs: whose it is, whether it was asked to end, when it
 /// came (for listing newest first), its turn and its directory.
-pub(super) struct Entry {
+pub(super) struct LiveTask {
     pub(super) task: Task,
     /// The credential that started it; only it (and the operator) can see it.
     pub(super) owner: String,
@@ -72,10 +72,11 @@ pub(super) fn weight(task: &Task, on_disk: bool) -> usize {
     history * (1 + usize::from(on_disk)) + parts_weight(&task.answer)
 }
 
-impl Entry {
-    /// Move to `state` and tell its readers; a question joins the history as the agent's
-    /// message. (A final state's directory goes when the entry is stored as finished.)
-    pub(super) fn finish(&mut self, state: State, note: Option<String>) {
+impl LiveTask {
+    /// Move to `state` — any state, Submitted and Working as well as an end — and tell its
+    /// readers; a question joins the history as the agent's message. (A final state's directory
+    /// goes when the entry is stored as finished.)
+    pub(super) fn move_to(&mut self, state: State, note: Option<String>) {
         self.task.state = state;
         self.task.note = note;
         self.task.updated = crate::time::unix_now();

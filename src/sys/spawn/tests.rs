@@ -1,0 +1,247 @@
+use super::*;
+#[cfg(target_os = "linux")]
+use std::io::BufRead;
+use std::io::{Read, Write};
+
+fn spec<'a>(program: &'a str, args: &[String]) -> Spec<'a> {
+    Spec {
+        program: OsStr::new(program),
+        args: args.iter().map(OsString::from).collect(),
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("X".into(), "y".into()),
+        ],
+        cwd: Path::new("/"),
+        keep: Vec::new(),
+    }
+}
+
+fn spawn_plain(spec: &Spec<'_>) -> io::Result<Spawned> {
+    spawn(spec, None)
+}
+
+fn sh(script: &str) -> [String; 2] {
+    ["-c".to_string(), script.to_string()]
+}
+
+/// How many processes have `marker` in their command line.
+#[cfg(target_os = "linux")]
+fn alive_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|cmdline| String::from_utf8_lossy(cmdline).contains(marker))
+        .count()
+}
+
+/// A `sleep` argument no other process has: seconds, a fraction unique to this test run.
+#[cfg(target_os = "linux")]
+fn marker(seconds: u32) -> String {
+    format!("{seconds}.{}{}", std::process::id(), line!())
+}
+
+#[test]
+fn a_child_reads_its_stdin_writes_its_stdout_and_sees_only_its_environment() {
+    let args = sh("cat; echo \"$X $HOME\" >&2; pwd; exit 3");
+    let mut child = spawn_plain(&spec("sh", &args)).unwrap();
+    child.stdin.write_all(b"in\n").unwrap();
+    drop(child.stdin);
+    let (mut out, mut err) = (String::new(), String::new());
+    child.stdout.read_to_string(&mut out).unwrap();
+    child.stderr.read_to_string(&mut err).unwrap();
+    assert_eq!(out, "in\n/\n");
+    assert_eq!(err, "y \n", "X set, HOME not inherited");
+    assert_eq!(child.shim.reap().unwrap().code(), Some(3));
+}
+
+#[test]
+fn a_child_leads_its_own_group_with_default_signals_none_blocked() {
+    // Read by the shell's builtins, so no fork of its own (which blocks signals around it)
+    // is under way while its status is read.
+    let args = sh(
+        "echo $$; read -r a b c d pgid rest < /proc/$$/stat; echo $pgid; \
+             while read -r k v; do case $k in SigBlk:|SigIgn:) echo $v;; esac; done < /proc/$$/status",
+    );
+    let mut child = spawn_plain(&spec("sh", &args)).unwrap();
+    let mut out = String::new();
+    child.stdout.read_to_string(&mut out).unwrap();
+    assert_eq!(child.shim.reap().unwrap().code(), Some(0));
+    let mut lines = out.lines();
+    let pid = lines.next().unwrap();
+    assert_eq!(lines.next().unwrap(), pid, "its pgid is its pid");
+    let mut mask = || u64::from_str_radix(lines.next().unwrap(), 16).unwrap();
+    // The spawn blocks every signal around its clones; the handler gets none blocked.
+    assert_eq!(mask(), 0, "SigBlk");
+    // SIGPIPE (bit 13) is not ignored in the child although this test process ignores it.
+    assert_eq!(mask() & (1 << (libc::SIGPIPE - 1)), 0, "SigIgn");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn what_a_handler_leaves_running_at_any_depth_is_gone_when_it_is_reaped() {
+    let (deep, side) = (marker(301), marker(302));
+    // A setsid'd chain three deep, a double fork, and the handler exits at once.
+    let script = format!(
+            "setsid sh -c 'setsid sh -c \"setsid sleep {deep} & sleep {deep}\" & sleep {deep}' &
+             (sleep {side} &)
+             while [ $(grep -l {deep} /proc/[0-9]*/cmdline 2>/dev/null | wc -l) -lt 3 ]; do sleep 0.01; done
+             echo ready"
+        );
+    let args = sh(&script);
+    let mut child = spawn_plain(&spec("sh", &args)).unwrap();
+    let mut ready = String::new();
+    std::io::BufReader::new(&mut child.stdout)
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready, "ready\n");
+    assert_eq!(child.shim.reap().unwrap().code(), Some(0));
+    assert_eq!(alive_with(&deep), 0, "the setsid chain");
+    assert_eq!(alive_with(&side), 0, "the double fork");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_remote_terminates_the_group_then_kills_the_tree() {
+    let hidden = marker(303);
+    let script = format!(
+        "setsid sleep {hidden} & trap 'echo term; exit 7' TERM; echo ready;
+             while :; do sleep 0.01; done"
+    );
+    let args = sh(&script);
+    let mut child = spawn_plain(&spec("sh", &args)).unwrap();
+    let mut reader = std::io::BufReader::new(&mut child.stdout);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let remote = child.shim.remote();
+    remote.terminate();
+    line.clear();
+    reader.read_line(&mut line).unwrap();
+    assert_eq!(line, "term\n");
+    assert_eq!(child.shim.reap().unwrap().code(), Some(7));
+    assert_eq!(alive_with(&hidden), 0, "killed once the handler ended");
+    // After the end a remote reaches nothing, and says nothing.
+    remote.kill();
+
+    let stubborn = marker(304);
+    let script =
+        format!("trap '' TERM; setsid sleep {stubborn} & echo ready; exec sleep {stubborn}");
+    let args = sh(&script);
+    let mut child = spawn_plain(&spec("sh", &args)).unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(&mut child.stdout)
+        .read_line(&mut line)
+        .unwrap();
+    child.shim.remote().kill();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(child.shim.reap().unwrap().signal(), Some(libc::SIGKILL));
+    assert_eq!(alive_with(&stubborn), 0);
+}
+
+#[test]
+fn a_program_that_cannot_run_or_a_missing_directory_is_an_error() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: an integer write through libc's own errno location for this thread.
+    unsafe {
+        *libc::__errno_location() = 4242
+    };
+    let err = spawn_plain(&spec("/nonexistent/handler", &[]))
+        .err()
+        .unwrap();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    #[cfg(target_os = "linux")]
+    assert_eq!(
+        io::Error::last_os_error().raw_os_error(),
+        Some(4242),
+        "the failed exec (on this thread's TLS) wrote no errno"
+    );
+    let err = spawn_plain(&spec("no-such-program-anywhere", &[]))
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        r#"no executable "no-such-program-anywhere" in PATH "/usr/bin:/bin""#
+    );
+    let mut bad_cwd = spec("true", &[]);
+    bad_cwd.cwd = Path::new("/nonexistent");
+    let err = spawn_plain(&bad_cwd).err().unwrap();
+    assert!(
+        err.to_string()
+            .starts_with("cannot enter the workdir /nonexistent: "),
+        "{err}"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_child_given_a_ruleset_reaches_only_what_it_allows() {
+    use crate::sys::landlock::{self, Held, Ruleset};
+    let Ok(abi) = landlock::abi() else {
+        eprintln!("*** SKIPPED: no Landlock in this kernel ***");
+        return;
+    };
+    let ruleset = Ruleset::new(abi, false).unwrap();
+    for dir in ["/usr", "/bin", "/lib", "/lib64"] {
+        if let Some(held) = Held::open(Path::new(dir), true).unwrap() {
+            ruleset.allow(&held, landlock::READ_EXEC).unwrap();
+        }
+    }
+    let null = Held::open(Path::new("/dev/null"), true).unwrap().unwrap();
+    ruleset.allow(&null, landlock::ALL).unwrap();
+    let args = sh("cat /etc/hostname >/dev/null 2>&1; echo $?");
+    let run = |landlock| {
+        let mut child = spawn(&spec("sh", &args), landlock).unwrap();
+        let mut out = String::new();
+        child.stdout.read_to_string(&mut out).unwrap();
+        assert_eq!(child.shim.reap().unwrap().code(), Some(0));
+        out
+    };
+    assert_eq!(run(None), "0\n", "readable without the ruleset");
+    assert_eq!(run(Some(ruleset.raw_fd())), "1\n", "refused within it");
+}
+
+#[test]
+fn only_the_kept_descriptor_is_inherited() {
+    let (keep_read, keep_write) = crate::sys::pipe::pipe().unwrap();
+    let (_other_read, other_write) = crate::sys::pipe::pipe().unwrap();
+    use std::os::fd::AsRawFd;
+    let (kept, other) = (keep_write.as_raw_fd(), other_write.as_raw_fd());
+    // Through /proc: `sh` may not take a descriptor above 9 in a redirection. Nothing else
+    // above 2 is open in the handler: not the subreaper's control socket, not its signalfd.
+    // (Listed by `ls` of the shell's descriptors while the shell itself waits for it,
+    // holding nothing else open: no pipeline, no command substitution.)
+    let script = format!(
+        "echo kept > /proc/self/fd/{kept}; \
+             (echo other > /proc/self/fd/{other}) 2>/dev/null || echo closed; \
+             ls -l /proc/$$/fd"
+    );
+    let args = sh(&script);
+    let mut with_keep = spec("sh", &args);
+    with_keep.keep = vec![kept];
+    let mut child = spawn_plain(&with_keep).unwrap();
+    // SAFETY: reads the flags of a descriptor we own; no pointer.
+    let flags = unsafe { libc::fcntl(kept, libc::F_GETFD) };
+    assert_eq!(
+        flags & libc::FD_CLOEXEC,
+        libc::FD_CLOEXEC,
+        "cleared in the child only"
+    );
+    drop(keep_write);
+    let mut out = String::new();
+    child.stdout.read_to_string(&mut out).unwrap();
+    assert_eq!(child.shim.reap().unwrap().code(), Some(0));
+    let mut fds: Vec<i32> = out
+        .lines()
+        .filter_map(|line| line.split_once(" -> ")?.0.rsplit(' ').next()?.parse().ok())
+        .collect();
+    fds.sort_unstable();
+    assert_eq!(
+        (out.lines().next(), fds),
+        (Some("closed"), vec![0, 1, 2, kept])
+    );
+    let mut kept_text = String::new();
+    File::from(keep_read)
+        .read_to_string(&mut kept_text)
+        .unwrap();
+    assert_eq!(kept_text, "kept\n");
+}
