@@ -29,6 +29,8 @@ pub mod mounted;
 pub mod net;
 pub mod process;
 pub mod running;
+#[cfg(test)]
+pub mod scratch;
 pub mod secret;
 pub mod session;
 #[allow(unsafe_code)] // The one module that calls libc (see its doc).

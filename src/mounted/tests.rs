@@ -1,14 +1,13 @@
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
+use crate::scratch::Scratch;
 
 const ID: &str = "frm_0199c4e2f1b7712a9d3e4f5061728390";
 
 /// A member directory as a Secret volume without Kubernetes' links lays it out.
-fn member_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mur-unit-mounted-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn member_dir(tag: &str) -> Scratch {
+    let dir = Scratch::new(&format!("mounted-{tag}"));
     let key = crate::b64::encode(&[7u8; 32]);
     for (name, text, mode) in [
         (files::FORMATION_ID, ID, 0o400),
@@ -35,7 +34,6 @@ fn a_member_directory_reads_whole_and_debug_redacts() {
     assert_eq!(mounted.addresses["reviewer"], "10.0.0.2:8080");
     let debug = format!("{mounted:?}");
     assert!(!debug.contains("mft1"), "{debug}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -61,7 +59,6 @@ fn kubernetes_data_link_is_followed_once_and_only_to_a_sibling() {
     std::fs::remove_file(root.join("..data")).unwrap();
     let err = read(&root).unwrap_err();
     assert!(err.contains("symbolic link"), "{err}");
-    let _ = std::fs::remove_dir_all(root);
 }
 
 #[test]

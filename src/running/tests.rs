@@ -3,19 +3,12 @@ use crate::secret::Secret;
 
 use std::os::unix::fs::PermissionsExt;
 
-/// A scratch directory: its path, and the same directory opened as a [`Dir`].
-struct Scratch(PathBuf, Dir);
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+/// A scratch directory, and the same directory opened as a [`Dir`].
+struct Scratch(crate::scratch::Scratch, Dir);
 fn dir(tag: &str) -> Scratch {
-    let path = std::env::temp_dir().join(format!("mur-running-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&path);
-    std::fs::create_dir_all(&path).unwrap();
-    let opened = Dir::open(&path).unwrap();
-    Scratch(path, opened)
+    let scratch = crate::scratch::Scratch::new(&format!("running-{tag}"));
+    let opened = Dir::open(scratch.path()).unwrap();
+    Scratch(scratch, opened)
 }
 fn record_path(dir: &Path, id: &str) -> PathBuf {
     dir.join(record_name(id))

@@ -8,20 +8,10 @@
 //!
 //! # The session's threads and locks
 //!
-//! Threads: **main** runs the watch loop (signals, `session/stop`, the lifeline, `--task`'s end,
-//! input timeouts, and [`crate::sys::child::reap_strangers`] each tick) and winds the session down; **door**
-//! accepts, and one **connection** thread per client parses and dispatches, and writes streams;
-//! one **task** thread per running turn starts its handler here, pumps its pipes and records its
-//! outcome; a **calls** thread per handler of a formation member that calls peers; a **lifeline**
-//! thread for a member; a **one-shot** thread for `--task`. Outside the session, one subreaper
-//! process per running handler.
-//!
-//! Locks: the engine's task state (with its condition variable, `changed`, that blocking callers
-//! and the wind-down wait on); a stream feed's queue (with its condition variable); the control
-//! values; a member's peer addresses; and this registry. Order: a feed's queue may be taken under
-//! the engine's state (a task publishing to its readers), never the other way; the registry, the
-//! control values and the addresses are leaves — nothing is taken while one is held, and none is
-//! taken while holding another.
+//! Every thread of a session, every lock and the order they are taken in are in
+//! `ARCHITECTURE.md` ("Threads", "Locks and their order"). This registry's lock is a leaf:
+//! nothing is taken while it is held, and it is never held across a spawn, a wait or a `/proc`
+//! walk.
 
 use std::collections::BTreeMap;
 use std::io;

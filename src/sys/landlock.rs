@@ -251,9 +251,7 @@ mod tests {
 
     #[test]
     fn a_link_is_held_only_when_followed() {
-        let dir = std::env::temp_dir().join(format!("mur-landlock-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = crate::scratch::Scratch::new("landlock");
         let link = dir.join("link");
         std::os::unix::fs::symlink("/usr", &link).unwrap();
         assert!(
@@ -264,7 +262,6 @@ mod tests {
             Held::open(&link, true).unwrap().unwrap().is_dir(),
             "its target"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

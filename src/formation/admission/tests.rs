@@ -2,30 +2,16 @@ use super::*;
 use serde_json::{Value, json};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A project directory, removed on drop, holding capsules `a` (no peer tasks), `b` and `c`
 /// (accepting peer tasks), every door authenticated, each with an executable handler.
-struct Project(PathBuf);
-
-impl Drop for Project {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+struct Project(PathBuf, crate::scratch::Scratch);
 
 impl Project {
     fn new() -> Project {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "mur-unit-admission-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
+        let dir = crate::scratch::Scratch::new("admission");
         // Canonical, as `admit` makes the roster's directory.
-        let project = Project(fs::canonicalize(&dir).unwrap());
+        let project = Project(fs::canonicalize(&dir).unwrap(), dir);
         project.capsule("a", &manifest("a", false, true));
         project.capsule("b", &manifest("b", true, true));
         project.capsule("c", &manifest("c", true, true));

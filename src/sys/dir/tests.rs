@@ -1,25 +1,17 @@
 use super::*;
+use crate::scratch::Scratch;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 
-struct Scratch(PathBuf);
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 fn scratch(tag: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("mur-unit-dir-{tag}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+    Scratch::new(&format!("dir-{tag}"))
 }
 
 #[test]
 fn a_tree_thousands_deep_is_removed_on_a_small_stack_with_few_descriptors() {
     let root = scratch("deep");
-    let dir = Dir::open(&root.0).unwrap();
+    let dir = Dir::open(root.path()).unwrap();
     let mut level = dir.create_child("nest").unwrap();
     for n in 0..3_000 {
         if n % 100 == 0 {
@@ -40,7 +32,7 @@ fn a_tree_thousands_deep_is_removed_on_a_small_stack_with_few_descriptors() {
         .join()
         .unwrap()
         .unwrap();
-    assert!(!root.0.join("nest").exists());
+    assert!(!root.join("nest").exists());
     assert!(Path::new("/").exists(), "no link followed");
 }
 
@@ -101,12 +93,12 @@ fn a_chmodded_tree_as_uid_65534() {
 fn a_tree_chmodded_to_000_is_removed_by_its_owner_without_following_links() {
     let root = scratch("chmodded");
     if super::super::proc::euid() != 0 {
-        return remove_a_chmodded_tree(&root.0);
+        return remove_a_chmodded_tree(root.path());
     }
-    remove_a_chmodded_tree(&root.0);
-    let owned = root.0.join("nobody");
+    remove_a_chmodded_tree(root.path());
+    let owned = root.join("nobody");
     fs::create_dir(&owned).unwrap();
-    std::os::unix::fs::chown(&root.0, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::chown(root.path(), Some(65534), Some(65534)).unwrap();
     std::os::unix::fs::chown(&owned, Some(65534), Some(65534)).unwrap();
     let child = "sys::dir::tests::a_chmodded_tree_as_uid_65534";
     let ran = std::process::Command::new(std::env::current_exe().unwrap())
@@ -136,12 +128,12 @@ fn a_tree_chmodded_to_000_is_removed_by_its_owner_without_following_links() {
 fn a_private_file_is_rewritten_in_place_and_anything_else_replaced_without_following_it() {
     use std::os::unix::fs::PermissionsExt;
     let root = scratch("overwrite");
-    let dir = Dir::open(&root.0).unwrap();
-    let target = root.0.join("target");
+    let dir = Dir::open(root.path()).unwrap();
+    let target = root.join("target");
     fs::write(&target, "precious").unwrap();
     fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
-    let read = |name: &str| fs::read_to_string(root.0.join(name)).unwrap();
-    let inode = |name: &str| fs::symlink_metadata(root.0.join(name)).unwrap().ino();
+    let read = |name: &str| fs::read_to_string(root.join(name)).unwrap();
+    let inode = |name: &str| fs::symlink_metadata(root.join(name)).unwrap().ino();
 
     dir.overwrite_private("m", b"a longer first message")
         .unwrap();
@@ -156,23 +148,23 @@ fn a_private_file_is_rewritten_in_place_and_anything_else_replaced_without_follo
     assert_eq!((read("m"), inode("m")), (String::new(), first));
 
     // Each of these is replaced by a new private file, and the target never written.
-    std::os::unix::fs::symlink(&target, root.0.join("symlink")).unwrap();
-    fs::hard_link(&target, root.0.join("hardlink")).unwrap();
-    fs::create_dir(root.0.join("dir")).unwrap();
-    fs::write(root.0.join("dir/inside"), "x").unwrap();
-    fs::write(root.0.join("open"), "x").unwrap();
-    fs::set_permissions(root.0.join("open"), fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::symlink(&target, root.join("symlink")).unwrap();
+    fs::hard_link(&target, root.join("hardlink")).unwrap();
+    fs::create_dir(root.join("dir")).unwrap();
+    fs::write(root.join("dir/inside"), "x").unwrap();
+    fs::write(root.join("open"), "x").unwrap();
+    fs::set_permissions(root.join("open"), fs::Permissions::from_mode(0o644)).unwrap();
     for name in ["symlink", "hardlink", "dir", "open"] {
         dir.overwrite_private(name, b"new").unwrap();
-        let meta = fs::symlink_metadata(root.0.join(name)).unwrap();
+        let meta = fs::symlink_metadata(root.join(name)).unwrap();
         assert!(meta.is_file() && meta.nlink() == 1, "{name}");
         assert_eq!(meta.mode() & 0o7777, 0o600, "{name}");
         assert_eq!(read(name), "new", "{name}");
     }
-    fs::hard_link(&target, root.0.join("cleared")).unwrap();
+    fs::hard_link(&target, root.join("cleared")).unwrap();
     dir.clear_private("cleared").unwrap();
     assert!(
-        fs::symlink_metadata(root.0.join("cleared")).is_err(),
+        fs::symlink_metadata(root.join("cleared")).is_err(),
         "a link is removed"
     );
     assert_eq!(read("target"), "precious");
@@ -181,16 +173,16 @@ fn a_private_file_is_rewritten_in_place_and_anything_else_replaced_without_follo
 #[test]
 fn a_link_in_the_place_of_a_directory_is_refused_naming_it() {
     let root = scratch("link");
-    let outside = root.0.join("outside");
+    let outside = root.join("outside");
     fs::create_dir(&outside).unwrap();
-    let link = root.0.join("running");
+    let link = root.join("running");
     std::os::unix::fs::symlink(&outside, &link).unwrap();
     let err = Dir::open(&link).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
     let said = explain(&link, &err);
     assert!(said.starts_with(&link.display().to_string()), "{said}");
     assert!(said.contains("symbolic link"), "{said}");
-    let parent = Dir::open(&root.0).unwrap();
+    let parent = Dir::open(root.path()).unwrap();
     assert_eq!(
         parent.open_child("running").unwrap_err().raw_os_error(),
         Some(libc::ELOOP)
@@ -207,17 +199,17 @@ fn a_link_in_the_place_of_a_directory_is_refused_naming_it() {
 #[test]
 fn a_directory_swapped_for_a_link_after_opening_redirects_nothing() {
     let root = scratch("swap");
-    let running = root.0.join("running");
+    let running = root.join("running");
     fs::create_dir(&running).unwrap();
     fs::write(running.join("a.json"), "a").unwrap();
-    let outside = root.0.join("outside");
+    let outside = root.join("outside");
     fs::create_dir(&outside).unwrap();
     fs::write(outside.join("a.json"), "outside").unwrap();
     fs::write(outside.join("b.json"), "outside").unwrap();
     fs::set_permissions(&outside, Permissions::from_mode(0o751)).unwrap();
 
     let dir = Dir::open(&running).unwrap();
-    let moved = root.0.join("moved");
+    let moved = root.join("moved");
     fs::rename(&running, &moved).unwrap();
     std::os::unix::fs::symlink(&outside, &running).unwrap();
 
@@ -243,7 +235,7 @@ fn a_directory_swapped_for_a_link_after_opening_redirects_nothing() {
 #[test]
 fn a_private_write_is_0600_staged_and_listed_once() {
     let root = scratch("write");
-    let dir = Dir::open(&root.0).unwrap();
+    let dir = Dir::open(root.path()).unwrap();
     dir.write_private("x.json", b"one").unwrap();
     dir.write_private("x.json", b"two").unwrap();
     let read = dir.read_small("x.json", 16).unwrap();
@@ -260,18 +252,18 @@ fn a_private_write_is_0600_staged_and_listed_once() {
 #[test]
 fn links_fifos_and_large_files_are_refused_without_blocking() {
     let root = scratch("read");
-    let dir = Dir::open(&root.0).unwrap();
-    fs::write(root.0.join("big"), vec![b'x'; 2048]).unwrap();
+    let dir = Dir::open(root.path()).unwrap();
+    fs::write(root.join("big"), vec![b'x'; 2048]).unwrap();
     assert!(matches!(
         dir.read_small("big", 1024),
         Err(ReadRefusal::Invalid(_))
     ));
-    std::os::unix::fs::symlink(root.0.join("big"), root.0.join("link")).unwrap();
+    std::os::unix::fs::symlink(root.join("big"), root.join("link")).unwrap();
     assert_eq!(
         dir.read_small("link", 4096).unwrap_err(),
         ReadRefusal::Invalid("is a symbolic link".into())
     );
-    let fifo = CString::new(root.0.join("fifo").as_os_str().as_bytes()).unwrap();
+    let fifo = CString::new(root.join("fifo").as_os_str().as_bytes()).unwrap();
     // SAFETY: `fifo` is a NUL-terminated path alive for the call.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
     assert!(matches!(
@@ -287,14 +279,14 @@ fn links_fifos_and_large_files_are_refused_without_blocking() {
 #[test]
 fn a_tree_is_removed_without_following_its_links() {
     let root = scratch("tree");
-    let outside = root.0.join("outside");
+    let outside = root.join("outside");
     fs::create_dir(&outside).unwrap();
     fs::write(outside.join("keep"), "k").unwrap();
-    let tree = root.0.join("tree");
+    let tree = root.join("tree");
     fs::create_dir_all(tree.join("a/b")).unwrap();
     fs::write(tree.join("a/b/f"), "f").unwrap();
     std::os::unix::fs::symlink(&outside, tree.join("a/link")).unwrap();
-    let dir = Dir::open(&root.0).unwrap();
+    let dir = Dir::open(root.path()).unwrap();
     dir.remove_tree("tree").unwrap();
     assert!(!tree.exists());
     assert_eq!(fs::read(outside.join("keep")).unwrap(), b"k");

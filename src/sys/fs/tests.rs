@@ -1,41 +1,27 @@
 use super::*;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::scratch::Scratch;
 
-struct Scratch(PathBuf);
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 fn scratch_dir() -> Scratch {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mur-unit-fs-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+    Scratch::new("fs")
 }
 
 #[test]
 fn links_fifos_and_large_files_are_refused() {
     let root = scratch_dir();
-    let big = root.0.join("big");
+    let big = root.join("big");
     fs::write(&big, vec![b'x'; 2048]).unwrap();
     assert!(matches!(
         read_small_regular(&big, 1024),
         Err(ReadRefusal::Invalid(_))
     ));
     assert_eq!(read_small_regular(&big, 4096).unwrap().len(), 2048);
-    let link = root.0.join("link");
+    let link = root.join("link");
     std::os::unix::fs::symlink(&big, &link).unwrap();
     assert_eq!(
         read_small_regular(&link, 4096),
         Err(ReadRefusal::Invalid("is a symbolic link".into()))
     );
-    let fifo = root.0.join("fifo");
+    let fifo = root.join("fifo");
     assert!(
         std::process::Command::new("mkfifo")
             .arg(&fifo)
@@ -48,7 +34,7 @@ fn links_fifos_and_large_files_are_refused() {
         Err(ReadRefusal::Invalid(_))
     ));
     assert_eq!(
-        read_small_regular(&root.0.join("none"), 1),
+        read_small_regular(&root.join("none"), 1),
         Err(ReadRefusal::Vanished)
     );
 }
@@ -56,7 +42,7 @@ fn links_fifos_and_large_files_are_refused() {
 #[test]
 fn path_lookup_searches_absolute_entries_only() {
     let root = scratch_dir();
-    let (abs, plain) = (root.0.join("abs"), root.0.join("plain"));
+    let (abs, plain) = (root.join("abs"), root.join("plain"));
     fs::create_dir_all(&abs).unwrap();
     fs::create_dir_all(&plain).unwrap();
     for (dir, mode) in [(&abs, 0o755), (&plain, 0o644)] {
