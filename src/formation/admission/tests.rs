@@ -5,13 +5,21 @@ use std::os::unix::fs::PermissionsExt;
 
 /// A project directory, removed on drop, holding capsules `a` (no peer tasks), `b` and `c`
 /// (accepting peer tasks), every door authenticated, each with an executable handler.
-struct Project(PathBuf, crate::scratch::Scratch);
+struct Project {
+    /// The directory's canonical path, as `admit` makes the roster's directory.
+    path: PathBuf,
+    /// Holds the directory until the project is dropped.
+    _dir: crate::scratch::Scratch,
+}
 
 impl Project {
     fn new() -> Project {
         let dir = crate::scratch::Scratch::new("admission");
         // Canonical, as `admit` makes the roster's directory.
-        let project = Project(fs::canonicalize(&dir).unwrap(), dir);
+        let project = Project {
+            path: fs::canonicalize(&dir).unwrap(),
+            _dir: dir,
+        };
         project.capsule("a", &manifest("a", false, true));
         project.capsule("b", &manifest("b", true, true));
         project.capsule("c", &manifest("c", true, true));
@@ -19,7 +27,7 @@ impl Project {
     }
 
     fn capsule(&self, name: &str, manifest: &Value) {
-        let dir = self.0.join(name);
+        let dir = self.path.join(name);
         fs::create_dir_all(&dir).unwrap();
         let handler = dir.join("handler.sh");
         fs::write(&handler, "#!/bin/sh\ncat\n").unwrap();
@@ -29,7 +37,7 @@ impl Project {
 
     /// Write `text` at `path`, relative to the project.
     fn write(&self, path: &str, text: &str) {
-        let path = self.0.join(path);
+        let path = self.path.join(path);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, text).unwrap();
     }
@@ -306,7 +314,7 @@ fn each_bad_roster_is_refused_naming_what_is_wrong() {
         if let Some(roster) = &case.roster {
             project.write(case.at, roster);
         }
-        let roster_path = project.0.join(case.at);
+        let roster_path = project.path.join(case.at);
         let err = match admit(&roster_path) {
             Ok(formation) => panic!("{}: admitted {formation:?}", case.what),
             Err(err) => err,
@@ -319,7 +327,7 @@ fn each_bad_roster_is_refused_naming_what_is_wrong() {
             case.what
         );
         for fragment in &case.says {
-            let fragment = fragment.replace("{project}", &project.0.display().to_string());
+            let fragment = fragment.replace("{project}", &project.path.display().to_string());
             assert!(
                 err.contains(&fragment),
                 "{}: {fragment:?} not in {err}",
@@ -346,7 +354,7 @@ fn public_doors_are_admitted_when_nobody_calls_anybody() {
             None,
         ),
     );
-    let formation = admit(&project.0.join("roster.json")).unwrap();
+    let formation = admit(&project.path.join("roster.json")).unwrap();
     assert_eq!(formation.entry().name, "a");
     assert_eq!(formation.peers().count(), 2);
     assert!(formation.members.iter().all(|m| m.callees.is_empty()));
