@@ -75,7 +75,7 @@ impl Sse {
                     return Some(serde_json::from_str(&data).expect("an event's data is JSON"));
                 }
             }
-            let mut chunk = [0u8; 8192];
+            let mut chunk = [0u8; 64 * 1024];
             match self.stream.read(&mut chunk) {
                 Ok(0) => return None,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
