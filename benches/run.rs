@@ -84,11 +84,11 @@ mod mixes;
 #[path = "../tests/common/mod.rs"]
 #[allow(dead_code)]
 mod tests_common;
-use tests_common::sse::Sse;
 use common::{
     Binaries, GLIBC, Home, Style, fail, leftovers, loadavg, median, mkdir, mur, percentile, signal,
     table, write,
 };
+use tests_common::sse::Sse;
 
 /// Seconds from 1 s up, microseconds below 1 ms; a spread has its 90th percentile and count.
 const STYLE: Style = Style {

@@ -34,9 +34,14 @@ pub fn own_process(test: &str) -> bool {
         .unwrap_or_else(|e| panic!("running {} for {test}: {e}", binary.display()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    // Into this test's captured output: shown with a failure, or under --nocapture.
-    print!("{stdout}");
-    eprint!("{stderr}");
+    // Into this test's captured output (shown with a failure, or under --nocapture), indented:
+    // the child's own `test result:` line is not one of this run's (`.ci/run` sums those).
+    for line in stdout.lines() {
+        println!("  {line}");
+    }
+    for line in stderr.lines() {
+        eprintln!("  {line}");
+    }
     assert!(
         out.status.success() && stdout.contains("test result: ok. 1 passed"),
         "{test} in a process of its own: {} (its output is above)",
@@ -55,5 +60,7 @@ pub fn in_own_process() -> bool {
 /// allowance, and a test that sets the limit would see the other's processes.
 pub fn as_nobody() -> MutexGuard<'static, ()> {
     static NOBODY: Mutex<()> = Mutex::new(());
-    NOBODY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    NOBODY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

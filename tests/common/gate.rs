@@ -25,7 +25,11 @@ impl Gate {
 
     /// A gate at `file`, whose directory exists and which does not.
     pub fn at(file: PathBuf) -> Gate {
-        assert!(!file.exists(), "a gate starts closed: {} exists", file.display());
+        assert!(
+            !file.exists(),
+            "a gate starts closed: {} exists",
+            file.display()
+        );
         Gate { file }
     }
 

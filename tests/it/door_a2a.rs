@@ -5,7 +5,6 @@
 
 use crate::common;
 
-
 use common::{
     gate::Gate,
     home::Home,

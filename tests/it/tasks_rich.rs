@@ -91,11 +91,7 @@ fn every_part_reaches_the_handler_and_its_files_come_back() {
         {"raw": "aGVsbG8=", "filename": "h.txt", "mediaType": "text/plain"},
         {"url": "https://example.com/f.png", "filename": "f.png"},
     ]);
-    let answer = session.call(
-        None,
-        "SendMessage",
-        v1_send(sent.clone()),
-    );
+    let answer = session.call(None, "SendMessage", v1_send(sent.clone()));
     let task = &answer["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
     let parts = task["artifacts"][0]["parts"].as_array().unwrap();
@@ -315,11 +311,7 @@ printf ok > good.txt
 echo done
 "#;
     let session = home.start(&[&capsule(&home, "odd", json!({}), script)]);
-    let done = session.call(
-        None,
-        "SendMessage",
-        v1_send(json!([{"text": "x"}])),
-    );
+    let done = session.call(None, "SendMessage", v1_send(json!([{"text": "x"}])));
     let parts = &done["task"]["artifacts"][0]["parts"];
     assert_eq!(
         parts,
