@@ -80,10 +80,15 @@ use std::time::{Duration, Instant};
 mod common;
 #[path = "run/mixes.rs"]
 mod mixes;
+/// The integration tests' support code: its event-stream reader. The bench uses a little of it.
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)]
+mod tests_common;
 use common::{
     Binaries, GLIBC, Home, Style, fail, leftovers, loadavg, median, mkdir, mur, percentile, signal,
     table, write,
 };
+use tests_common::sse::Sse;
 
 /// Seconds from 1 s up, microseconds below 1 ms; a spread has its 90th percentile and count.
 const STYLE: Style = Style {
@@ -1062,38 +1067,13 @@ fn report_large_requests(home: &Home) -> u64 {
     status.hwm_kib
 }
 
-/// Send one `message/stream` to the door at `url`, giving each event's `data` to
-/// `on_event` until the stream ends.
+/// Send one `message/stream` carrying [`TEXT`] to the door at `url`, giving each event's
+/// `data` to `on_event` until the stream ends (the tests' reader: a failure panics, and the
+/// bench's panic hook cleans up).
 fn stream_events(url: &str, mut on_event: impl FnMut(&serde_json::Value)) {
-    let body = rpc_request(url, "message/stream");
-    let mut stream =
-        TcpStream::connect(url).unwrap_or_else(|err| fail(&format!("connect {url}: {err}")));
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-    stream
-        .write_all(&body)
-        .unwrap_or_else(|err| fail(&format!("write: {err}")));
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 64 * 1024];
-    let mut past_head = false;
-    loop {
-        if !past_head && let Some(at) = find(&buf, b"\r\n\r\n") {
-            buf.drain(..at + 4);
-            past_head = true;
-        }
-        while past_head && let Some(at) = find(&buf, b"\n\n") {
-            let event: Vec<u8> = buf.drain(..at + 2).collect();
-            if let Some(data) = event.strip_prefix(b"data: ") {
-                let value = serde_json::from_slice(&data[..data.len() - 2])
-                    .unwrap_or_else(|_| fail("an event is not JSON"));
-                on_event(&value);
-            }
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(err) => fail(&format!("read: {err}")),
-        }
+    let mut stream = Sse::open(url, None, "message/stream", message_params());
+    while let Some(event) = stream.next() {
+        on_event(&event);
     }
 }
 
@@ -1360,12 +1340,16 @@ fn message_send(url: &str) -> Vec<u8> {
     rpc_request(url, "message/send")
 }
 
+/// `message/send` (or `message/stream`) params: one user message carrying [`TEXT`].
+fn message_params() -> serde_json::Value {
+    serde_json::json!({"message": {"kind": "message", "role": "user", "messageId": "bench",
+        "parts": [{"kind": "text", "text": TEXT}]}})
+}
+
 /// A `method` request (`message/send` or `message/stream`) carrying [`TEXT`].
 fn rpc_request(url: &str, method: &str) -> Vec<u8> {
     let body = serde_json::json!({
-        "jsonrpc": "2.0", "id": 1, "method": method,
-        "params": {"message": {"kind": "message", "role": "user", "messageId": "bench",
-            "parts": [{"kind": "text", "text": TEXT}]}},
+        "jsonrpc": "2.0", "id": 1, "method": method, "params": message_params(),
     })
     .to_string();
     format!(
@@ -1617,9 +1601,23 @@ impl ProcStatus {
 impl Home {
     /// A capsule directory `name` whose handler is `run`; `script` is written as `handler.sh`.
     fn capsule(&self, name: &str, run: &[&str], script: Option<&str>) -> PathBuf {
+        self.capsule_with(name, run, script, None)
+    }
+
+    /// The same, with the manifest's `lifecycle` section when given.
+    fn capsule_with(
+        &self,
+        name: &str,
+        run: &[&str],
+        script: Option<&str>,
+        lifecycle: Option<serde_json::Value>,
+    ) -> PathBuf {
         let dir = self.root().join(name);
         mkdir(&dir);
-        let manifest = serde_json::json!({"name": name, "version": "1.0.0", "run": run});
+        let mut manifest = serde_json::json!({"name": name, "version": "1.0.0", "run": run});
+        if let Some(lifecycle) = lifecycle {
+            manifest["lifecycle"] = lifecycle;
+        }
         write(&dir.join("murmur.json"), manifest.to_string().as_bytes());
         if let Some(script) = script {
             let path = dir.join("handler.sh");

@@ -24,7 +24,7 @@ pub const GLIBC: &str = env!("CARGO_BIN_EXE_mur");
 /// The binary every bench measures: the one users run. `MUR_BENCH_BIN` if set (it must be named
 /// `mur`: see [`Binaries::from_env`]); else what `install.sh` builds (the static musl binary),
 /// installed into `<target dir>/bench-install` and built in `<target dir>/install-sh`, the
-/// directory `tests/install.rs` builds in too, so either reuses the other's build.
+/// directory `tests/it/install.rs` builds in too, so either reuses the other's build.
 pub fn mur() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| match std::env::var_os("MUR_BENCH_BIN") {

@@ -3,8 +3,9 @@
 //! budget (128 MiB) and the goal every mix must keep under (256 MiB). The 1,000-client mix is
 //! the `clients` section's.
 
-use super::{Answer, Conn, Home, ProcStatus, Session, fail, mkdir, write};
-use std::io::Write;
+use super::tests_common::{gate::Gate, sse::Sse};
+use super::{Answer, Conn, Home, ProcStatus, Session, fail};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 const GOAL_MIB: f64 = 256.0;
@@ -42,19 +43,8 @@ fn request(url: &str, body: &str) -> Vec<u8> {
 
 /// A capsule `name` whose handler is the shell `script`, taking 4 tasks at once and queueing 256.
 fn capsule(home: &Home, name: &str, script: &str) -> std::path::PathBuf {
-    let dir = home.root().join(name);
-    mkdir(&dir);
-    let manifest = serde_json::json!({"name": name, "version": "1.0.0", "run": ["./handler.sh"],
-        "lifecycle": {"concurrency": 4, "queue_depth": 256}});
-    write(&dir.join("murmur.json"), manifest.to_string().as_bytes());
-    let handler = dir.join("handler.sh");
-    write(&handler, script.as_bytes());
-    std::fs::set_permissions(
-        &handler,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap_or_else(|err| fail(&format!("{}: {err}", handler.display())));
-    dir
+    let lifecycle = serde_json::json!({"concurrency": 4, "queue_depth": 256});
+    home.capsule_with(name, &["./handler.sh"], Some(script), Some(lifecycle))
 }
 
 fn data_parts(home: &Home) -> (u64, String) {
@@ -109,11 +99,10 @@ fn parked(home: &Home) -> (u64, String) {
 }
 
 fn resubscribers(home: &Home) -> (u64, String) {
-    let gate = home.root().join("mixes-gate");
-    mkdir(&gate);
+    let gate = Gate::at(home.root().join("mixes-gate"));
     let script = format!(
-        "#!/bin/sh\ncat >/dev/null\nwhile [ ! -e '{}/go' ]; do sleep 0.05; done\nmkdir -p \"$MUR_TASK_DIR/out\"\nhead -c 3000000 /dev/zero > \"$MUR_TASK_DIR/out/big.bin\"\necho done\n",
-        gate.display()
+        "#!/bin/sh\ncat >/dev/null\n{}mkdir -p \"$MUR_TASK_DIR/out\"\nhead -c 3000000 /dev/zero > \"$MUR_TASK_DIR/out/big.bin\"\necho done\n",
+        gate.wait()
     );
     let dir = capsule(home, "big", &script);
     let session = Session::start(home, &[dir.as_os_str()]);
@@ -125,21 +114,11 @@ fn resubscribers(home: &Home) -> (u64, String) {
         .as_str()
         .unwrap_or_else(|| fail("message/send: no task id"))
         .to_string();
-    let resubscribe = serde_json::json!({"jsonrpc": "2.0", "id": 2,
-        "method": "tasks/resubscribe", "params": {"id": id}})
-    .to_string();
     let readers: Vec<std::net::TcpStream> = (0..127)
-        .map(|_| {
-            let mut stream = std::net::TcpStream::connect(&session.url)
-                .unwrap_or_else(|err| fail(&format!("connect: {err}")));
-            stream
-                .write_all(&request(&session.url, &resubscribe))
-                .unwrap_or_else(|err| fail(&format!("write: {err}")));
-            stream
-        })
+        .map(|_| Sse::send(&session.url, None, "tasks/resubscribe", json!({"id": id})))
         .collect();
     std::thread::sleep(Duration::from_secs(1));
-    write(&gate.join("go"), b"");
+    gate.open();
     let get = serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get",
         "params": {"id": id}})
     .to_string();

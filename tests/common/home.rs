@@ -168,9 +168,7 @@ impl Home {
 
     /// `mur token ARGS…`: the one token it prints.
     pub fn token(&self, args: &[&str]) -> String {
-        let mut full = vec!["token"];
-        full.extend_from_slice(args);
-        let out = self.mur(&full);
+        let out = self.mur(&[&["token"][..], args].concat());
         out.expect_code(0);
         let token = out
             .stdout

@@ -200,7 +200,7 @@ impl Http {
     /// Read more bytes into the buffer; `false` at EOF.
     fn fill(&mut self) -> std::io::Result<bool> {
         let mut chunk = [0u8; 16 * 1024];
-        let n = self.stream.read(&mut chunk)?;
+        let n = read_again_if_interrupted(&mut self.stream, &mut chunk)?;
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(n > 0)
     }
@@ -211,7 +211,7 @@ impl Http {
         self.set_read_timeout(within);
         let mut chunk = [0u8; 1024];
         loop {
-            match self.stream.read(&mut chunk) {
+            match read_again_if_interrupted(&mut self.stream, &mut chunk) {
                 Ok(0) => return true,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
@@ -349,9 +349,21 @@ pub fn read_one_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Ht
                 return Some(HttpAnswer { status, head, body });
             }
         }
-        match stream.read(&mut chunk) {
+        match read_again_if_interrupted(stream, &mut chunk) {
             Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// `stream.read`, again while it fails `EINTR`. A read from a socket with a timeout fails so
+/// when the process is stopped and continued, even with no signal handler (signal(7)), and
+/// whatever stops this process stops every test in it, each perhaps in such a read.
+pub fn read_again_if_interrupted(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match stream.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
         }
     }
 }

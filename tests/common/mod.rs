@@ -1,6 +1,6 @@
-//! The support code every integration test shares, one module per concern. A test file takes it
-//! with `#[allow(dead_code)] mod common;` and imports by name what it uses, e.g.
-//! `use common::home::Home;`:
+//! The support code every integration test shares, one module per concern. The test crate
+//! (`tests/it/main.rs`) takes it once, `#[path = "../common/mod.rs"] mod common;`, and each
+//! test module imports by name what it uses, e.g. `use crate::common::home::Home;`:
 //!
 //! - [`home`]: a throwaway `HOME` ([`home::Home`]) and the paths `mur` keeps under it; writing
 //!   capsules and scripts.
@@ -10,6 +10,8 @@
 //!   and its launcher.
 //! - [`records`]: running records written the way `mur` writes them; reading `mur ps --json`.
 //! - [`process`]: processes and `/proc` readers.
+//! - [`alone`]: what a test may not share with the others in the one test process.
+//! - [`gate`]: a file a handler waits for, opened when the test says.
 //! - [`http`]: a raw HTTP/1.1 client.
 //! - [`door`]: a fake door (a tiny responder) and agent cards.
 //! - [`tokens`]: finding tokens in bytes and in a process's memory.
@@ -19,13 +21,11 @@
 //! - [`skip`]: how a test that cannot run here says so ([`skip::skipped`]).
 //!
 //! Everything here is scaffolding; the behaviour under test is always the `mur` binary's.
-//!
-//! Each tests/*.rs is its own crate and uses a subset of these helpers, so the helpers it does not
-//! use would be dead code there: that is why each test file puts `#[allow(dead_code)]` on its
-//! `mod common;` (and only that: an unused import is still a warning, and CI denies warnings).
 
+pub mod alone;
 pub mod door;
 pub mod formation;
+pub mod gate;
 pub mod home;
 pub mod http;
 pub mod process;

@@ -107,7 +107,16 @@ pub fn alive(pid: u32) -> bool {
 
 /// Make this test process a child subreaper: orphans of the processes it starts are reparented
 /// to it, so a test can see them, time their exits and reap them.
+///
+/// The flag holds for the whole process and is never cleared, so only a test running in a
+/// process of its own may set it ([`super::alone::own_process`]): in the shared process, every
+/// other test's orphans would become this process's zombies, and a test reaping its orphans
+/// could reap another test's child before that test waits on it.
 pub fn become_subreaper() {
+    assert!(
+        super::alone::in_own_process(),
+        "become_subreaper changes the whole test process: run the test alone::own_process first"
+    );
     #[cfg(target_os = "linux")]
     {
         // SAFETY: prctl with integer arguments only.
@@ -146,12 +155,6 @@ pub fn assert_all_dead(pids: &[u32], within: Duration, what: &str) {
         alive.is_empty(),
         "{what}: still alive after {within:?}: {alive:?}"
     );
-}
-
-/// Fail unless every pid in `pids` has exited within `within`.
-#[track_caller]
-pub fn assert_gone(pids: &[u32], within: Duration) {
-    assert_all_dead(pids, within, "processes that should have ended");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -92,11 +92,6 @@ pub fn record_for(session_id: &str, process: &Proc, url: &str) -> Value {
     record(session_id, process.pid(), &process.start(), url)
 }
 
-/// A fresh id with `prefix` (UUIDv7, minted now).
-pub fn id_with(prefix: &str) -> String {
-    id_at(prefix, next_ms())
-}
-
 /// A pseudo-random `u64` (not for secrets): different on every call.
 pub fn random_u64() -> u64 {
     static N: AtomicU64 = AtomicU64::new(0);

@@ -272,6 +272,16 @@ pub fn send_params(parts: &[&str], blocking: bool) -> Value {
     })
 }
 
+/// An A2A 1.0 user message with `parts` (1.0's shapes: `ROLE_USER`, no `kind`).
+pub fn v1_message(parts: Value) -> Value {
+    json!({"messageId": "m-1", "role": "ROLE_USER", "parts": parts})
+}
+
+/// 1.0 `SendMessage` (or `SendStreamingMessage`) params: one user message with `parts`.
+pub fn v1_send(parts: Value) -> Value {
+    json!({"message": v1_message(parts)})
+}
+
 /// The text of a task's `status.message`.
 pub fn status_text(task: &Value) -> String {
     task["status"]["message"]["parts"][0]["text"]

@@ -9,19 +9,20 @@ use std::panic::Location;
 use std::path::{Path, PathBuf};
 
 /// `skipped.tsv` under Cargo's `CARGO_TARGET_TMPDIR` (`target/tmp/`): one `test<TAB>reason`
-/// line per skip, appended by every test binary of a run. `.ci/run` removes it before
+/// line per skip, appended by every test of a run (and by a test in a process of its own,
+/// `super::alone::own_process`). `.ci/run` removes it before
 /// `cargo test` and prints it after.
 fn skipped_tsv() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped.tsv")
 }
 
 /// Record that `test` (the test function's name) skipped its check, and why. Call it just before
-/// the early `return`. The line names the test as `<test file>::<test>` (the file is the
+/// the early `return`. The line names the test as `<module file>::<test>` (the file is the
 /// caller's, e.g. `leaks::a_formation_task_under_strace_…`).
 ///
 /// The stderr line goes straight to the process's stderr, past the harness's capture, so it shows
 /// even when the test passes. The file line is one `write` on a file opened for appending, so
-/// tests running in parallel (in one binary or several) never interleave within a line.
+/// tests running in parallel (in one process or several) never interleave within a line.
 #[track_caller]
 pub fn skipped(test: &str, reason: &str) {
     let file = Path::new(Location::caller().file());

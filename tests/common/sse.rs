@@ -2,13 +2,13 @@
 //! events one at a time as they arrive, so a test can see what came before something else
 //! happened.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::http::find;
+use super::http::{find, read_again_if_interrupted};
 
 /// One open stream.
 pub struct Sse {
@@ -32,7 +32,7 @@ impl Sse {
                 break at;
             }
             let mut chunk = [0u8; 4096];
-            let n = stream.read(&mut chunk).expect("the response head");
+            let n = read_again_if_interrupted(&mut stream, &mut chunk).expect("the response head");
             assert!(
                 n > 0,
                 "closed before the head: {}",
@@ -75,8 +75,8 @@ impl Sse {
                     return Some(serde_json::from_str(&data).expect("an event's data is JSON"));
                 }
             }
-            let mut chunk = [0u8; 8192];
-            match self.stream.read(&mut chunk) {
+            let mut chunk = [0u8; 64 * 1024];
+            match read_again_if_interrupted(&mut self.stream, &mut chunk) {
                 Ok(0) => return None,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(err) => panic!("reading the stream: {err}"),

@@ -1,4 +1,4 @@
-//! Scaffolding for tests/kubernetes.rs: emitting and reading the manifests, the schema
+//! Scaffolding for tests/it/kubernetes.rs: emitting and reading the manifests, the schema
 //! validator, and members run from their emitted configuration — each in a network namespace of
 //! its own when this runs as root, else on loopback at distinct addresses.
 
@@ -43,7 +43,7 @@ impl Emitted {
     /// `mur formation ROSTER --emit kubernetes --image registry.example/mur-review:1 EXTRA…`.
     #[track_caller]
     pub fn of(home: &Home, roster: &Path, extra: &[&str]) -> Self {
-        let mut args = vec![
+        let emit = [
             "formation",
             roster.to_str().unwrap(),
             "--emit",
@@ -51,8 +51,7 @@ impl Emitted {
             "--image",
             "registry.example/mur-review:1",
         ];
-        args.extend_from_slice(extra);
-        let out = home.mur(&args);
+        let out = home.mur(&[&emit[..], extra].concat());
         out.expect_code(0);
         let docs = out
             .stdout

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Install kubernetes-validate (PyPI), the Kubernetes schema validator tests/kubernetes.rs checks
+# Install kubernetes-validate (PyPI), the Kubernetes schema validator tests/it/kubernetes.rs checks
 # the emitted manifests with, into the venv target/kubernetes-validate. .ci/run runs it, and the
 # test runs it on first use, so it need not be run by hand. Safe to run unconditionally: when
 # Python, venv or PyPI is not available it prints a loud warning, leaves nothing half-made
 # behind, and exits 0 -- the test then records that it SKIPPED, and why.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=tests/venv.sh
+. tests/venv.sh
 
 PYTHON=${PYTHON:-python3}
 PKG=kubernetes-validate VERSION=1.37.0 DIR=target/kubernetes-validate
@@ -14,7 +16,7 @@ give_up() {
     rm -rf "$DIR"
     echo "" >&2
     echo "*** WARNING: tests/kube/setup.sh: $* ***" >&2
-    echo "*** WARNING: the schema checks of tests/kubernetes.rs will be SKIPPED ***" >&2
+    echo "*** WARNING: the schema checks of tests/it/kubernetes.rs will be SKIPPED ***" >&2
     exit 0
 }
 
@@ -25,13 +27,5 @@ if [ -x "$DIR/bin/kubernetes-validate" ] &&
 fi
 mkdir -p target
 rm -rf "$DIR"
-command -v "$PYTHON" >/dev/null 2>&1 || give_up "no $PYTHON on PATH"
-"$PYTHON" -m venv "$DIR" >/dev/null 2>&1 ||
-    give_up "'$PYTHON -m venv' failed (on Debian: apt-get install python3-venv)"
-if ! "$DIR/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-    --timeout 30 --retries 2 "$PKG==$VERSION" >"$DIR.log" 2>&1; then
-    tail -n 5 "$DIR.log" >&2
-    give_up "could not install $PKG==$VERSION from PyPI (unreachable?)"
-fi
-rm -f "$DIR.log"
+pip_venv "$DIR" "$PKG" "$VERSION"
 echo "tests/kube/setup.sh: installed $PKG $VERSION in $DIR"

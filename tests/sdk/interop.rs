@@ -1,5 +1,5 @@
-//! Interop with the official A2A SDK clients, shared by `tests/a2a_sdk*.rs` (each takes it with
-//! `#[path = "sdk/interop.rs"] mod interop;`): the real `mur run` door, unmodified, is driven by a
+//! Interop with the official A2A SDK clients, shared by the `a2a_sdk*` test modules (the test
+//! crate declares it once, `tests/it/main.rs`): the real `mur run` door, unmodified, is driven by a
 //! script in `tests/sdk/` that uses only the SDK's own client code, and prints one JSON summary
 //! line that [`round_trip`] checks — or, for [`interop_stream`], the SDK's streaming call against
 //! a handler that writes in two steps, whose events [`check_stream`] checks.
@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::common::gate::Gate;
 use crate::common::home::{Home, repo};
 use crate::common::run::{Drain, run_to_end, wait_child};
 use crate::common::session::Session;
@@ -38,12 +39,10 @@ const DEADLINE: Duration = Duration::from_secs(90);
 /// How long the streaming SDK script may take to report the first chunk (its start included).
 const FIRST_CHUNK_DEADLINE: Duration = Duration::from_secs(45);
 
-/// What the streaming handler writes, in two steps.
-const STREAMED: [&str; 2] = ["first\n", "second\n"];
-
-/// What a stream sends of it: a newline ending the output so far waits for more output, and the
-/// last is never sent (docs/capsules.md, the handler contract) — so the first chunk lacks its newline, and
-/// the chunks joined are the stored answer, byte for byte.
+/// What a stream sends of the streaming handler's `first` and `second` lines
+/// (`common::gate::Gate::two_steps`): a newline ending the output so far waits for more output,
+/// and the last is never sent (docs/capsules.md, the handler contract) — so the first chunk lacks
+/// its newline, and the chunks joined are the stored answer, byte for byte.
 const FIRST_SENT: &str = "first";
 const ASSEMBLED: &str = "first\nsecond";
 
@@ -585,10 +584,10 @@ pub fn interop_cancel(sdk: &Sdk, test: &str) {
     end(session);
 }
 
-/// Stream from a door whose handler writes [`STREAMED`] in two steps, with `sdk`'s own streaming
-/// call (`--stream`: a2a-sdk's `send_message` on a streaming `Client`, @a2a-js/sdk's
-/// `sendMessageStream`), and check each event it delivers ([`check_stream`]). The handler writes
-/// its second line only once the gate file exists, and the test makes that file only after the
+/// Stream from a door whose handler writes `first` and `second`, a line each, in two steps, with
+/// `sdk`'s own streaming call (`--stream`: a2a-sdk's `send_message` on a streaming `Client`,
+/// @a2a-js/sdk's `sendMessageStream`), and check each event it delivers ([`check_stream`]). The
+/// handler writes its second line only once the gate file exists, and the test makes that file only after the
 /// script has reported the first chunk: so the test passes only if the first chunk reached the SDK
 /// while the handler still ran (chunks sent at the end never come, and the script is failed after
 /// [`FIRST_CHUNK_DEADLINE`]). Records itself as skipped when the SDK cannot be had.
@@ -598,8 +597,12 @@ pub fn interop_stream(sdk: &Sdk, test: &str) {
         return;
     };
     let home = Home::new();
-    let gate = home.dir("gate").join("open");
-    let manifest = gated_capsule(&home, &gate);
+    let gate = Gate::new(&home);
+    let manifest = home.write_capsule(
+        "streaming",
+        json!({"name": "sdk-stream", "version": "1.0.0"}),
+        Some(&gate.two_steps()),
+    );
     let session = home.start(&[manifest.parent().unwrap().to_str().unwrap()]);
     let mut client = Streaming::spawn(sdk, &installed, &session);
 
@@ -611,7 +614,7 @@ pub fn interop_stream(sdk: &Sdk, test: &str) {
         FIRST_SENT,
         client.evidence(&session)
     );
-    std::fs::write(&gate, "").unwrap();
+    gate.open();
 
     let summary = client.summary(sdk, &session);
     check_stream(&sdk.protocol, &summary);
@@ -627,21 +630,6 @@ pub fn interop_stream(sdk: &Sdk, test: &str) {
         "the stored answer is the stream assembled: {kept}"
     );
     end(session);
-}
-
-/// A capsule whose handler writes `first`, waits for the file `gate`, then writes `second`; it
-/// gives up (failing the task) after 60 s without it, so nothing waits forever.
-fn gated_capsule(home: &Home, gate: &Path) -> PathBuf {
-    let script = format!(
-        "#!/bin/sh\ncat >/dev/null\nprintf '{}'\ni=0\nwhile [ ! -e '{}' ]; do\n  i=$((i+1))\n  \
-         if [ $i -gt 1200 ]; then echo 'the gate never opened' >&2; exit 3; fi\n  sleep 0.05\n\
-         done\nprintf '{}'\n",
-        STREAMED[0].replace('\n', "\\n"),
-        gate.display(),
-        STREAMED[1].replace('\n', "\\n"),
-    );
-    let manifest = json!({"name": "sdk-stream", "version": "1.0.0"});
-    home.write_capsule("streaming", manifest, Some(&script))
 }
 
 /// An SDK script streaming from the door: its stdout line by line as it comes, its stderr kept.

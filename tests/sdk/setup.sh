@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install one official A2A SDK client under target/, for the interop tests (tests/a2a_sdk*.rs)
+# Install one official A2A SDK client under target/, for the interop tests (tests/it/a2a_sdk*.rs)
 # that drive it against a real `mur run` door:
 #
 #   tests/sdk/setup.sh [py03]   target/a2a-venv    a2a-sdk (PyPI) 0.3.x   tests/sdk/a2a_client.py
@@ -18,6 +18,8 @@
 # pydantic or protobuf); @a2a-js/sdk's client needs nothing beyond the package (fetch is Node's).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=tests/venv.sh
+. tests/venv.sh
 
 WHICH=${1:-py03}
 PYTHON=${PYTHON:-python3}
@@ -52,7 +54,7 @@ esac
 warn() {
     echo "" >&2
     echo "*** WARNING: tests/sdk/setup.sh: $* ***" >&2
-    echo "*** WARNING: the A2A SDK interop test ($PKG $VERSION, tests/a2a_sdk*.rs) will be SKIPPED ***" >&2
+    echo "*** WARNING: the A2A SDK interop test ($PKG $VERSION, tests/it/a2a_sdk*.rs) will be SKIPPED ***" >&2
     echo "" >&2
 }
 
@@ -96,14 +98,7 @@ fi
 mkdir -p target
 rm -rf "$DIR"
 if [ "$KIND" = py ]; then
-    command -v "$PYTHON" >/dev/null 2>&1 || give_up "no $PYTHON on PATH"
-    "$PYTHON" -m venv "$DIR" >/dev/null 2>&1 ||
-        give_up "'$PYTHON -m venv' failed (on Debian: apt-get install python3-venv)"
-    if ! "$DIR/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
-        --timeout 30 --retries 2 "$PKG==$VERSION" >"$DIR.log" 2>&1; then
-        tail -n 5 "$DIR.log" >&2
-        give_up "could not install $PKG==$VERSION from PyPI (unreachable?)"
-    fi
+    pip_venv "$DIR" "$PKG" "$VERSION"
 else
     command -v "$NODE" >/dev/null 2>&1 || give_up "no $NODE on PATH"
     command -v "$NPM" >/dev/null 2>&1 || give_up "no $NPM on PATH"

@@ -8,12 +8,7 @@
 //! cannot be done they record the skip (`common::skip`: a loud `*** SKIPPED … ***` line and a line
 //! in `target/tmp/skipped.tsv`) and pass. The mount is undone by a guard, whatever happens.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{Read, Write};

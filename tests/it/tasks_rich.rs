@@ -4,12 +4,7 @@
 //! `history.json`), in both generations; cancel and the input timeout end a waiting task; the
 //! task directory is private and goes when the task ends.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -18,7 +13,7 @@ use std::time::Duration;
 
 use common::{
     home::{Home, mode_of},
-    session::{Session, send_params},
+    session::{Session, send_params, v1_message, v1_send},
     wait::{WAIT, wait_for, wait_until},
 };
 use serde_json::{Value, json};
@@ -71,10 +66,6 @@ fn capsule(home: &Home, name: &str, lifecycle: Value, script: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-fn v1_message(parts: Value) -> Value {
-    json!({"messageId": "m-1", "role": "ROLE_USER", "parts": parts})
-}
-
 /// Send `text` as the next turn of task `task` (in context `context`), in either generation;
 /// the task as that generation shows it.
 fn continue_task(session: &Session, task: &Value, text: &str, v1: bool) -> Value {
@@ -100,11 +91,7 @@ fn every_part_reaches_the_handler_and_its_files_come_back() {
         {"raw": "aGVsbG8=", "filename": "h.txt", "mediaType": "text/plain"},
         {"url": "https://example.com/f.png", "filename": "f.png"},
     ]);
-    let answer = session.call(
-        None,
-        "SendMessage",
-        json!({"message": v1_message(sent.clone())}),
-    );
+    let answer = session.call(None, "SendMessage", v1_send(sent.clone()));
     let task = &answer["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
     let parts = task["artifacts"][0]["parts"].as_array().unwrap();
@@ -324,11 +311,7 @@ printf ok > good.txt
 echo done
 "#;
     let session = home.start(&[&capsule(&home, "odd", json!({}), script)]);
-    let done = session.call(
-        None,
-        "SendMessage",
-        json!({"message": v1_message(json!([{"text": "x"}]))}),
-    );
+    let done = session.call(None, "SendMessage", v1_send(json!([{"text": "x"}])));
     let parts = &done["task"]["artifacts"][0]["parts"];
     assert_eq!(
         parts,

@@ -2,11 +2,11 @@
 //! moment, again and again, and checked for leftovers after each strike.
 //!
 //! Short CI variant (20 iterations):
-//!     cargo test --test chaos
+//!     cargo test --test it chaos::
 //! Full run (200 iterations, release build for speed):
-//!     MUR_CHAOS_ITERATIONS=200 cargo test --release --test chaos -- --nocapture
+//!     MUR_CHAOS_ITERATIONS=200 cargo test --release --test it chaos:: -- --nocapture
 //! Replay a run's choices (its seed is printed at the start and in the summary line):
-//!     MUR_CHAOS_SEED=<seed> MUR_CHAOS_ITERATIONS=<n> cargo test --test chaos -- --nocapture
+//!     MUR_CHAOS_SEED=<seed> MUR_CHAOS_ITERATIONS=<n> cargo test --test it chaos:: -- --nocapture
 //! Moments are real time, so a replay repeats every iteration's plan (shape, victim, signal,
 //! delay), not the exact interleaving it met.
 //!
@@ -35,12 +35,7 @@
 //! The test makes itself a child subreaper, so orphans (members of a SIGKILLed launcher,
 //! handlers of a SIGKILLed session) become its children and are reaped, never left as zombies.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -83,6 +78,13 @@ const NO_PID: u32 = 4_194_304;
 
 #[test]
 fn formations_and_sessions_leave_nothing_behind_whatever_is_struck_and_when() {
+    // As a subreaper it inherits the orphans of everything it strikes and reaps them: alone, or
+    // it would inherit and reap other tests' processes too.
+    if !common::alone::own_process(
+        "chaos::formations_and_sessions_leave_nothing_behind_whatever_is_struck_and_when",
+    ) {
+        return;
+    }
     let iterations = match std::env::var("MUR_CHAOS_ITERATIONS") {
         Ok(n) => n
             .trim()

@@ -2,12 +2,7 @@
 //! never the door. Every case ends with a valid card request on a new connection, which must be
 //! served, and the session process must still be running.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::sync::Arc;

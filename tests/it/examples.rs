@@ -2,18 +2,14 @@
 //! streams its lines as it writes them, `greeter` asks a question and is answered in a second
 //! turn, `parts` reads every part from `message.json` and sends files back from `out/`.
 
-// The shared test helpers signal the sessions they start; `unsafe` stays denied in the product.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Instant;
 
 use common::home::{Home, repo};
-use common::session::send_params;
+use common::session::{send_params, v1_send};
 use serde_json::{Value, json};
 
 fn example(name: &str) -> String {
@@ -69,12 +65,12 @@ fn greeter_asks_and_is_answered_in_a_second_turn() {
 fn parts_sends_every_part_back_as_a_file() {
     let home = Home::new();
     let session = home.start(&[&example("parts")]);
-    let message = json!({"messageId": "m", "role": "ROLE_USER", "parts": [
+    let sent = json!([
         {"text": "hi"},
         {"data": {"n": 1}},
         {"raw": "aGk=", "filename": "hi.txt", "mediaType": "text/plain"},
-    ]});
-    let task = session.call(None, "SendMessage", json!({"message": message}))["task"].clone();
+    ]);
+    let task = session.call(None, "SendMessage", v1_send(sent.clone()))["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
     let parts = task["artifacts"][0]["parts"].as_array().unwrap();
     let named = |name: &str| {
@@ -84,7 +80,7 @@ fn parts_sends_every_part_back_as_a_file() {
             .unwrap_or_else(|| panic!("no {name} in {task}"))
     };
     let received = &named("received.json")["data"];
-    assert_eq!(received["parts"], message["parts"], "every part, 1.0 shape");
+    assert_eq!(received["parts"], sent, "every part, 1.0 shape");
     let note = named("note.txt")["raw"].as_str().unwrap();
     assert!(!note.is_empty());
     assert_eq!(

@@ -11,15 +11,7 @@
 //! skipped and passes. `tests/sdk/interop.rs` has the harness (shared with `a2a_sdk_v1.rs`, the
 //! 1.x SDK over A2A 1.0, and `a2a_sdk_js.rs`, the JavaScript SDKs).
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
-#[allow(dead_code)] // each a2a_sdk*.rs drives some of the SDKs
-#[path = "sdk/interop.rs"]
-mod interop;
+use crate::interop;
 
 use interop::{Door, PY03, interop, interop_cancel, interop_stream};
 

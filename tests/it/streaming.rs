@@ -3,39 +3,26 @@
 //! be resubscribed to mid-way; a reader that never reads costs only its own stream; and
 //! `mur run --task` prints the answer as it comes.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::mpsc;
 
 use common::{
+    gate::Gate,
     home::Home,
-    session::send_params,
+    session::{send_params, v1_send},
     sse::Sse,
     wait::{WAIT, wait_for, wait_until},
 };
 use serde_json::{Value, json};
 
-/// Writes `first`, waits for `<gate>/release`, writes `second`.
-fn two_step_capsule(home: &Home, gate: &Path) -> String {
-    let script = format!(
-        "#!/bin/sh\ncat >/dev/null\necho first\nwhile [ ! -e '{}/release' ]; do sleep 0.02; done\necho second\n",
-        gate.display()
-    );
+/// Writes `first`, waits at `gate`, writes `second`.
+fn two_step_capsule(home: &Home, gate: &Gate) -> String {
     let manifest = json!({"name": "steps", "version": "1.0.0"});
-    let path = home.write_capsule("steps", manifest, Some(&script));
+    let path = home.write_capsule("steps", manifest, Some(&gate.two_steps()));
     path.to_str().unwrap().to_string()
-}
-
-fn release(gate: &Path) {
-    std::fs::write(gate.join("release"), "").unwrap();
 }
 
 /// The text of an artifact update's parts, in either generation.
@@ -51,7 +38,7 @@ fn chunk_text(update: &Value) -> String {
 #[test]
 fn the_first_chunk_arrives_before_the_handler_ends_in_0_3() {
     let home = Home::new();
-    let gate = home.dir("gate");
+    let gate = Gate::new(&home);
     let session = home.start(&[&two_step_capsule(&home, &gate)]);
     let mut sse = Sse::open(
         &session.url,
@@ -77,7 +64,7 @@ fn the_first_chunk_arrives_before_the_handler_ends_in_0_3() {
         "the chunk came while the handler still runs (its newline waits for more output)"
     );
     assert_eq!(first["append"], false);
-    release(&gate);
+    gate.open();
     let rest = sse.rest();
     let text: String = rest
         .iter()
@@ -107,10 +94,9 @@ fn the_first_chunk_arrives_before_the_handler_ends_in_0_3() {
 #[test]
 fn the_first_chunk_arrives_before_the_handler_ends_in_1_0() {
     let home = Home::new();
-    let gate = home.dir("gate");
+    let gate = Gate::new(&home);
     let session = home.start(&[&two_step_capsule(&home, &gate)]);
-    let params =
-        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "go"}]}});
+    let params = v1_send(json!([{"text": "go"}]));
     let mut sse = Sse::open(&session.url, Some("1.0"), "SendStreamingMessage", params);
     let task = sse.next().unwrap()["result"].clone();
     assert_eq!(
@@ -124,7 +110,7 @@ fn the_first_chunk_arrives_before_the_handler_ends_in_1_0() {
     );
     let first = sse.next().unwrap()["result"].clone();
     assert_eq!(chunk_text(&first["artifactUpdate"]), "first", "{first}");
-    release(&gate);
+    gate.open();
     let rest = sse.rest();
     let settled = &rest.last().unwrap()["statusUpdate"];
     assert_eq!(
@@ -141,7 +127,7 @@ fn the_first_chunk_arrives_before_the_handler_ends_in_1_0() {
 #[test]
 fn a_live_task_can_be_resubscribed_and_an_ended_one_cannot() {
     let home = Home::new();
-    let gate = home.dir("gate");
+    let gate = Gate::new(&home);
     let session = home.start(&[&two_step_capsule(&home, &gate)]);
     let task = session.send(None, "go", false);
     let id = task["id"].as_str().unwrap().to_string();
@@ -161,7 +147,7 @@ fn a_live_task_can_be_resubscribed_and_an_ended_one_cannot() {
         now["artifacts"][0]["parts"][0]["text"], "first",
         "with its answer so far"
     );
-    release(&gate);
+    gate.open();
     let rest = sse.rest();
     assert_eq!(
         rest.last().unwrap()["status"]["state"],
@@ -215,7 +201,7 @@ fn a_reader_that_never_reads_costs_only_its_own_stream() {
 #[test]
 fn mur_run_task_prints_the_answer_as_it_comes() {
     let home = Home::new();
-    let gate = home.dir("gate");
+    let gate = Gate::new(&home);
     let capsule = two_step_capsule(&home, &gate);
     let said = home.path().join("stderr");
     let mut child = home
@@ -233,7 +219,7 @@ fn mur_run_task_prints_the_answer_as_it_comes() {
     });
     let first = lines.recv_timeout(WAIT);
     // Let the handler end whatever happened, so nothing is left waiting on the gate.
-    release(&gate);
+    gate.open();
     assert_eq!(
         first.as_deref(),
         Ok("first"),
@@ -347,8 +333,7 @@ fn the_assembled_stream_equals_the_stored_answer() {
     assert_eq!(stored, "3\n2\nliftoff");
     let streamed = assembled(&old, |e| (e["kind"] == "artifact-update").then_some(e));
     assert_eq!(streamed, stored, "{old:?}");
-    let params =
-        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "go"}]}});
+    let params = v1_send(json!([{"text": "go"}]));
     let new = Sse::open(&session.url, Some("1.0"), "SendStreamingMessage", params).rest();
     let id = new[0]["task"]["id"].as_str().unwrap().to_string();
     let read = session.call(None, "GetTask", json!({"id": id}));
@@ -378,8 +363,7 @@ fn an_input_required_stream_closes_the_question_before_its_status() {
         assembled(&old, |e| (e["kind"] == "artifact-update").then_some(e)),
         "which one?"
     );
-    let params =
-        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "go"}]}});
+    let params = v1_send(json!([{"text": "go"}]));
     let new = Sse::open(&session.url, Some("1.0"), "SendStreamingMessage", params).rest();
     let last = new
         .iter()

@@ -1,12 +1,7 @@
 //! What a hostile record, handler or client can make `mur` do (DESIGN.md §2, §4, §5): one
 //! regression test per finding of the hardening review, each failing on the code before it.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -111,7 +106,7 @@ fn root_never_signals_another_users_process_through_a_record() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let _alone = NOBODY.lock().unwrap_or_else(|p| p.into_inner());
+    let _alone = common::alone::as_nobody();
     let child = Proc::from_command(nobody);
     wait_until(Duration::from_secs(5), "the sleep's start time", || {
         start_token(child.pid()).is_some()
@@ -309,15 +304,10 @@ fn nobodys_capsule_running(home: &Home, name: &str, script: &str) -> std::path::
     manifest
 }
 
-/// Held while this test binary runs anything as uid 65534: `RLIMIT_NPROC` counts every process
-/// and thread of the uid, so two such tests at once would spend each other's allowance. (Another
-/// test binary running as 65534 at the same moment would too; the suite runs none.)
-static NOBODY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// `mur ARGS…` run as uid 65534 in `<home>/nobody`, with at most `threads` processes and
 /// threads for that uid (`RLIMIT_NPROC`, which does not bind root), to its end.
 fn run_as_nobody(home: &Home, threads: u64, args: &[&str]) -> common::run::Output {
-    let _alone = NOBODY.lock().unwrap_or_else(|p| p.into_inner());
+    let _alone = common::alone::as_nobody();
     let nobody = home.path().join("nobody");
     let mut command = common::run::mur_command(&nobody, &nobody, args);
     command.uid(65534).gid(65534);

@@ -4,12 +4,7 @@
 //! door answers the readiness probe's request, and on systemd's stop (SIGTERM to the main
 //! process, there being no `ExecStop`) exits with a status the unit counts as success.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;

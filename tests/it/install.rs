@@ -9,12 +9,7 @@
 //! The release builds (LTO) take about a minute each the first time; they go to their own target
 //! directory under `target/` so later runs reuse them and never contend with the outer build.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -496,6 +491,9 @@ fn a_prefix_this_user_cannot_write_is_refused_and_nothing_is_created() {
     fs::create_dir(&locked).unwrap();
     let mut command = Command::new(&script);
     command.arg(locked.join("prefix")).current_dir(work.path());
+    // Its processes count against uid 65534's allowance while they run, as another module's
+    // tests budget it: one at a time.
+    let _nobody = crate::common::alone::as_nobody();
     // SAFETY: geteuid(2) has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         command.uid(65534).gid(65534);

@@ -11,12 +11,7 @@
 //!
 //! `MUR_PROVE_SCALE=N` multiplies the number of sessions (default 50).
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::fs;

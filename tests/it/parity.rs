@@ -1,12 +1,7 @@
 //! `mur cancel` and `mur control` against real sessions (DESIGN.md §6, issue 25): tokens from
 //! the record, never from argv; a secret from stdin, never argv.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,12 +2,7 @@
 //! §4, §5): what a task's end, a cancel or the session's end does to the processes around it.
 //! Each test fails on a session that sweeps its own orphans instead of each task's.
 
-// Test scaffolding signals processes and reads /proc directly; each block says why it is sound.
-// `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -9,15 +9,7 @@
 //! `landlock_create_ruleset`, installed in `mur run` before its exec: the binary under test is
 //! the very one that ships, with no switch of its own.
 
-// The shared helpers signal the sessions they start (libc::kill), and this file asks the kernel
-// for its Landlock ABI and installs that seccomp filter: each `unsafe` block says why it is
-// sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-// Landlock and seccomp are Linux's; elsewhere there is no sandbox to test.
-#![cfg(target_os = "linux")]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::process::CommandExt;

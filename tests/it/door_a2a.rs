@@ -3,26 +3,15 @@
 //! `ListTasks`, the follow-up and validation rules, the methods each generation refuses, scopes
 //! that grant their twins, and `murmur.StopSession`.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
-
-use std::path::Path;
+use crate::common;
 
 use common::{
+    gate::Gate,
     home::Home,
-    session::{Session, send_params},
+    session::{Session, send_params, v1_send},
     wait::WAIT,
 };
 use serde_json::{Value, json};
-
-/// `SendMessage` params: one 1.0 message with these parts.
-fn v1_send(parts: Value) -> Value {
-    json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": parts}})
-}
 
 /// The JSON-RPC answer to `method` sent with the `A2A-Version` header `version` (none for
 /// `None`), whatever generation the method is.
@@ -79,11 +68,11 @@ fn task_count(session: &Session, token: Option<&str>) -> u64 {
     listed["totalSize"].as_u64().expect("totalSize")
 }
 
-/// A capsule whose handler answers `done <stdin>` once `<gate>/release` exists.
-fn gated_capsule(home: &Home, gate: &Path) -> String {
+/// A capsule whose handler answers `done <stdin>` once `gate` is open.
+fn gated_capsule(home: &Home, gate: &Gate) -> String {
     let script = format!(
-        "#!/bin/sh\ninput=$(cat)\nwhile [ ! -e '{}/release' ]; do sleep 0.02; done\necho \"done $input\"\n",
-        gate.display()
+        "#!/bin/sh\ninput=$(cat)\n{}echo \"done $input\"\n",
+        gate.wait()
     );
     let manifest = home.write_capsule(
         "gated",
@@ -138,14 +127,14 @@ fn both_generations_send_and_read_the_same_task() {
 #[test]
 fn return_immediately_answers_before_the_handler_has_ended() {
     let home = Home::new();
-    let gate = home.dir("gate");
+    let gate = Gate::new(&home);
     let session = home.start(&[&gated_capsule(&home, &gate)]);
     let mut quick = v1_send(json!([{"text": "q"}]));
     quick["configuration"] = json!({"returnImmediately": true});
     let task = session.call(None, "SendMessage", quick)["task"].clone();
     // Answered while the handler still waits on its gate.
     let state = task["status"]["state"].as_str().unwrap().to_string();
-    std::fs::write(gate.join("release"), "").unwrap();
+    gate.open();
     assert!(
         ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"].contains(&state.as_str()),
         "{task}"
@@ -586,7 +575,7 @@ fn errors_in_1_0_carry_error_info() {
 #[test]
 fn a_message_naming_a_task_never_starts_a_new_one() {
     let home = Home::new();
-    let gate = home.dir("gate");
+    let gate = Gate::new(&home);
     let session = home.start(&[&gated_capsule(&home, &gate)]);
     let running = session.send(None, "first", false);
     let id = running["id"].as_str().unwrap().to_string();
@@ -618,7 +607,7 @@ fn a_message_naming_a_task_never_starts_a_new_one() {
         let other = follow_up(&id, Some("ctx-elsewhere"), v1);
         assert_eq!(field(&other), "params.message.contextId", "{other}");
     }
-    std::fs::write(gate.join("release"), "").unwrap();
+    gate.open();
     let done = session.wait_task(None, &id, WAIT);
     assert_eq!(done["status"]["state"], "completed", "{done}");
     // Ended: 0.3 names the state in a -32602, 1.0 answers UnsupportedOperation.
@@ -863,7 +852,7 @@ fn scopes_grant_their_twin_and_list_tasks_shows_each_credential_its_own() {
 #[test]
 fn murmur_stop_session_cancels_and_accounts_but_leaves_the_session_to_its_signal() {
     let home = Home::new();
-    let gate = home.dir("gate");
+    let gate = Gate::new(&home);
     let mut session = home.start(&[&gated_capsule(&home, &gate)]);
     let running = session.send(None, "held", false);
     let queued = session.send(None, "waiting", false);
@@ -901,7 +890,7 @@ fn murmur_stop_session_cancels_and_accounts_but_leaves_the_session_to_its_signal
         json!({"session_id": session.id, "canceled": [], "residue": []}),
         "{again}"
     );
-    std::fs::write(gate.join("release"), "").unwrap();
+    gate.open();
     let later = session.send(None, "after", true);
     assert_eq!(later["status"]["state"], "completed", "{later}");
     assert!(home.record_path(&session.id).exists());

@@ -5,14 +5,9 @@
 //! netns`, a bridge in a namespace of its own, addresses the test picks), else on loopback at
 //! distinct addresses — with nothing but the Secret's files and the Deployment's command line.
 
-// Test scaffolding signals its own children and asks for the euid; each block says why it is
-// sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
+use crate::common;
 
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
-
-mod kube;
+use crate::kube;
 
 use std::collections::BTreeSet;
 use std::path::Path;

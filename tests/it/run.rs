@@ -1,12 +1,7 @@
 //! `mur run` end to end (DESIGN.md §2, §3, §5): the real binary, real handler processes
 //! (`/bin/sh` scripts), real sockets, and a throwaway `HOME` per test.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -3,12 +3,7 @@
 //! one line per task event on the session's own stderr; a failure's stderr never in a caller's
 //! answer.
 
-// The shared scaffolding signals and reaps its children directly; each block says why it is
-// sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

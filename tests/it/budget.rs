@@ -3,17 +3,14 @@
 //! memory (`VmHWM`) against the default budget's goal, 256 MiB, and by every request being
 //! answered — a result, or a clear 503 refusal with `Retry-After` and a JSON-RPC error body.
 
-// The shared scaffolding provokes the kernel directly (kill, waitpid); this file adds no
-// `unsafe` of its own. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::gate::Gate;
 use common::home::Home;
 use common::http::{HttpAnswer, one_shot};
+use common::sse::Sse;
 use serde_json::{Value, json};
 
 /// The goal every hostile mix must keep under with the default budget.
@@ -274,30 +271,19 @@ fn under_a_cgroup_memory_limit_of_the_goal_the_session_survives_the_hostile_mixe
 #[test]
 fn a_hundred_and_twenty_seven_never_reading_resubscribers_stay_within_the_budget() {
     let home = Home::new();
-    let gate = home.dir("gate");
+    let gate = Gate::new(&home);
     let script = format!(
-        "#!/bin/sh\ncat >/dev/null\nwhile [ ! -e '{}/go' ]; do sleep 0.1; done\nmkdir -p \"$MUR_TASK_DIR/out\"\nhead -c 3000000 /dev/zero > \"$MUR_TASK_DIR/out/big.bin\"\necho done\n",
-        gate.display()
+        "#!/bin/sh\ncat >/dev/null\n{}mkdir -p \"$MUR_TASK_DIR/out\"\nhead -c 3000000 /dev/zero > \"$MUR_TASK_DIR/out/big.bin\"\necho done\n",
+        gate.wait()
     );
     let session = home.start(&[&capsule(&home, "big", &script)]);
     let task = session.send(None, "go", false);
     let id = task["id"].as_str().unwrap().to_string();
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {"id": id}});
-    let head = format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.to_string().len()
-    );
     let readers: Vec<std::net::TcpStream> = (0..127)
-        .map(|_| {
-            use std::io::Write;
-            let mut stream = std::net::TcpStream::connect(&session.url).unwrap();
-            stream.write_all(head.as_bytes()).unwrap();
-            stream
-        })
+        .map(|_| Sse::send(&session.url, None, "tasks/resubscribe", json!({"id": id})))
         .collect();
     std::thread::sleep(Duration::from_secs(1));
-    std::fs::write(gate.join("go"), "").unwrap();
+    gate.open();
     let done = session.wait_task(None, &id, Duration::from_secs(60));
     assert_eq!(done["status"]["state"], "completed", "{done}");
     std::thread::sleep(Duration::from_secs(3));
@@ -315,29 +301,18 @@ fn a_hundred_and_twenty_seven_never_reading_resubscribers_stay_within_the_budget
 /// door go on — a read is answered, and once a stream closes a new one opens.
 #[test]
 fn one_caller_holds_at_most_two_hundred_and_fifty_six_streams() {
-    use std::io::{Read, Write};
+    use std::io::Read;
     let home = Home::new();
-    let gate = home.dir("gate");
-    let script = format!(
-        "#!/bin/sh\ncat >/dev/null\nwhile [ ! -e '{}/go' ]; do sleep 0.1; done\necho done\n",
-        gate.display()
-    );
+    let gate = Gate::new(&home);
+    let script = format!("#!/bin/sh\ncat >/dev/null\n{}echo done\n", gate.wait());
     let session = home.start(&[&capsule(&home, "slow", &script)]);
     let task = session.send(None, "go", false);
     let id = task["id"].as_str().unwrap().to_string();
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": {"id": id}})
-            .to_string();
-    let head = format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
     let open = || {
-        let mut stream = std::net::TcpStream::connect(&session.url).unwrap();
+        let mut stream = Sse::send(&session.url, None, "tasks/resubscribe", json!({"id": id}));
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        stream.write_all(head.as_bytes()).unwrap();
         let mut first = [0u8; 12];
         stream.read_exact(&mut first).unwrap();
         (stream, String::from_utf8_lossy(&first).into_owned())
@@ -364,7 +339,7 @@ fn one_caller_holds_at_most_two_hundred_and_fifty_six_streams() {
     common::wait::wait_for(Duration::from_secs(10), "a stream given back", || {
         (open().1 == "HTTP/1.1 200").then_some(())
     });
-    std::fs::write(gate.join("go"), "").unwrap();
+    gate.open();
     let done = session.wait_task(None, &id, Duration::from_secs(30));
     assert_eq!(done["status"]["state"], "completed", "{done}");
 }

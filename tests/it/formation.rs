@@ -3,12 +3,7 @@
 //! project directory; "nothing left" is judged by pid (`kill(pid, 0)`, zombies counting as
 //! gone) and by scanning `/proc` for any process carrying the test's `HOME`.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
@@ -20,6 +15,7 @@ use common::{
     formation::{
         FORMATION_DEADLINE, FormationFixture, Launcher, Readiness, manifest, rpc, send_text,
     },
+    gate::Gate,
     http::{HttpAnswer, post},
     process::{alive, children_of, cmdline, environ, esrch, start_token},
     run::run,
@@ -404,7 +400,13 @@ fn an_entry_member_killed_by_a_signal_ends_the_formation_with_128_plus_it() {
 #[test]
 fn members_outlive_a_sigkilled_launcher_by_at_most_two_seconds() {
     // Orphans are reparented to the nearest subreaper: make that this test process, so the
-    // members become our children once the launcher is gone and their exits can be timed.
+    // members become our children once the launcher is gone and their exits can be timed. The
+    // flag is the whole process's: alone in one of its own.
+    if !common::alone::own_process(
+        "formation::members_outlive_a_sigkilled_launcher_by_at_most_two_seconds",
+    ) {
+        return;
+    }
     common::process::become_subreaper();
     let env = FormationFixture::new();
     let started = env.project.join("slow-started");
@@ -1168,12 +1170,9 @@ fn a_refused_roster_exits_1_naming_the_refusal_and_starts_nothing() {
 #[test]
 fn a_peer_answer_streams_through_call_and_the_formation_task() {
     let env = FormationFixture::new();
-    let gate = env.project.join("release");
+    let gate = Gate::at(env.project.join("release"));
     let lead = "#!/bin/sh\nset -eu\n\"$MUR\" formation call steps \"$(cat)\"\n";
-    let steps = format!(
-        "#!/bin/sh\ncat >/dev/null\necho first\nwhile [ ! -e '{}' ]; do sleep 0.02; done\necho second\n",
-        gate.display()
-    );
+    let steps = gate.two_steps();
     env.write_member_capsule("lead", &manifest("lead", false, true), Some(lead));
     env.write_member_capsule("steps", &manifest("steps", true, true), Some(&steps));
     let roster = env.roster(&json!({
@@ -1186,7 +1185,7 @@ fn a_peer_answer_streams_through_call_and_the_formation_task() {
     let mut launcher = env.launch(&[roster.to_str().unwrap(), "--task", "go", "--json"]);
     launcher.readiness();
     let first = launcher.line(FORMATION_DEADLINE);
-    fs::write(&gate, "").unwrap();
+    gate.open();
     assert_eq!(
         first, "first",
         "printed while the peer's handler still waits"

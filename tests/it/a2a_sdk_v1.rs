@@ -13,15 +13,7 @@
 //! use, or in the Python that `MUR_A2A1_PYTHON` names; without PyPI each test records itself as
 //! skipped and passes. The harness is `tests/sdk/interop.rs`.
 
-// Test scaffolding provokes the kernel directly (kill, prctl, waitpid, chroot); each block says
-// why it is sound. `unsafe` stays denied in the product, outside `src/sys`.
-#![allow(unsafe_code)]
-
-#[allow(dead_code)] // each test file uses a subset of the shared helpers
-mod common;
-#[allow(dead_code)] // each a2a_sdk*.rs drives some of the SDKs
-#[path = "sdk/interop.rs"]
-mod interop;
+use crate::interop;
 
 use interop::{Door, PY1, interop, interop_cancel, interop_stream};
 
