@@ -30,7 +30,7 @@
 //!   and of the 6,667 records 1,000 behind doors that accept and then trickle their answer one
 //!   byte a second: the listing must still end within the probe's deadline, its memory bounded.
 //!
-//! The sequential baseline runs in this process: `mur::running::list`, then
+//! The sequential baseline runs in this process: `mur::running::scan_pruning`, then
 //! `mur::running::verify` on each record in turn (pruning the gone ones), as the seed's loop
 //! does. For (b) that would take 200 (2,000) × 5 s, so it verifies only the first
 //! [`SILENT_SAMPLE`] silent doors and extrapolates the rest at their measured mean; the output
@@ -840,7 +840,7 @@ fn open_dir(dir: &Path) -> mur::sys::dir::Dir {
 /// `silent` past the first [`SILENT_SAMPLE`] are skipped and counted, not verified.
 fn sequential(dir: &Path, silent: &HashSet<String>) -> Sequential {
     let start = Instant::now();
-    let scan = running::list(&open_dir(dir)).unwrap_or_else(|err| fail(&err));
+    let scan = running::scan_pruning(&open_dir(dir)).unwrap_or_else(|err| fail(&err));
     let mut seq = Sequential {
         wall: Duration::ZERO,
         live: 0,

@@ -214,7 +214,7 @@ pub fn read(dir: &Dir, session_id: &str) -> Option<RunningRecord> {
 /// and the directory exists to be read. The returned scan's `unreadable` holds what was removed
 /// (`invalid`) and what was kept (not `invalid`): files that could not be read or are not
 /// trusted, and files that are not records but could not be removed.
-pub fn list(dir: &Dir) -> Result<Scan, String> {
+pub fn scan_pruning(dir: &Dir) -> Result<Scan, String> {
     let mut scan = scan(dir)?;
     for file in &mut scan.unreadable {
         if file.invalid
@@ -356,7 +356,7 @@ pub enum Depth {
 /// Read every record in `dir`, check it as deep as `depth` says, and prune what is evidently
 /// stale. The `Err` is the directory being unreadable.
 pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
-    let scan = list(dir)?;
+    let scan = scan_pruning(dir)?;
     let mut sweep = Sweep::default();
     for file in scan.unreadable {
         if file.invalid {

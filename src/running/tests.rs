@@ -47,7 +47,7 @@ fn scan_orders_newest_first_and_leaves_staging_control_and_broken_files() {
     assert!(found.unreadable[0].invalid);
     assert!(d.0.join("broken.json").exists(), "scan removes nothing");
 
-    let listed = list(&d.1).unwrap();
+    let listed = scan_pruning(&d.1).unwrap();
     assert_eq!(listed.entries.len(), 2);
     assert!(
         !d.0.join("broken.json").exists(),
@@ -68,7 +68,7 @@ fn a_record_others_may_read_is_remoded_and_one_others_may_write_is_kept_untruste
     std::fs::set_permissions(&readable_path, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::set_permissions(&writable_path, std::fs::Permissions::from_mode(0o666)).unwrap();
 
-    let listed = list(&d.1).unwrap();
+    let listed = scan_pruning(&d.1).unwrap();
     let ids: Vec<_> = listed.entries.iter().map(|e| e.record.clone()).collect();
     assert_eq!(ids, vec![readable], "only the trusted record is an entry");
     assert_eq!(
@@ -108,7 +108,7 @@ fn a_running_dir_swapped_for_a_link_after_opening_redirects_nothing() {
     let id = rec.session_id.as_str().to_string();
     let guard = RecordGuard::write(&opened, &rec).unwrap();
     assert!(record_path(&moved, &id).exists() && !record_path(&outside, &id).exists());
-    let listed = list(&opened).unwrap();
+    let listed = scan_pruning(&opened).unwrap();
     assert_eq!(listed.entries.len(), 1);
     assert!(listed.unreadable.is_empty());
     assert!(
