@@ -26,8 +26,9 @@
 #   ps       the original's `ps --json` lists the session as running
 #   cancel   `cancel SESSION TASK` of a running task: exit 0, canceled; the session still runs and
 #            tasks/get says canceled
-#   control  show lists MODE and API_KEY; set MODE fast, secret API_KEY (from stdin), forget
-#            API_KEY, each read back through mur's own `control show --json`
+#   control  show lists MODE and API_KEY; set MODE fast, set MODE 5 (which the original sends as a
+#            JSON number), secret API_KEY (from stdin), forget API_KEY, each read back through
+#            mur's own `control show --json`
 #   watch    `watch SESSION` connects, prints a task's streamed lines, and ends with exit 0
 #            (capsule-closed) when the session is stopped; and the first event mur's door sends
 #            is a connection-ack the original's reader recognises (message carrier, role observer)
@@ -228,6 +229,14 @@ original_against_mur() {
     om control set MODE fast "$s" >"$LOG/o-control-set.out" 2>"$LOG/o-control-set.err" || rc=$?
     check "control set MODE fast" "original→mur" "exit $rc: $(tail -c 200 "$LOG/o-control-set.err")" \
         eval '[ $rc = 0 ] && mm control "$s" show --json | pj "sys.exit(d[\"settings\"][\"MODE\"][\"value\"] != \"fast\")"'
+    check "control set: it prints the value the door answered" "original→mur" \
+        "printed: $(tr '\n' '|' <"$LOG/o-control-set.out" | head -c 120)" \
+        has "$LOG/o-control-set.out" "value: *fast"
+    rc=0 # a value that parses as JSON goes as JSON: {"value": 5}
+    om control set MODE 5 "$s" >"$LOG/o-control-set5.out" 2>"$LOG/o-control-set5.err" || rc=$?
+    check "control set MODE 5 (sent as a JSON number)" "original→mur" \
+        "exit $rc: $(tail -c 200 "$LOG/o-control-set5.err")" \
+        eval '[ $rc = 0 ] && mm control "$s" show --json | pj "sys.exit(d[\"settings\"][\"MODE\"][\"value\"] != \"5\")"'
     rc=0
     printf 'not-a-real-key\n' | om control secret API_KEY "$s" >"$LOG/o-control-secret.out" \
         2>"$LOG/o-control-secret.err" || rc=$?
