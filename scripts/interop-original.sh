@@ -228,7 +228,7 @@ original_against_mur() {
     rc=0
     om control set MODE fast "$s" >"$LOG/o-control-set.out" 2>"$LOG/o-control-set.err" || rc=$?
     check "control set MODE fast" "original→mur" "exit $rc: $(tail -c 200 "$LOG/o-control-set.err")" \
-        eval '[ $rc = 0 ] && mm control "$s" show --json | pj "sys.exit(d[\"settings\"][\"MODE\"][\"value\"] != \"fast\")"'
+        eval '[ $rc = 0 ] && mm control "$s" show --json | pj "sys.exit(d[\"settings\"][0] != {\"name\": \"MODE\", \"value\": \"fast\"})"'
     check "control set: it prints the value the door answered" "original→mur" \
         "printed: $(tr '\n' '|' <"$LOG/o-control-set.out" | head -c 120)" \
         has "$LOG/o-control-set.out" "value: *fast"
@@ -236,17 +236,17 @@ original_against_mur() {
     om control set MODE 5 "$s" >"$LOG/o-control-set5.out" 2>"$LOG/o-control-set5.err" || rc=$?
     check "control set MODE 5 (sent as a JSON number)" "original→mur" \
         "exit $rc: $(tail -c 200 "$LOG/o-control-set5.err")" \
-        eval '[ $rc = 0 ] && mm control "$s" show --json | pj "sys.exit(d[\"settings\"][\"MODE\"][\"value\"] != \"5\")"'
+        eval '[ $rc = 0 ] && mm control "$s" show --json | pj "sys.exit(d[\"settings\"][0] != {\"name\": \"MODE\", \"value\": 5})"'
     rc=0
     printf 'not-a-real-key\n' | om control secret API_KEY "$s" >"$LOG/o-control-secret.out" \
         2>"$LOG/o-control-secret.err" || rc=$?
     check "control secret API_KEY (stdin)" "original→mur" "exit $rc: $(tail -c 200 "$LOG/o-control-secret.err")" \
         eval '[ $rc = 0 ] && ! grep -q not-a-real-key "$LOG"/o-control-secret.* &&
-              mm control "$s" show --json | pj "sys.exit(d[\"secrets\"][\"API_KEY\"][\"set\"] is not True)"'
+              mm control "$s" show --json | pj "sys.exit(d[\"secrets\"][0] != {\"name\": \"API_KEY\", \"set\": True})"'
     rc=0
     om control forget API_KEY "$s" >"$LOG/o-control-forget.out" 2>"$LOG/o-control-forget.err" || rc=$?
     check "control forget API_KEY" "original→mur" "exit $rc: $(tail -c 200 "$LOG/o-control-forget.err")" \
-        eval '[ $rc = 0 ] && mm control "$s" show --json | pj "sys.exit(d[\"secrets\"][\"API_KEY\"][\"set\"] is not False)"'
+        eval '[ $rc = 0 ] && mm control "$s" show --json | pj "sys.exit(d[\"secrets\"][0] != {\"name\": \"API_KEY\", \"set\": False})"'
 
     # watch: on the wire, the first event is the original's connection-ack
     printf '{"jsonrpc":"2.0","id":1,"method":"murmur.WatchSession","params":{}}' >"$LOG/watch-body"
