@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::Applet;
+use super::{Applet, printable};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::net::client::{Deadlines, Response};
@@ -269,13 +269,6 @@ fn shown(value: &Value) -> String {
         Value::String(text) => printable(text),
         other => printable(&other.to_string()),
     }
-}
-
-/// `s` with each control character replaced, so a door cannot write to the terminal.
-fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-        .collect()
 }
 
 /// A secret's value from stdin, as bytes (the door holds any but NUL): at most [`MAX_SECRET`],

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::Applet;
+use super::printable;
 use crate::a2a::card::STREAM_EXTENSION_URI;
 use crate::a2a::rpc::WATCH_SESSION;
 use crate::a2a::task::State;
@@ -129,9 +130,9 @@ impl View {
     fn show(&mut self, result: &Value, label: &str) {
         let frame = frame_of(result);
         let update = &result["statusUpdate"];
-        let task = clean(update["taskId"].as_str().unwrap_or(""));
+        let task = printable(update["taskId"].as_str().unwrap_or(""));
         match frame["frame"].as_str() {
-            Some("connection-ack") => cli::warn("watch", &format!("watching {}", clean(label))),
+            Some("connection-ack") => cli::warn("watch", &format!("watching {}", printable(label))),
             Some("capsule-closed") => {
                 self.closed = true;
                 cli::warn("watch", "the session has ended");
@@ -141,8 +142,10 @@ impl View {
                 held.push_str(frame["text"].as_str().unwrap_or(""));
                 while let Some(at) = held.find('\n') {
                     let line: String = held.drain(..=at).collect();
-                    self.out
-                        .line(&format!("{task}  | {}", clean(line.trim_end_matches('\n'))));
+                    self.out.line(&format!(
+                        "{task}  | {}",
+                        printable(line.trim_end_matches('\n'))
+                    ));
                 }
             }
             Some(_) => {}
@@ -163,7 +166,7 @@ impl View {
             Some(State::Working) => self.out.line(&format!("{task}  started")),
             Some(state) if state.is_final() => {
                 if let Some(rest) = self.partial.remove(task).filter(|r| !r.is_empty()) {
-                    self.out.line(&format!("{task}  | {}", clean(&rest)));
+                    self.out.line(&format!("{task}  | {}", printable(&rest)));
                 }
                 self.out
                     .line(&format!("{task}  {}", state.wire(Generation::V0_3)));
@@ -171,11 +174,4 @@ impl View {
             _ => {}
         }
     }
-}
-
-/// `s` with each control character replaced.
-fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-        .collect()
 }
