@@ -243,13 +243,15 @@ fn rpc_body(url: &str, method: &str, params: Value) -> Result<(SocketAddr, Strin
 }
 
 /// One plain HTTP request with `token` as its bearer token to the door at `url`, outside
-/// JSON-RPC (the control plane's routes): its status and body, whatever the status.
+/// JSON-RPC (the control plane's routes), with `body` as (content type, bytes): its status and
+/// body, whatever the status. (The original runtime's doors answer 415 to a setting not sent as
+/// `application/json`.)
 pub fn http(
     url: &str,
     method: &str,
     path: &str,
     token: &Secret,
-    body: Option<&[u8]>,
+    body: Option<(&str, &[u8])>,
     deadlines: Deadlines,
 ) -> Result<client::WholeResponse, String> {
     let addr = client::parse_door_addr(url)?;
@@ -259,14 +261,14 @@ pub fn http(
     }
     let authorization = format!("Bearer {}", token.expose());
     let mut headers = vec![("Authorization", authorization.as_str())];
-    if body.is_some() {
-        headers.push(("Content-Type", "application/octet-stream"));
+    if let Some((content_type, _)) = body {
+        headers.push(("Content-Type", content_type));
     }
     let request = Request {
         method,
         path,
         headers: &headers,
-        body,
+        body: body.map(|(_, bytes)| bytes),
     }
     .encode(addr);
     multi::one(Exchange { addr, request }, deadlines)

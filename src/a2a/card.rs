@@ -14,6 +14,12 @@ pub const CAPSULE_EXTENSION_URI: &str =
 pub const DOOR_EXTENSION_URI: &str =
     "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
 
+/// The stream extension's `uri`: the original runtime carries each murmur frame of a stream
+/// (`connection-ack`, `text`, `capsule-closed`, ...) as the object under this key of an event's
+/// `metadata`, and its `mur watch` reads frames only there.
+pub const STREAM_EXTENSION_URI: &str =
+    "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
+
 /// What a card says about one door.
 #[derive(Debug, Clone, Copy)]
 pub struct CardFacts<'a> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::Applet;
+use super::{Applet, printable};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::net::client::{Deadlines, WholeResponse};
@@ -32,7 +32,10 @@ suffix of at least 4 characters (see 'mur stop --help').
                 secrets with whether each is set (never a secret's value);
                 --json prints the door's listing
   set NAME VALUE
-                set a setting (at most 1 KiB)
+                set a setting (at most 1 KiB); VALUE goes as JSON when it
+                parses as JSON (5, true, \"quoted\"), as a string otherwise:
+                a handler sees 5 as 5, and the answer's previous and new
+                value are printed
   secret NAME   set a secret to what stdin holds (at most 8 KiB, one
                 trailing newline dropped): a secret is never taken from the
                 command line, where ps and shell history would keep it
@@ -126,7 +129,7 @@ fn parse(positional: Vec<String>, as_json: bool) -> Result<(String, Action), Fai
 }
 
 fn run(entry: &Entry, token: &Secret, action: Action) -> Outcome {
-    let door = |method: &str, path: &str, body: Option<&[u8]>| {
+    let door = |method: &str, path: &str, body: Option<(&str, &[u8])>| {
         let response = door_client::http(&entry.record.url, method, path, token, body, CONTROL)
             .map_err(|why| Failure::Failed(format!("{}: {why}", entry.record.session_id)))?;
         accepted(response)
@@ -135,46 +138,65 @@ fn run(entry: &Entry, token: &Secret, action: Action) -> Outcome {
     match action {
         Action::Show { json } => {
             let listing = door("GET", "/control", None)?;
+            let (settings, secrets) = entries(&listing)?;
             if json {
                 out.line(&listing.to_string());
             } else {
-                show(&listing, &mut out);
+                show(settings, secrets, &mut out);
             }
         }
         Action::Set { name, value } => {
-            let body = json!({"value": value}).to_string();
-            door("PUT", &route("settings", &name)?, Some(body.as_bytes()))?;
-            out.line(&format!("set: {name}"));
+            // As the original's client sends it: JSON when the text parses as JSON (`5`, `true`),
+            // a string otherwise, so the door, not the shell, decides what a value may be.
+            let value = serde_json::from_str::<Value>(&value).unwrap_or(Value::String(value));
+            let body = json!({ "value": value }).to_string();
+            let path = route("settings", &name)?;
+            let answer = door("PUT", &path, Some(("application/json", body.as_bytes())))?;
+            out.line(&format!(
+                "set: {} = {} (was {})",
+                printable(&name),
+                shown(&answer["value"]),
+                shown(&answer["previous"])
+            ));
         }
         Action::Secret { name } => {
             let path = route("secrets", &name)?;
             let value = secret_from_stdin()?;
-            door("PUT", &path, Some(&value))?;
-            out.line(&format!("set: {name} (secret)"));
+            let answer = door("PUT", &path, Some(("application/octet-stream", &value)))?;
+            let how = if answer["replaced"] == true {
+                "replaced"
+            } else {
+                "new"
+            };
+            out.line(&format!("set: {} (secret, {how})", printable(&name)));
         }
         Action::Forget { name } => {
             let listing = door("GET", "/control", None)?;
-            let kind = if listing["settings"].get(&name).is_some() {
+            let (settings, _) = entries(&listing)?;
+            let kind = if settings.iter().any(|s| s["name"] == name.as_str()) {
                 "settings"
             } else {
                 "secrets"
             };
             door("DELETE", &route(kind, &name)?, None)?;
-            out.line(&format!("forgot: {name}"));
+            out.line(&format!("forgot: {}", printable(&name)));
         }
     }
     Ok(0)
 }
 
-/// `/control/KIND/NAME`, for a NAME that is a plain environment variable name (what a manifest
-/// may declare), so nothing typed can reach another route.
+/// `/control/KIND/NAME`, for a NAME of the characters a path segment holds as they are (letters,
+/// digits, `_`, `.`, `-`, as the original's dotted `inference.max_tokens`), so nothing typed can
+/// reach another route; which names exist is the door's to say.
 fn route(kind: &str, name: &str) -> Result<String, Failure> {
     let plain = !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
     if !plain {
         return Err(Failure::Usage(format!(
-            "'{}' is not a setting or secret name (letters, digits and _)",
+            "'{}' is not a setting or secret name (letters, digits, _, . and -; not starting with .)",
             name.escape_debug()
         )));
     }
@@ -194,29 +216,58 @@ fn accepted(response: WholeResponse) -> Result<Value, Failure> {
     Err(Failure::Failed(format!("the door refused: {why}")))
 }
 
-/// The listing for a person: each setting with its value, each secret with whether it is set.
-fn show(listing: &Value, out: &mut Out) {
-    let printable = |s: &str| {
-        s.chars()
-            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-            .collect::<String>()
+/// The settings and secrets of a listing, `{"session_id", "settings": [{"name", "value"}],
+/// "secrets": [{"name", "set"}]}`: any other shape is the door's fault, said, never an empty
+/// listing printed as if nothing were declared.
+fn entries(listing: &Value) -> Result<(&[Value], &[Value]), Failure> {
+    let named = |key: &str| {
+        listing[key]
+            .as_array()
+            .filter(|list| list.iter().all(|e| e["name"].is_string()))
+            .map(Vec::as_slice)
     };
-    for (kind, entries) in [
-        ("setting", &listing["settings"]),
-        ("secret", &listing["secrets"]),
-    ] {
-        let Some(entries) = entries.as_object() else {
-            continue;
-        };
-        for (name, entry) in entries {
-            let set = entry["set"].as_bool().unwrap_or(false);
-            let value = match (kind, entry["value"].as_str()) {
-                ("setting", Some(value)) => format!("= {}", printable(value)),
-                _ if set => "set".to_string(),
-                _ => "not set".to_string(),
-            };
-            out.line(&format!("{kind}  {}  {value}", printable(name)));
+    match (named("settings"), named("secrets")) {
+        (Some(settings), Some(secrets)) => Ok((settings, secrets)),
+        _ => {
+            let got: String = listing.to_string().chars().take(200).collect();
+            Err(Failure::Failed(format!(
+                "the door's listing is not {{\"settings\": [{{\"name\", \"value\"}}], \"secrets\": [{{\"name\", \"set\"}}]}}: it answered {}",
+                printable(&got)
+            )))
         }
+    }
+}
+
+/// The listing for a person: each setting with its value, each secret with whether it is set.
+fn show(settings: &[Value], secrets: &[Value], out: &mut Out) {
+    if settings.is_empty() && secrets.is_empty() {
+        out.line("(the capsule declares no settings and no secrets)");
+    }
+    for setting in settings {
+        let name = printable(setting["name"].as_str().unwrap_or(""));
+        let value = match &setting["value"] {
+            Value::Null => "not set".to_string(),
+            value => format!("= {}", shown(value)),
+        };
+        out.line(&format!("setting  {name}  {value}"));
+    }
+    for secret in secrets {
+        let name = printable(secret["name"].as_str().unwrap_or(""));
+        let set = if secret["set"] == true {
+            "set"
+        } else {
+            "not set"
+        };
+        out.line(&format!("secret  {name}  {set}"));
+    }
+}
+
+/// A setting's value for a person: a string bare, anything else as JSON, none as `not set`.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::Null => "not set".into(),
+        Value::String(text) => printable(text),
+        other => printable(&other.to_string()),
     }
 }
 
@@ -241,4 +292,53 @@ fn secret_from_stdin() -> Result<Vec<u8>, Failure> {
         ));
     }
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_of_another_shape_is_an_error_not_an_empty_listing() {
+        for odd in [
+            json!({}),
+            json!(null),
+            json!({"settings": {"MODE": {"value": "x"}}, "secrets": {}}),
+            json!({"settings": [{"value": "x"}], "secrets": []}),
+            json!({"settings": []}),
+        ] {
+            let Err(Failure::Failed(why)) = entries(&odd) else {
+                panic!("{odd} was taken for a listing");
+            };
+            assert!(why.contains("listing is not"), "{why}");
+        }
+        let listing = json!({"session_id": "ses_x", "settings": [{"name": "A", "value": 5}],
+                             "secrets": [{"name": "K", "set": false}]});
+        let (settings, secrets) = entries(&listing).unwrap();
+        assert_eq!((settings.len(), secrets.len()), (1, 1));
+    }
+
+    #[test]
+    fn names_are_path_safe_and_dots_allowed() {
+        assert_eq!(
+            route("settings", "inference.max_tokens").unwrap(),
+            "/control/settings/inference.max_tokens"
+        );
+        assert_eq!(
+            route("secrets", "API-KEY_2").unwrap(),
+            "/control/secrets/API-KEY_2"
+        );
+        for bad in ["", ".", "..", "a/b", "a%2f", "a?b", "a#b", "a b", "é"] {
+            assert!(route("settings", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn values_print_strings_bare_and_the_rest_as_json() {
+        assert_eq!(shown(&json!("fast")), "fast");
+        assert_eq!(shown(&json!(5)), "5");
+        assert_eq!(shown(&json!(true)), "true");
+        assert_eq!(shown(&Value::Null), "not set");
+        assert_eq!(shown(&json!("a\u{1b}[2J")), "a\u{fffd}[2J");
+    }
 }

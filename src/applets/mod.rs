@@ -114,6 +114,14 @@ pub struct DoorArgs {
     pub json: bool,
 }
 
+/// `s` with each control character replaced, so a door's or a capsule's words shown on a
+/// terminal cannot drive it.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect()
+}
+
 /// Parse [`DoorArgs`]; anything else is a usage error naming it.
 pub fn door_args(args: Vec<std::ffi::OsString>) -> Result<DoorArgs, Failure> {
     let mut parsed = DoorArgs {

@@ -1,12 +1,17 @@
 //! `mur watch`: follow a running session's events as an observer (`murmur.WatchSession`), with
 //! the operator token from the record, until the session ends.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::Applet;
+use super::printable;
+use crate::a2a::card::STREAM_EXTENSION_URI;
 use crate::a2a::rpc::WATCH_SESSION;
+use crate::a2a::task::State;
+use crate::a2a::version::Generation;
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::net::client::Deadlines;
@@ -31,9 +36,11 @@ output is cut (exit 1); the session is never slowed for it.
 
 Options:
   --url HOST:PORT  watch this door instead (no token: a public door)
-  --json           print each frame as the door sent it, one JSON object a line
-                   (connection-ack, task-started, text, task-ended,
-                   capsule-closed)
+  --json           print each event's result as the door sent it, one JSON
+                   object a line: A2A 1.0 statusUpdate, artifactUpdate and
+                   message, each murmur frame (connection-ack, text,
+                   capsule-closed) under the metadata key of the original's
+                   stream extension (.../streaming-protocol/#murmur-stream-v1)
   -h, --help       this text
 
 Exit status: 0 once the session has ended (capsule-closed); 1 when the session
@@ -69,14 +76,14 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             (entry.record.url.clone(), entry.record.door_token.clone())
         }
     };
-    let mut out = Out::default();
-    let mut closed = false;
-    let mut on_frame = |frame: Value| {
-        closed |= frame["type"] == "capsule-closed";
+    let label = address.map_or(door.clone(), str::to_string);
+    let mut view = View::default();
+    let mut on_result = |result: Value| {
         if as_json {
-            out.line(&frame.to_string());
+            view.out.line(&result.to_string());
+            view.closed |= frame_of(&result)["frame"] == "capsule-closed";
         } else {
-            show(&frame, &mut out);
+            view.show(&result, &label);
         }
     };
     door_client::call_streaming(
@@ -85,10 +92,10 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         WATCH_SESSION,
         json!({}),
         WATCH,
-        &mut on_frame,
+        &mut on_result,
     )
     .map_err(|err| Failure::Failed(format!("{door}: {err}")))?;
-    if !closed {
+    if !view.closed {
         return Err(Failure::Failed(
             "the stream ended before the session did (cut for falling behind, or the connection broke)"
                 .into(),
@@ -97,34 +104,74 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     Ok(0)
 }
 
-/// One frame for a person; no control character of the capsule's output reaches the terminal
-/// but the newlines that split its text into lines.
-fn show(frame: &Value, out: &mut Out) {
-    let clean = |s: &str| -> String {
-        s.chars()
-            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-            .collect()
-    };
-    let task = clean(frame["task_id"].as_str().unwrap_or(""));
-    match frame["type"].as_str() {
-        Some("connection-ack") => cli::warn(
-            "watch",
-            &format!(
-                "watching {}",
-                clean(frame["session_id"].as_str().unwrap_or("the session"))
-            ),
-        ),
-        Some("task-started") => out.line(&format!("{task}  started")),
-        Some("text") => {
-            for line in frame["text"].as_str().unwrap_or("").lines() {
-                out.line(&format!("{task}  | {}", clean(line)));
+/// The murmur frame an event carries — under `metadata[STREAM_EXTENSION_URI]` of its
+/// `statusUpdate` or `message` — or `Null`.
+fn frame_of(result: &Value) -> &Value {
+    let carrier = result
+        .get("statusUpdate")
+        .or_else(|| result.get("message"))
+        .unwrap_or(&Value::Null);
+    &carrier["metadata"][STREAM_EXTENSION_URI]
+}
+
+/// What the watch has printed: a task's streamed text is held until its line is whole, so each
+/// line is printed once, prefixed with its task.
+#[derive(Default)]
+struct View {
+    out: Out,
+    /// Each task's text since its last newline.
+    partial: HashMap<String, String>,
+    closed: bool,
+}
+
+impl View {
+    /// One event for a person; no control character of the capsule's output reaches the
+    /// terminal.
+    fn show(&mut self, result: &Value, label: &str) {
+        let frame = frame_of(result);
+        let update = &result["statusUpdate"];
+        let task = printable(update["taskId"].as_str().unwrap_or(""));
+        match frame["frame"].as_str() {
+            Some("connection-ack") => cli::warn("watch", &format!("watching {}", printable(label))),
+            Some("capsule-closed") => {
+                self.closed = true;
+                cli::warn("watch", "the session has ended");
             }
+            Some("text") => {
+                let held = self.partial.entry(task.clone()).or_default();
+                held.push_str(frame["text"].as_str().unwrap_or(""));
+                while let Some(at) = held.find('\n') {
+                    let line: String = held.drain(..=at).collect();
+                    self.out.line(&format!(
+                        "{task}  | {}",
+                        printable(line.trim_end_matches('\n'))
+                    ));
+                }
+            }
+            Some(_) => {}
+            None => self.status(update, &task),
         }
-        Some("task-ended") => out.line(&format!(
-            "{task}  {}",
-            clean(frame["state"].as_str().unwrap_or("ended"))
-        )),
-        Some("capsule-closed") => cli::warn("watch", "the session has ended"),
-        _ => {}
+    }
+
+    /// A task's status without a frame: `started` for the first (working) one, and the state it
+    /// ended in, after the rest of its text.
+    fn status(&mut self, update: &Value, task: &str) {
+        let Some(wire) = update["status"]["state"].as_str() else {
+            return;
+        };
+        let state = [Generation::V1_0, Generation::V0_3]
+            .into_iter()
+            .find_map(|g| State::from_wire(wire, g));
+        match state {
+            Some(State::Working) => self.out.line(&format!("{task}  started")),
+            Some(state) if state.is_final() => {
+                if let Some(rest) = self.partial.remove(task).filter(|r| !r.is_empty()) {
+                    self.out.line(&format!("{task}  | {}", printable(&rest)));
+                }
+                self.out
+                    .line(&format!("{task}  {}", state.wire(Generation::V0_3)));
+            }
+            _ => {}
+        }
     }
 }

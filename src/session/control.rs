@@ -1,6 +1,13 @@
 //! The control plane: settings and secrets a running session's handlers receive in their
 //! environment from the next task on, set through `/control` with the `ctl1` control token.
 //!
+//! A setting holds a JSON string, number or boolean (the original runtime's `mur control set MODE
+//! 5` sends the number 5); its handlers see a string as it is and anything else as its JSON text
+//! (`5`, `true`). The answers have the original's shapes: `GET /control` is `{"session_id",
+//! "settings": [{"name", "value"}], "secrets": [{"name", "set"}]}` (a setting not set yet has
+//! `"value": null`), a setting's `PUT` `{"name", "previous", "value", "applies_from"}`, a
+//! secret's `{"name", "set", "replaced"}`.
+//!
 //! A secret's value is held in memory only: never written, never in a response, accepted only
 //! from a loopback peer.
 
@@ -9,7 +16,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::sync::Mutex;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::net::server::{Request, Response};
 use crate::secret::Secret;
@@ -18,12 +25,23 @@ use crate::token::{self, Key};
 const MAX_SETTING: usize = 1024;
 const MAX_SECRET: usize = 8 * 1024;
 
+/// When a change takes effect, as a setting's `PUT` answer says it (the original's doors say
+/// `next_inference_call`; mur's handlers read their environment once, as a task starts).
+const APPLIES_FROM: &str = "next_task";
+
 pub struct Control {
     key: Key,
     session_id: String,
     settings: Vec<String>,
     secrets: Vec<String>,
-    values: Mutex<BTreeMap<String, OsString>>,
+    values: Mutex<Values>,
+}
+
+/// What has been set: the settings' JSON values and the secrets' bytes.
+#[derive(Default)]
+struct Values {
+    settings: BTreeMap<String, Value>,
+    secrets: BTreeMap<String, OsString>,
 }
 
 impl Control {
@@ -46,7 +64,7 @@ impl Control {
                 session_id: session_id.to_string(),
                 settings: settings.to_vec(),
                 secrets: secrets.to_vec(),
-                values: Mutex::new(BTreeMap::new()),
+                values: Mutex::default(),
             },
             token,
         ))
@@ -54,12 +72,17 @@ impl Control {
 
     /// The values set now, as environment entries for the next task.
     pub fn env(&self) -> Vec<(String, OsString)> {
-        self.values
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let values = self.lock();
+        let settings = values
+            .settings
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+            .map(|(k, v)| (k.clone(), OsString::from(env_text(v))));
+        let secrets = values.secrets.iter().map(|(k, v)| (k.clone(), v.clone()));
+        settings.chain(secrets).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Values> {
+        self.values.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn authorized(&self, request: &Request) -> bool {
@@ -91,7 +114,7 @@ impl Control {
         match (request.method.as_str(), segments.as_slice()) {
             ("GET", []) => self.listing(),
             ("PUT", ["settings", name]) => self.put_setting(name, &request.body),
-            ("DELETE", ["settings", name]) => self.remove(name, &self.settings, "setting"),
+            ("DELETE", ["settings", name]) => self.remove(name, "setting"),
             // `to_canonical`: an IPv4 peer of a `--bind ::` door is seen as ::ffff:127.0.0.1.
             ("PUT" | "DELETE", ["secrets", _])
                 if !request.peer.ip().to_canonical().is_loopback() =>
@@ -102,7 +125,7 @@ impl Control {
                 )
             }
             ("PUT", ["secrets", name]) => self.put_secret(name, &request.body),
-            ("DELETE", ["secrets", name]) => self.remove(name, &self.secrets, "secret"),
+            ("DELETE", ["secrets", name]) => self.remove(name, "secret"),
             _ => Response::json(
                 404,
                 &json!({"error": "no such control route: GET /control, PUT|DELETE /control/settings/NAME, PUT|DELETE /control/secrets/NAME"}),
@@ -111,21 +134,21 @@ impl Control {
     }
 
     fn listing(&self) -> Response {
-        let values = self.values.lock().unwrap_or_else(|p| p.into_inner());
-        let settings: serde_json::Map<String, serde_json::Value> = self
+        let values = self.lock();
+        let settings: Vec<Value> = self
             .settings
             .iter()
-            .map(|n| {
-                let value = values.get(n).map(|v| v.to_string_lossy().into_owned());
-                (n.clone(), json!({"set": value.is_some(), "value": value}))
-            })
+            .map(|n| json!({"name": n, "value": values.settings.get(n)}))
             .collect();
-        let secrets: serde_json::Map<String, serde_json::Value> = self
+        let secrets: Vec<Value> = self
             .secrets
             .iter()
-            .map(|n| (n.clone(), json!({"set": values.contains_key(n)})))
+            .map(|n| json!({"name": n, "set": values.secrets.contains_key(n)}))
             .collect();
-        Response::json(200, &json!({"settings": settings, "secrets": secrets}))
+        Response::json(
+            200,
+            &json!({"session_id": self.session_id, "settings": settings, "secrets": secrets}),
+        )
     }
 
     fn put_setting(&self, name: &str, body: &[u8]) -> Response {
@@ -135,23 +158,28 @@ impl Control {
         if body.len() > MAX_SETTING + 64 {
             return Response::json(413, &json!({"error": "a setting is at most 1 KiB"}));
         }
-        let value = serde_json::from_slice::<serde_json::Value>(body)
+        let value = serde_json::from_slice::<Value>(body)
             .ok()
-            .and_then(|v| v.get("value").and_then(|v| v.as_str()).map(str::to_string));
-        match value {
-            Some(v) if v.len() <= MAX_SETTING && !v.contains('\0') => {
-                self.set(name, OsString::from(v));
-                Response::json(200, &json!({"name": name, "set": true}))
-            }
-            Some(_) => Response::json(
+            .and_then(|mut v| v.get_mut("value").map(Value::take))
+            .filter(|v| v.is_string() || v.is_number() || v.is_boolean());
+        let Some(value) = value else {
+            return Response::json(
+                400,
+                &json!({"error": "the body must be {\"value\": V}, V a JSON string, number or boolean"}),
+            );
+        };
+        let text = env_text(&value);
+        if text.len() > MAX_SETTING || text.contains('\0') {
+            return Response::json(
                 400,
                 &json!({"error": "a setting is at most 1 KiB and holds no NUL"}),
-            ),
-            None => Response::json(
-                400,
-                &json!({"error": "the body must be {\"value\": \"...\"}"}),
-            ),
+            );
         }
+        let previous = self.lock().settings.insert(name.to_string(), value.clone());
+        Response::json(
+            200,
+            &json!({"name": name, "previous": previous, "value": value, "applies_from": APPLIES_FROM}),
+        )
     }
 
     fn put_secret(&self, name: &str, body: &[u8]) -> Response {
@@ -164,26 +192,43 @@ impl Control {
         if body.contains(&0) {
             return Response::json(400, &json!({"error": "a secret holds no NUL byte"}));
         }
-        self.set(name, OsString::from_vec(body.to_vec()));
-        Response::json(200, &json!({"name": name, "set": true}))
-    }
-
-    fn set(&self, name: &str, value: OsString) {
-        self.values
+        let value = OsString::from_vec(body.to_vec());
+        let replaced = self
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string(), value);
+            .secrets
+            .insert(name.to_string(), value)
+            .is_some();
+        Response::json(
+            200,
+            &json!({"name": name, "set": true, "replaced": replaced}),
+        )
     }
 
-    fn remove(&self, name: &str, declared: &[String], kind: &str) -> Response {
+    fn remove(&self, name: &str, kind: &str) -> Response {
+        let declared = if kind == "setting" {
+            &self.settings
+        } else {
+            &self.secrets
+        };
         if !declared.iter().any(|n| n == name) {
             return undeclared(kind, name, declared);
         }
-        self.values
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+        let mut values = self.lock();
+        if kind == "setting" {
+            values.settings.remove(name);
+        } else {
+            values.secrets.remove(name);
+        }
         Response::json(200, &json!({"name": name, "set": false}))
+    }
+}
+
+/// What a handler's environment holds for a setting: a string as it is, anything else its JSON
+/// text (`5`, `true`).
+fn env_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
     }
 }
 

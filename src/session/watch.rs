@@ -1,6 +1,17 @@
-//! `murmur.WatchSession`: the session's events for an observer, as the original runtime's
-//! observers read them — a `connection-ack` with role `observer` first, then each task's start,
-//! its streamed text and its end, and `capsule-closed` when the session goes.
+//! `murmur.WatchSession`: the session's events for an observer, in the original runtime's shapes
+//! (A2A 1.0 `StreamResponse`s, so its `mur watch` reads mur's door and mur's reads its):
+//!
+//! - a `connection-ack` frame (role `observer`, `conversationMode` `stateless`) first, carried by
+//!   an agent `message`, the frame under `metadata[STREAM_EXTENSION_URI]`;
+//! - for each task: a `statusUpdate` TASK_STATE_WORKING when it is found, its streamed text as
+//!   `text` frames (`final: false`) on `statusUpdate`s TASK_STATE_WORKING, and at its end the
+//!   `response` `artifactUpdate` (a completed task's answer) and the terminal `statusUpdate`;
+//! - `capsule-closed`, carried as the ack is, when the session goes.
+//!
+//! Task events carry SSE `id:`s, ascending within the connection (ack and `capsule-closed` none,
+//! as in the original). mur keeps no session-wide event buffer, so `Last-Event-ID` replays
+//! nothing: a watch sees a task's text from the moment it finds the task (the text the task had
+//! streamed before then included).
 //!
 //! A watch reads the engine from outside: it looks for live tasks every `TICK` and follows each
 //! through a feed of its own (the same feed `tasks/resubscribe` reads), so the engine knows
@@ -17,9 +28,10 @@ use serde_json::{Value, json};
 
 use super::feed::{Feed, Next};
 use super::tasks::Engine;
+use crate::a2a::card::STREAM_EXTENSION_URI;
 use crate::a2a::message::{Content, Part};
 use crate::a2a::stream::Event;
-use crate::a2a::task::State;
+use crate::a2a::task::{State, status_json};
 use crate::a2a::version::Generation;
 use crate::net::server::BodyStream;
 
@@ -43,9 +55,14 @@ pub struct Watch {
     cut: bool,
     seen: HashSet<String>,
     ended: HashSet<String>,
-    feeds: Vec<(String, Arc<Feed>)>,
-    pending: VecDeque<Value>,
+    feeds: Vec<(Followed, Arc<Feed>)>,
+    /// Frames not yet written: a task event's SSE id and its `result`.
+    pending: VecDeque<(Option<u64>, Value)>,
     pending_bytes: usize,
+    /// The last SSE id given; carriers (ack, capsule-closed) take none.
+    last_id: u64,
+    /// Carrier messages written, for their message ids.
+    carriers: u64,
     written: Instant,
 }
 
@@ -69,13 +86,42 @@ impl Watch {
             feeds: Vec::new(),
             pending: VecDeque::new(),
             pending_bytes: 0,
+            last_id: 0,
+            carriers: 0,
             written: Instant::now(),
         }
     }
 
-    fn push(&mut self, frame: Value) {
-        self.pending_bytes += frame.to_string().len();
-        self.pending.push_back(frame);
+    /// Queue one task event's `result`, numbered.
+    fn push(&mut self, result: Value) {
+        self.last_id += 1;
+        self.queue(Some(self.last_id), result);
+    }
+
+    fn queue(&mut self, id: Option<u64>, result: Value) {
+        self.pending_bytes += result.to_string().len();
+        self.pending.push_back((id, result));
+    }
+
+    /// Queue a frame that belongs to no task, as the original carries it: an agent message whose
+    /// one text part names the frame.
+    fn carry(&mut self, frame: Value) {
+        self.carriers += 1;
+        let message_id = format!("msg_{}_w{}", self.session_hex(), self.carriers);
+        let name = frame["frame"].clone();
+        let result = json!({"message": {
+            "messageId": message_id,
+            "role": "ROLE_AGENT",
+            "parts": [{"text": name, "mediaType": "text/plain"}],
+            "metadata": {STREAM_EXTENSION_URI: frame},
+        }});
+        self.queue(None, result);
+    }
+
+    fn session_hex(&self) -> &str {
+        self.session_id
+            .strip_prefix("ses_")
+            .unwrap_or(&self.session_id)
     }
 
     /// Follow the tasks that went live since the last look.
@@ -84,63 +130,132 @@ impl Watch {
             if !self.seen.insert(id.clone()) {
                 continue;
             }
-            self.push(json!({"type": "task-started", "task_id": id}));
-            if let Ok(feed) = self.engine.subscribe(&id, None) {
-                self.feeds.push((id, feed));
+            let context = self
+                .engine
+                .get(&id, None)
+                .map(|task| task.context_id)
+                .unwrap_or_default();
+            let task = Followed { id, context };
+            self.push(task.status(State::Working, None, crate::time::unix_now(), None));
+            if let Ok(feed) = self.engine.subscribe(&task.id, None) {
+                self.feeds.push((task, feed));
             }
         }
     }
 
-    /// Turn what the followed tasks' feeds hold now into frames; a feed that ended is dropped.
+    /// Turn what the followed tasks' feeds hold now into events; a feed that ended is dropped.
     fn drain(&mut self) {
-        let mut frames = vec![];
-        let (ended, cut) = (&mut self.ended, &mut self.cut);
-        self.feeds.retain(|(id, feed)| {
+        let mut results = vec![];
+        let (engine, ended, cut) = (&self.engine, &mut self.ended, &mut self.cut);
+        self.feeds.retain(|(task, feed)| {
             loop {
                 match feed.next(Duration::ZERO) {
                     Next::Event(event) => {
-                        let made = frame(id, &event);
-                        if made.as_ref().is_some_and(|f| f["type"] == "task-ended") {
-                            ended.insert(id.clone());
+                        if matches!(&*event, Event::Status { state, .. } if state.is_final()) {
+                            ended.insert(task.id.clone());
                         }
-                        frames.extend(made);
+                        results.extend(task.events(&event, engine));
                     }
                     Next::Idle => return true,
                     Next::End => {
-                        *cut |= !ended.contains(id);
+                        *cut |= !ended.contains(&task.id);
                         return false;
                     }
                 }
             }
         });
-        for frame in frames {
-            self.push(frame);
+        for result in results {
+            self.push(result);
         }
     }
 }
 
-/// The frame one task event makes, if any: its text as it streams, and its end.
-fn frame(task_id: &str, event: &Event) -> Option<Value> {
-    let text = |parts: &[Part]| {
-        let text: String = parts
-            .iter()
-            .filter_map(|p| match &p.content {
-                Content::Text(text) => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        (!text.is_empty()).then(|| json!({"type": "text", "task_id": task_id, "text": text}))
-    };
-    match event {
-        Event::Artifact { parts, .. } => text(parts),
-        // The task as it stood when the watch found it: what it streamed before then, so a
-        // watch that found it late misses none of its text.
-        Event::Task(task) if task.state == State::Working => text(&task.answer),
-        Event::Status { state, .. } if state.is_final() => Some(json!({
-            "type": "task-ended", "task_id": task_id, "state": state.wire(Generation::V0_3)
-        })),
-        _ => None,
+/// A task a watch follows: what its events name.
+struct Followed {
+    id: String,
+    context: String,
+}
+
+impl Followed {
+    /// The events one task event makes: its text as it streams, and at its end the answer and
+    /// the final state.
+    fn events(&self, event: &Event, engine: &Engine) -> Vec<Value> {
+        match event {
+            Event::Artifact { parts, .. } => self.text(parts).into_iter().collect(),
+            // The task as it stood when the watch found it: what it streamed before then, so a
+            // watch that found it late misses none of its text.
+            Event::Task(task) if task.state == State::Working => {
+                self.text(&task.answer).into_iter().collect()
+            }
+            Event::Status {
+                state,
+                message,
+                timestamp,
+                ..
+            } if state.is_final() => {
+                let mut events = vec![];
+                let answer = engine.get(&self.id, None).map(|t| t.answer);
+                if let (State::Completed, Ok(answer)) = (state, answer) {
+                    events.push(self.response(&answer));
+                }
+                events.push(self.status(*state, message.as_ref(), *timestamp, None));
+                events
+            }
+            _ => vec![],
+        }
     }
+
+    /// A `statusUpdate` of this task, carrying `frame` in its metadata when given.
+    fn status(
+        &self,
+        state: State,
+        message: Option<&crate::a2a::message::Message>,
+        timestamp: i64,
+        frame: Option<Value>,
+    ) -> Value {
+        let mut update = json!({
+            "taskId": self.id,
+            "contextId": self.context,
+            "status": status_json(state, message, timestamp, Generation::V1_0),
+        });
+        if let Some(frame) = frame {
+            update["metadata"] = json!({ STREAM_EXTENSION_URI: frame });
+        }
+        json!({ "statusUpdate": update })
+    }
+
+    /// A `text` frame of what `parts` say, if they say anything.
+    fn text(&self, parts: &[Part]) -> Option<Value> {
+        let text = text_of(parts);
+        let frame = json!({"frame": "text", "text": text, "final": false});
+        let now = crate::time::unix_now();
+        (!text.is_empty()).then(|| self.status(State::Working, None, now, Some(frame)))
+    }
+
+    /// The `response` artifact the original's `mur watch` prints under a completed task.
+    fn response(&self, answer: &[Part]) -> Value {
+        json!({"artifactUpdate": {
+            "taskId": self.id,
+            "contextId": self.context,
+            "lastChunk": true,
+            "artifact": {
+                "artifactId": "response",
+                "name": "response",
+                "parts": [{"text": text_of(answer), "mediaType": "text/plain"}],
+            },
+        }})
+    }
+}
+
+/// The text parts of `parts`, joined.
+fn text_of(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match &p.content {
+            Content::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
 }
 
 impl BodyStream for Watch {
@@ -149,20 +264,20 @@ impl BodyStream for Watch {
             if self.cut || self.pending_bytes > MAX_PENDING {
                 return None;
             }
-            if let Some(frame) = self.pending.pop_front() {
-                self.pending_bytes = self.pending_bytes.saturating_sub(frame.to_string().len());
+            if let Some((event_id, result)) = self.pending.pop_front() {
+                self.pending_bytes = self.pending_bytes.saturating_sub(result.to_string().len());
                 self.written = Instant::now();
-                let answer = json!({"jsonrpc": "2.0", "id": self.id, "result": frame});
-                return Some(format!("data: {answer}\n\n").into_bytes());
+                let answer = json!({"jsonrpc": "2.0", "id": self.id, "result": result});
+                let id_line = event_id.map(|n| format!("id: {n}\n")).unwrap_or_default();
+                return Some(format!("{id_line}data: {answer}\n\n").into_bytes());
             }
             if self.closed {
                 return None;
             }
             if !self.acked {
                 self.acked = true;
-                let ack = json!({"type": "connection-ack", "role": "observer",
-                                 "session_id": self.session_id});
-                self.push(ack);
+                self.carry(json!({"frame": "connection-ack", "role": "observer",
+                                  "conversationMode": "stateless"}));
                 continue;
             }
             let stopping = self.stopping.load(Ordering::Acquire);
@@ -170,8 +285,7 @@ impl BodyStream for Watch {
             self.drain();
             if stopping {
                 self.closed = true;
-                let closed = json!({"type": "capsule-closed", "session_id": self.session_id});
-                self.push(closed);
+                self.carry(json!({"frame": "capsule-closed"}));
                 continue;
             }
             if self.pending.is_empty() {

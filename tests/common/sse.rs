@@ -16,6 +16,8 @@ pub struct Sse {
     buf: Vec<u8>,
     /// The response head, as sent.
     pub head: String,
+    /// The `id:` of the event `next` returned last; `None` when it carried none.
+    pub last_id: Option<u64>,
 }
 
 impl Sse {
@@ -42,7 +44,12 @@ impl Sse {
         };
         let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
         buf.drain(..head_end + 4);
-        Sse { stream, buf, head }
+        Sse {
+            stream,
+            buf,
+            head,
+            last_id: None,
+        }
     }
 
     /// Send the request and nothing else: for a reader that never reads.
@@ -72,6 +79,10 @@ impl Sse {
                     .filter_map(|l| l.strip_prefix("data: "))
                     .collect();
                 if !data.is_empty() {
+                    self.last_id = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("id: "))
+                        .and_then(|id| id.trim().parse().ok());
                     return Some(serde_json::from_str(&data).expect("an event's data is JSON"));
                 }
             }

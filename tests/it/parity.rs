@@ -127,6 +127,7 @@ fn control_sets_shows_and_forgets_with_the_control_token() {
 
     let set = home.mur(&["control", &id, "set", "MODEL", "small"]);
     set.expect_code(0);
+    assert_eq!(set.stdout, "set: MODEL = small (was not set)\n");
     let mut command = home.command(&["control", "@1", "secret", "API_KEY"]);
     command.stdin(std::process::Stdio::piped());
     let secret = run_to_end(command, Some(b"hunter2-secret\n"), MUR_DEADLINE);
@@ -154,8 +155,13 @@ fn control_sets_shows_and_forgets_with_the_control_token() {
     assert!(!show.stdout.contains("hunter2"), "never a secret's value");
     let shown = home.mur(&["control", &id, "show", "--json"]);
     let listing: Value = serde_json::from_str(shown.stdout.trim()).unwrap();
-    assert_eq!(listing["settings"]["MODEL"]["value"], "small");
-    assert_eq!(listing["secrets"]["API_KEY"]["set"], true);
+    assert_eq!(
+        listing,
+        json!({"session_id": id,
+               "settings": [{"name": "MODEL", "value": "small"}],
+               "secrets": [{"name": "API_KEY", "set": true}]}),
+        "the original runtime's listing shape"
+    );
     assert!(!shown.stdout.contains("hunter2"));
     let control = std::fs::read_to_string(home.control_path(&id)).unwrap();
     for out in [&set, &secret, &show, &shown] {
@@ -175,6 +181,52 @@ fn control_sets_shows_and_forgets_with_the_control_token() {
     assert!(undeclared.stderr.contains("OTHER"), "{}", undeclared.stderr);
 }
 
+/// `set` prints the door's answer (the value before and after); a value that parses as JSON goes
+/// as JSON, as the original runtime's client sends it, and a handler sees a number as its JSON
+/// text; a dotted name (the original's `inference.max_tokens`) is the door's to refuse, a name
+/// that would leave its path segment is refused before anything is sent.
+#[test]
+fn control_set_answers_previous_and_value_numbers_and_dotted_names() {
+    let home = Home::new();
+    let session = controlled(&home);
+    let id = session.id.clone();
+
+    let first = home.mur(&["control", &id, "set", "MODEL", "small"]);
+    first.expect_code(0);
+    assert_eq!(first.stdout, "set: MODEL = small (was not set)\n");
+    let number = home.mur(&["control", &id, "set", "MODEL", "5"]);
+    number.expect_code(0);
+    assert_eq!(number.stdout, "set: MODEL = 5 (was small)\n");
+    let listing = home.mur(&["control", &id, "show", "--json"]);
+    let listing: Value = serde_json::from_str(listing.stdout.trim()).unwrap();
+    assert_eq!(listing["settings"], json!([{"name": "MODEL", "value": 5}]));
+    let shown = home.mur(&["control", &id, "show"]);
+    assert!(
+        shown.stdout.contains("setting  MODEL  = 5\n"),
+        "{}",
+        shown.stdout
+    );
+    let answer = session.send(None, "go", true);
+    assert_eq!(common::session::artifact_text(&answer), "model=5 key=");
+
+    let dotted = home.mur(&["control", &id, "set", "inference.max_tokens", "1000"]);
+    dotted.expect_code(1);
+    assert!(
+        dotted.stderr.contains("door refused") && dotted.stderr.contains("inference.max_tokens"),
+        "{}",
+        dotted.stderr
+    );
+    for bad in ["a/b", "a%2fb", "a?b", "a#b", "a b", "..", ""] {
+        let refused = home.mur(&["control", &id, "set", bad, "x"]);
+        refused.expect_code(2);
+        assert!(
+            refused.stderr.contains("not a setting"),
+            "{bad}: {}",
+            refused.stderr
+        );
+    }
+}
+
 #[test]
 fn control_refuses_a_secret_on_argv_and_a_session_without_control() {
     let home = Home::new();
@@ -185,8 +237,14 @@ fn control_refuses_a_secret_on_argv_and_a_session_without_control() {
     let listing = home.mur(&["control", &session.id, "show", "--json"]);
     let listing: Value = serde_json::from_str(listing.stdout.trim()).unwrap();
     assert_eq!(
-        listing["secrets"]["API_KEY"]["set"], false,
+        listing["secrets"],
+        json!([{"name": "API_KEY", "set": false}]),
         "nothing was sent"
+    );
+    assert_eq!(
+        listing["settings"],
+        json!([{"name": "MODEL", "value": null}]),
+        "a setting not set yet"
     );
 
     home.mur(&["control", &session.id]).expect_code(2);
@@ -217,8 +275,12 @@ fn streaming_script(gate: &Path) -> String {
     )
 }
 
-/// `murmur.WatchSession` (DESIGN.md §5): the ack first, then a task's start and its text while
-/// it runs, its end, and `capsule-closed` when the session goes; the door extension echoed.
+/// The original runtime's stream extension: the key of `metadata` its frames are carried under.
+const STREAM: &str = "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
+
+/// `murmur.WatchSession` (DESIGN.md §5) in the original runtime's shapes: the ack first, then a
+/// task's start and its text as `text` frames while it runs, its answer and end, and
+/// `capsule-closed` when the session goes; the door extension echoed.
 #[test]
 fn watch_session_streams_the_sessions_events_to_an_observer() {
     let home = Home::new();
@@ -233,39 +295,72 @@ fn watch_session_streams_the_sessions_events_to_an_observer() {
         "{}",
         sse.head
     );
-    let result = |sse: &mut common::sse::Sse| sse.next().expect("a frame")["result"].take();
-    assert_eq!(
-        result(&mut sse),
-        json!({"type": "connection-ack", "role": "observer", "session_id": session.id})
+    let result = |sse: &mut common::sse::Sse| sse.next().expect("an event")["result"].take();
+    // A frame that belongs to no task: an agent message carrying it under the stream extension.
+    let carried = |result: &Value, frame: Value| {
+        let message = &result["message"];
+        assert_eq!(message["role"], "ROLE_AGENT", "{result}");
+        assert_eq!(message["parts"][0]["text"], frame["frame"], "{result}");
+        assert_eq!(message["metadata"][STREAM], frame, "{result}");
+    };
+    carried(
+        &result(&mut sse),
+        json!({"frame": "connection-ack", "role": "observer", "conversationMode": "stateless"}),
     );
+    assert_eq!(sse.last_id, None, "a carrier has no event id");
     let task = session.send(None, "go", false);
     let id = task["id"].as_str().unwrap();
+    let started = result(&mut sse);
+    assert_eq!(sse.last_id, Some(1), "task events are numbered");
+    assert_eq!(started["statusUpdate"]["taskId"], id, "{started}");
     assert_eq!(
-        result(&mut sse),
-        json!({"type": "task-started", "task_id": id})
+        started["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    assert!(
+        started["statusUpdate"].get("metadata").is_none(),
+        "{started}"
     );
     let mut text = String::new();
+    let mut previous = sse.last_id;
     while !text.contains("second") {
-        let frame = result(&mut sse);
-        assert_eq!(frame["type"], "text", "{frame}");
-        assert_eq!(frame["task_id"], id);
+        let event = result(&mut sse);
+        assert!(sse.last_id > previous, "ascending: {:?}", sse.last_id);
+        previous = sse.last_id;
+        let update = &event["statusUpdate"];
+        assert_eq!(update["taskId"], id, "{event}");
+        assert_eq!(update["status"]["state"], "TASK_STATE_WORKING", "{event}");
+        let frame = &update["metadata"][STREAM];
+        assert_eq!(frame["frame"], "text", "{event}");
+        assert_eq!(frame["final"], false, "{event}");
         text.push_str(frame["text"].as_str().unwrap());
     }
+    assert_eq!(text, "first\nsecond\n");
     assert_eq!(
         state(&session, None, id),
         "working",
         "the text came while it ran"
     );
     std::fs::write(gate.join("release"), "").unwrap();
+    // The answer as the task's artifact has it: one trailing newline dropped.
+    let answer = result(&mut sse);
     assert_eq!(
-        result(&mut sse),
-        json!({"type": "task-ended", "task_id": id, "state": "completed"})
+        answer["artifactUpdate"]["artifact"],
+        json!({"artifactId": "response", "name": "response",
+               "parts": [{"text": "first\nsecond", "mediaType": "text/plain"}]}),
+        "{answer}"
     );
+    assert_eq!(answer["artifactUpdate"]["taskId"], id);
+    let ended = result(&mut sse);
+    assert_eq!(ended["statusUpdate"]["taskId"], id, "{ended}");
+    assert_eq!(
+        ended["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let last = sse.last_id;
     session.signal(libc::SIGTERM);
-    assert_eq!(
-        result(&mut sse),
-        json!({"type": "capsule-closed", "session_id": session.id})
-    );
+    carried(&result(&mut sse), json!({"frame": "capsule-closed"}));
+    assert!(last > Some(2) && sse.last_id.is_none(), "{last:?}");
     assert!(sse.next().is_none(), "the stream ends");
     session.wait_exit(common::wait::WAIT);
 }

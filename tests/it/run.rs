@@ -879,6 +879,11 @@ fn set_style_and_secret(conn: &mut Http, control: &str, secret: &str) -> Vec<Str
         br#"{"value":"terse"}"#,
     );
     assert_eq!(put.status, 200, "{}", put.text());
+    assert_eq!(
+        put.json(),
+        json!({"name": "STYLE", "previous": null, "value": "terse", "applies_from": "next_task"}),
+        "the original runtime's answer shape"
+    );
     responses.push(put.text());
     let put = conn.request(
         "PUT",
@@ -887,6 +892,10 @@ fn set_style_and_secret(conn: &mut Http, control: &str, secret: &str) -> Vec<Str
         secret.as_bytes(),
     );
     assert_eq!(put.status, 200, "{}", put.text());
+    assert_eq!(
+        put.json(),
+        json!({"name": "API_KEY", "set": true, "replaced": false})
+    );
     responses.push(put.text());
     // Undeclared names are refused.
     let put = conn.request(
@@ -902,9 +911,14 @@ fn set_style_and_secret(conn: &mut Http, control: &str, secret: &str) -> Vec<Str
     assert_eq!(listing.status, 200);
     responses.push(listing.text());
     let listing = listing.json();
-    assert_eq!(listing["settings"]["STYLE"]["value"], "terse", "{listing}");
-    assert_eq!(listing["settings"]["STYLE"]["set"], true);
-    assert_eq!(listing["secrets"]["API_KEY"]["set"], true, "{listing}");
+    assert_eq!(
+        (&listing["settings"], &listing["secrets"]),
+        (
+            &json!([{"name": "STYLE", "value": "terse"}]),
+            &json!([{"name": "API_KEY", "set": true}])
+        ),
+        "{listing}"
+    );
     responses
 }
 
