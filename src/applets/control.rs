@@ -42,13 +42,18 @@ suffix of at least 4 characters (see 'mur stop --help').
                   printf %s \"$KEY\" | mur control @1 secret API_KEY
   forget NAME   unset a secret or a setting
 
+NAME is letters, digits, _, . and - (not starting with .), so a dotted name
+such as inference.max_tokens goes through; which names exist is the door's
+to say. Anything else (/, %, ?, # or a space) is refused before it is sent.
+
 The calls carry the session's control token, read from its control file in
 ~/.murmur/running (mode 0600); a secret is sent only to a door on this machine
 (the door refuses it from any other peer).
 
 Exit status: 0 when done; 1 when the session is not running, declares no
 control, or the door refused (its reason said: an undeclared NAME, a value too
-long); 2 on a usage error (a secret's value on the command line included).
+long) or answered a listing of another shape (what it answered said); 2 on a
+usage error (a secret's value on the command line included).
 ",
     main,
 };
