@@ -3,9 +3,7 @@
 //! ([`client`]).
 
 pub mod client;
-pub mod conns;
 pub mod multi;
-pub mod pool;
 pub mod server;
 
 use std::io::Read;
@@ -24,9 +22,8 @@ pub(crate) enum Received {
 
 /// Read once into `chunk`, waiting no later than `deadline`. The wait is `poll(2)` rather than a
 /// socket receive timeout, which the kernel fires up to a tick late; `EINTR` is retried. The
-/// one read loop under both the door's requests and the client's streamed answers. A wait for
-/// bytes not there yet is one the door's pool may start another worker for
-/// ([`pool::blocking`]).
+/// one read loop under the client's answers, whole or streamed (the door's server never waits
+/// on a socket).
 pub(crate) fn read_by(stream: &TcpStream, chunk: &mut [u8], deadline: Instant) -> Received {
     let mut stream = stream;
     loop {
@@ -34,11 +31,7 @@ pub(crate) fn read_by(stream: &TcpStream, chunk: &mut [u8], deadline: Instant) -
         if remaining.is_zero() {
             return Received::Late;
         }
-        let ready = match crate::sys::poll::poll_readable(stream, std::time::Duration::ZERO) {
-            Ok(false) => pool::blocking(|| crate::sys::poll::poll_readable(stream, remaining)),
-            other => other,
-        };
-        match ready {
+        match crate::sys::poll::poll_readable(stream, remaining) {
             Ok(true) => {}
             Ok(false) => continue,
             Err(err) => return Received::Failed(err),

@@ -39,20 +39,23 @@ use crate::id::SessionId;
 use crate::json::strict::Refusal;
 use crate::net::server::{Request, Response};
 use envelope::{asked_generation, envelope, lookup, not_found, readable_id, refusal, resolve};
+use later::Later;
 use sse::Sse;
 pub use streams::Streams;
 use streams::{PER_CALLER, Slot};
 
 mod cors;
 mod envelope;
+mod later;
 mod route;
 mod sse;
 mod streams;
 
-/// What a method produced: its `result`, or a task's feed to stream.
+/// What a method produced: its `result`, a task's feed to stream, or a result to wait for.
 enum Answered {
     Value(Value),
     Feed(Arc<Feed>),
+    Later(Later),
 }
 
 /// What a JSON-RPC request gets: one answer, or a stream of them.
@@ -66,6 +69,8 @@ enum Reply {
     Watch(Box<Watch>),
     /// A stream, counted among its caller's open ones until it has been written out.
     Held(Box<Reply>, Slot),
+    /// An answer once what it waits for has happened.
+    Later(Box<later::Answer>),
 }
 
 /// A JSON answer whose parts' data (markers in the tree) are written as their text.
@@ -304,6 +309,13 @@ impl Door {
             Ok(Answered::Value(result)) => {
                 answer(json!({"jsonrpc": "2.0", "id": id, "result": result}))
             }
+            Ok(Answered::Later(later)) => {
+                let reply = Reply::Later(Box::new(later::Answer { later, id, shape }));
+                match method.op {
+                    Op::StopSession => Ok(Reply::Door(Box::new(reply))),
+                    _ => Ok(reply),
+                }
+            }
             Err(err) if err.code == BUDGET_FULL => Err(budget_full(err.message, id, shape)),
             Ok(Answered::Feed(feed)) => {
                 // A formation peer is mur's own relay of stdout ([`Trail::exact`]); every other
@@ -313,7 +325,7 @@ impl Door {
                     _ => Trail::default(),
                 };
                 let writing = Charge::new(self.engine.stream_budget());
-                Ok(held(Reply::Stream(Sse::Feed(
+                Ok(held(Reply::Stream(Sse::feed(
                     feed, id, shape, trail, writing,
                 ))))
             }
@@ -349,7 +361,7 @@ impl Door {
                     .subscribe(&params, caller, generation)
                     .map(Answered::Feed);
             }
-            Op::Send => self.send(params, caller, generation, &rendering),
+            Op::Send => return self.send(params, caller, generation, &rendering),
             Op::Get => {
                 let asked = params::task_ref(&params)?;
                 let task = lookup(self.engine.get(&asked.id, viewer), &asked.id, generation)?;
@@ -360,11 +372,7 @@ impl Door {
                 rendering(&task);
                 Ok(task.render(generation, view))
             }
-            Op::Cancel => {
-                let asked = params::task_ref(&params)?;
-                let task = self.engine.cancel(&asked.id, viewer);
-                Ok(lookup(task, &asked.id, generation)?.render(generation, View::FULL))
-            }
+            Op::Cancel => return self.cancel(&params, viewer, generation),
             Op::List => self.list(&params, viewer),
             Op::PushConfig => Err(RpcError::new(
                 rpc::PUSH_NOT_SUPPORTED,
@@ -385,7 +393,7 @@ impl Door {
                 self.request_stop();
                 Ok(json!({"stopping": true, "sessionId": self.session_id}))
             }
-            Op::StopSession => Ok(self.stop_session()),
+            Op::StopSession => return Ok(Answered::Later(self.stop_session())),
             // Answered as a stream before dispatch ([`Door::answer`]).
             Op::Watch => Err(RpcError::new(rpc::INTERNAL_ERROR, "not a plain answer")),
         };
@@ -397,32 +405,50 @@ impl Door {
     /// answer names the ones this call moved to `canceled` — so a second call names none. The
     /// session goes on: ending the process is the caller's signal, as the original's `mur stop`
     /// sends right after; a method that ended its own process would race its answer out of it.
-    fn stop_session(&self) -> Value {
-        let live = self.engine.live();
-        let canceled: Vec<String> = std::thread::scope(|scope| {
-            let asks: Vec<_> = live
-                .iter()
-                .map(|id| {
-                    let cancel = move || self.engine.cancel(id, None);
-                    // No thread to spare: this one cancels it, in turn.
-                    std::thread::Builder::new()
-                        .name("cancel".into())
-                        .spawn_scoped(scope, cancel)
-                        .map_err(|_| Box::new(cancel()))
-                })
-                .collect();
-            asks.into_iter()
-                .zip(&live)
-                .filter_map(|(ask, id)| {
-                    let ended = match ask {
-                        Ok(thread) => thread.join().ok()?,
-                        Err(done) => *done,
-                    };
-                    (ended.ok()?.state == State::Canceled).then(|| id.clone())
-                })
-                .collect()
-        });
-        json!({"session_id": self.session_id, "canceled": canceled, "residue": []})
+    fn stop_session(&self) -> Later {
+        let (engine, session) = (self.engine.clone(), self.session_id.to_string());
+        later::on_thread(move || {
+            let live = engine.live();
+            let canceled: Vec<String> = std::thread::scope(|scope| {
+                let asks: Vec<_> = live
+                    .iter()
+                    .map(|id| {
+                        let cancel = || engine.cancel(id, None);
+                        std::thread::Builder::new()
+                            .name("cancel".into())
+                            .spawn_scoped(scope, cancel)
+                            .map_err(|_| Box::new(cancel()))
+                    })
+                    .collect();
+                asks.into_iter()
+                    .zip(&live)
+                    .filter_map(|(ask, id)| {
+                        let ended = match ask {
+                            Ok(thread) => thread.join().ok()?,
+                            Err(done) => *done,
+                        };
+                        (ended.ok()?.state == State::Canceled).then(|| id.clone())
+                    })
+                    .collect()
+            });
+            Ok(json!({"session_id": session, "canceled": canceled, "residue": []}))
+        })
+    }
+
+    /// `tasks/cancel`, `CancelTask`: the task once canceled — at once if it was queued or
+    /// waiting for input, once its turn has ended if it was running.
+    fn cancel(
+        &self,
+        params: &Value,
+        viewer: Option<&str>,
+        generation: Generation,
+    ) -> Result<Answered, RpcError> {
+        let asked = params::task_ref(params)?;
+        let (engine, viewer) = (self.engine.clone(), viewer.map(str::to_string));
+        Ok(Answered::Later(later::on_thread(move || {
+            let task = engine.cancel(&asked.id, viewer.as_deref());
+            Ok(lookup(task, &asked.id, generation)?.render(generation, View::FULL))
+        })))
     }
 
     fn request_stop(&self) {
@@ -491,37 +517,37 @@ impl Door {
             })
     }
 
+    /// `message/send`, `SendMessage`: the task as it stands, or — blocking — once it has
+    /// settled (ended, or asking for input).
     fn send(
         &self,
         params: Value,
         caller: &Caller,
         generation: Generation,
         rendering: &dyn Fn(&crate::a2a::task::Task),
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Answered, RpcError> {
         let asked = params::send(params, generation)?;
         let (blocking, history_length) = (asked.blocking, asked.history_length);
         let taken = self.take(asked, caller, generation, false)?;
-        let task = if blocking {
-            self.engine.wait(&taken.settled)
-        } else {
-            // As it stands; one that is no longer in memory has settled, so its claim holds it.
-            let now = || self.engine.get(taken.id.as_str(), None).ok();
-            let settled = || taken.settled.get().cloned();
-            settled()
-                .or_else(now)
-                .or_else(settled)
-                .ok_or_else(|| RpcError::new(rpc::INTERNAL_ERROR, "the task was lost"))?
-        };
         let view = View {
             history_length,
             artifacts: true,
         };
+        if blocking {
+            let (engine, settled) = (self.engine.clone(), taken.settled);
+            return Ok(Answered::Later(later::on_thread(move || {
+                Ok(sent(&engine.wait(&settled), generation, view))
+            })));
+        }
+        // As it stands; one that is no longer in memory has settled, so its claim holds it.
+        let now = || self.engine.get(taken.id.as_str(), None).ok();
+        let settled = || taken.settled.get().cloned();
+        let task = settled()
+            .or_else(now)
+            .or_else(settled)
+            .ok_or_else(|| RpcError::new(rpc::INTERNAL_ERROR, "the task was lost"))?;
         rendering(&task);
-        let rendered = task.render(generation, view);
-        Ok(match generation {
-            Generation::V0_3 => rendered,
-            Generation::V1_0 => json!({"task": rendered}),
-        })
+        Ok(Answered::Value(sent(&task, generation, view)))
     }
 
     /// `ListTasks`: the caller's tasks, newest first, one page at a time.
@@ -546,9 +572,19 @@ impl Door {
     }
 }
 
+/// A sent message's task as `message/send` answers it in `generation`.
+fn sent(task: &crate::a2a::task::Task, generation: Generation, view: View) -> Value {
+    let rendered = task.render(generation, view);
+    match generation {
+        Generation::V0_3 => rendered,
+        Generation::V1_0 => json!({"task": rendered}),
+    }
+}
+
 /// The HTTP response carrying `reply`.
 fn reply_response(reply: Reply) -> Response {
     match reply {
+        Reply::Later(answer) => Response::deferred(answer),
         Reply::Value(answer) => json_response(200, &answer),
         Reply::Stream(stream) => Response::event_stream(Box::new(stream)),
         Reply::Watch(watch) => Response::event_stream(watch),

@@ -91,18 +91,16 @@ impl Feed {
         queue.weight = 0;
     }
 
-    /// The next event, waiting at most `wait` for one (a wait the door's pool may start
-    /// another worker for: [`crate::net::pool::blocking`]).
+    /// The next event, waiting at most `wait` for one.
     pub fn next(&self, wait: Duration) -> Next {
         let empty = |q: &mut Queue| q.events.is_empty() && !q.closed && !q.lost;
         let mut queue = self.lock();
         if empty(&mut queue) {
-            queue = crate::net::pool::blocking(|| {
-                self.ready
-                    .wait_timeout_while(queue, wait, empty)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0
-            });
+            queue = self
+                .ready
+                .wait_timeout_while(queue, wait, empty)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         if queue.lost {
             return Next::End;

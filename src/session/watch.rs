@@ -36,6 +36,7 @@ use crate::a2a::version::Generation;
 use crate::net::server::BodyStream;
 
 /// How often a watch looks for new tasks and new events.
+#[allow(dead_code)] // TEMPORARY: until the engine's poll_frame
 const TICK: Duration = Duration::from_millis(25);
 /// How long a watch may be silent before a comment line keeps it alive.
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -259,20 +260,20 @@ fn text_of(parts: &[Part]) -> String {
 }
 
 impl BodyStream for Watch {
-    fn next(&mut self) -> Option<Vec<u8>> {
-        loop {
+    fn poll_next(&mut self, _waker: &std::task::Waker) -> std::task::Poll<Option<Vec<u8>>> {
+        std::task::Poll::Ready(loop {
             if self.cut || self.pending_bytes > MAX_PENDING {
-                return None;
+                break None;
             }
             if let Some((event_id, result)) = self.pending.pop_front() {
                 self.pending_bytes = self.pending_bytes.saturating_sub(result.to_string().len());
                 self.written = Instant::now();
                 let answer = json!({"jsonrpc": "2.0", "id": self.id, "result": result});
                 let id_line = event_id.map(|n| format!("id: {n}\n")).unwrap_or_default();
-                return Some(format!("{id_line}data: {answer}\n\n").into_bytes());
+                break Some(format!("{id_line}data: {answer}\n\n").into_bytes());
             }
             if self.closed {
-                return None;
+                break None;
             }
             if !self.acked {
                 self.acked = true;
@@ -291,11 +292,13 @@ impl BodyStream for Watch {
             if self.pending.is_empty() {
                 if self.written.elapsed() >= HEARTBEAT {
                     self.written = Instant::now();
-                    return Some(b": keep-alive\n\n".to_vec());
+                    break Some(b": keep-alive\n\n".to_vec());
                 }
-                std::thread::sleep(TICK);
+                // TEMPORARY until the engine's `Watch::poll_frame`: the server polls again
+                // within its STREAM_TICK.
+                return std::task::Poll::Pending;
             }
-        }
+        })
     }
 }
 

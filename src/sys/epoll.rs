@@ -1,151 +1,356 @@
-//! `epoll(7)`, for the door's parked connections: one thread waits on every idle keep-alive
-//! socket at once, without a `pollfd` array rebuilt per wait.
+//! The door's readiness poller: `epoll(7)` on Linux, `kqueue(2)` on macOS, behind one small
+//! API. Every door worker waits on the one set itself (leader/followers).
 //!
-//! Each socket is armed *once* (`EPOLLONESHOT`): when it becomes readable it fires a single
-//! time and is disarmed, so exactly one waiter takes it, and it stays silent while a worker
-//! serves it until [`Epoll::arm`] is called again. Events carry the caller's `u64` key, never a
-//! pointer.
-//!
-//! Linux only: elsewhere [`Epoll::new`] says it is unsupported, and the door serves each
-//! connection on one thread from its first request to its last instead of parking it.
+//! A connection is armed *once* ([`Watch::Once`]: `EPOLLONESHOT`, `EV_DISPATCH`-like one-shot
+//! filters on kqueue): when it becomes ready it fires a single time and is disarmed, so exactly
+//! one waiter takes it, and it stays silent while that worker serves it until
+//! [`Poller::rearm`] is called. Events carry the caller's `u64` key, never a pointer.
 
-#[cfg(target_os = "linux")]
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-/// An epoll instance.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // never made there
-pub struct Epoll(OwnedFd);
-
-/// How a descriptor is watched.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// How a descriptor is watched. Hang-ups and errors are always heard.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Watch {
-    /// Readable or hung up, every time (a listener, a wake-up pipe).
+    /// Readable, every time, level-triggered: the stop pipe, which every waiter must see.
     Always,
-    /// Readable or hung up, once; [`Epoll::arm`] again to hear of it next time.
-    Once,
+    /// Once, for what is asked: readable, writable, or neither (only a hang-up, then).
+    Once { read: bool, write: bool },
+}
+
+/// What fired for one key.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Event {
+    pub key: u64,
+    pub readable: bool,
+    pub writable: bool,
+    /// The peer closed (at least its sending side), or the socket failed.
+    pub hangup: bool,
+}
+
+/// The most events one wait hands out: a worker takes a few ready connections per system call,
+/// and leaves the rest to the others.
+pub const BATCH: usize = 8;
+
+/// A readiness poller.
+pub struct Poller(OwnedFd);
+
+/// A timeout as whole milliseconds, rounded up (so a short wait never spins); `None` is forever.
+fn millis(timeout: Option<Duration>) -> i32 {
+    timeout.map_or(-1, |t| {
+        t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+    })
 }
 
 #[cfg(target_os = "linux")]
-impl Epoll {
-    pub fn new() -> std::io::Result<Self> {
-        // SAFETY: epoll_create1(2) takes a flag and returns a new descriptor or -1.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
+mod imp {
+    use super::{BATCH, Event, Poller, Watch, millis};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+    use std::time::Duration;
+
+    fn events_of(watch: Watch) -> u32 {
+        let base = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+        match watch {
+            Watch::Always => base | libc::EPOLLIN as u32,
+            Watch::Once { read, write } => {
+                let mut events = base | libc::EPOLLONESHOT as u32;
+                if read {
+                    events |= libc::EPOLLIN as u32;
+                }
+                if write {
+                    events |= libc::EPOLLOUT as u32;
+                }
+                events
+            }
         }
-        // SAFETY: `fd` was just returned to us and is owned by nothing else.
-        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    /// Watch `fd` under `key`: `first` adds it, otherwise it is re-armed (it must have been
-    /// added before and not removed).
-    pub fn arm(&self, fd: RawFd, key: u64, watch: Watch, first: bool) -> std::io::Result<()> {
-        let mut events = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
-        if watch == Watch::Once {
-            events |= libc::EPOLLONESHOT as u32;
+    impl Poller {
+        pub fn new() -> std::io::Result<Self> {
+            // SAFETY: epoll_create1(2) takes a flag and returns a new descriptor or -1.
+            let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: `fd` was just returned to us and is owned by nothing else.
+            Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
         }
-        let mut event = libc::epoll_event { events, u64: key };
-        let op = if first {
-            libc::EPOLL_CTL_ADD
-        } else {
-            libc::EPOLL_CTL_MOD
-        };
-        // SAFETY: a live epoll descriptor, a descriptor number and a live event struct.
-        let done = unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut event) };
-        if done < 0 {
-            return Err(std::io::Error::last_os_error());
+
+        fn ctl(&self, op: libc::c_int, fd: RawFd, key: u64, watch: Watch) -> std::io::Result<()> {
+            let mut event = libc::epoll_event {
+                events: events_of(watch),
+                u64: key,
+            };
+            // SAFETY: a live epoll descriptor, a descriptor number and a live event struct.
+            if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut event) } < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
         }
-        Ok(())
-    }
 
-    /// Stop watching `fd` (a descriptor about to be closed, or handed elsewhere for good).
-    pub fn remove(&self, fd: RawFd) {
-        // SAFETY: EPOLL_CTL_DEL ignores the event pointer; a descriptor not watched is ENOENT,
-        // which changes nothing.
-        unsafe {
-            libc::epoll_ctl(
-                self.0.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                fd,
-                std::ptr::null_mut(),
-            )
-        };
-    }
+        /// Start watching `fd` under `key`.
+        pub fn add(&self, fd: RawFd, key: u64, watch: Watch) -> std::io::Result<()> {
+            self.ctl(libc::EPOLL_CTL_ADD, fd, key, watch)
+        }
 
-    /// Wait up to `timeout` (rounded up to the next millisecond) and put the keys that fired in
-    /// `keys` (cleared first). `EINTR` reads as nothing fired.
-    pub fn wait(&self, keys: &mut Vec<u64>, timeout: Duration) -> std::io::Result<()> {
-        const MAX_EVENTS: usize = 256;
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
-        let millis = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-        keys.clear();
-        // SAFETY: the buffer holds MAX_EVENTS events, as we say.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.0.as_raw_fd(),
-                events.as_mut_ptr(),
-                MAX_EVENTS as i32,
-                millis,
-            )
-        };
-        if n < 0 {
-            let err = std::io::Error::last_os_error();
-            return match err.kind() {
-                std::io::ErrorKind::Interrupted => Ok(()),
-                _ => Err(err),
+        /// Watch `fd` (added before, not removed since) again, as `watch` says.
+        pub fn rearm(&self, fd: RawFd, key: u64, watch: Watch) -> std::io::Result<()> {
+            self.ctl(libc::EPOLL_CTL_MOD, fd, key, watch)
+        }
+
+        /// Stop watching `fd` (a descriptor about to be closed).
+        pub fn remove(&self, fd: RawFd) {
+            // SAFETY: EPOLL_CTL_DEL ignores the event pointer; a descriptor not watched is
+            // ENOENT, which changes nothing.
+            unsafe {
+                libc::epoll_ctl(
+                    self.0.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    fd,
+                    std::ptr::null_mut(),
+                )
             };
         }
-        keys.extend(events[..n as usize].iter().map(|e| e.u64));
-        Ok(())
+
+        /// Wait up to `timeout` (`None`: until something fires) and put what fired in `out`
+        /// (cleared first), at most [`BATCH`]. `EINTR` reads as nothing fired.
+        pub fn wait(&self, out: &mut Vec<Event>, timeout: Option<Duration>) -> std::io::Result<()> {
+            let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
+            out.clear();
+            // SAFETY: the buffer holds BATCH events, as we say.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.0.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    BATCH as i32,
+                    millis(timeout),
+                )
+            };
+            if n < 0 {
+                let err = std::io::Error::last_os_error();
+                return match err.kind() {
+                    std::io::ErrorKind::Interrupted => Ok(()),
+                    _ => Err(err),
+                };
+            }
+            let hung = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+            out.extend(events[..n as usize].iter().map(|e| Event {
+                key: e.u64,
+                readable: e.events & libc::EPOLLIN as u32 != 0,
+                writable: e.events & libc::EPOLLOUT as u32 != 0,
+                hangup: e.events & hung != 0,
+            }));
+            Ok(())
+        }
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-impl Epoll {
-    pub fn new() -> std::io::Result<Self> {
-        Err(std::io::ErrorKind::Unsupported.into())
+mod imp {
+    //! kqueue: a read filter and a write filter per descriptor, each `EV_DISPATCH` for
+    //! [`Watch::Once`] (delivered once, then disabled until re-enabled), so one waiter takes a
+    //! ready connection as with `EPOLLONESHOT`. A filter not wanted is disabled, not deleted, so
+    //! re-arming never meets ENOENT. A hang-up comes as `EV_EOF` on either filter; a connection
+    //! watched for neither keeps its read filter enabled for it (its bytes then read as a wake,
+    //! which the server treats as one).
+    use super::{BATCH, Event, Poller, Watch, millis};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+    use std::time::Duration;
+
+    fn change(fd: RawFd, filter: i16, flags: u16, key: u64) -> libc::kevent {
+        libc::kevent {
+            ident: fd as libc::uintptr_t,
+            filter,
+            flags,
+            fflags: 0,
+            data: 0,
+            udata: key as usize as *mut libc::c_void,
+        }
     }
 
-    pub fn arm(&self, _: RawFd, _: u64, _: Watch, _: bool) -> std::io::Result<()> {
-        Err(std::io::ErrorKind::Unsupported.into())
-    }
+    impl Poller {
+        pub fn new() -> std::io::Result<Self> {
+            // SAFETY: kqueue(2) takes nothing and returns a new descriptor or -1.
+            let fd = unsafe { libc::kqueue() };
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: `fd` was just returned to us and is owned by nothing else.
+            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+            crate::sys::pipe::add_flag(fd, crate::sys::pipe::FD_FLAGS, libc::FD_CLOEXEC)?;
+            Ok(Self(owned))
+        }
 
-    pub fn remove(&self, _: RawFd) {}
+        fn apply(&self, changes: &[libc::kevent]) -> std::io::Result<()> {
+            // SAFETY: a live kqueue, a live array of `changes.len()` changes, no event buffer.
+            let rc = unsafe {
+                libc::kevent(
+                    self.0.as_raw_fd(),
+                    changes.as_ptr(),
+                    changes.len() as i32,
+                    std::ptr::null_mut(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            if rc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        }
 
-    pub fn wait(&self, _: &mut Vec<u64>, _: Duration) -> std::io::Result<()> {
-        Err(std::io::ErrorKind::Unsupported.into())
+        fn set(&self, fd: RawFd, key: u64, watch: Watch) -> std::io::Result<()> {
+            let (read, write, once) = match watch {
+                Watch::Always => (true, false, false),
+                Watch::Once { read, write } => (read || !write, write, true),
+            };
+            let on = |wanted: bool| {
+                let mut flags = libc::EV_ADD;
+                flags |= if wanted {
+                    libc::EV_ENABLE
+                } else {
+                    libc::EV_DISABLE
+                };
+                if once {
+                    flags |= libc::EV_DISPATCH;
+                }
+                flags
+            };
+            self.apply(&[
+                change(fd, libc::EVFILT_READ, on(read), key),
+                change(fd, libc::EVFILT_WRITE, on(write), key),
+            ])
+        }
+
+        /// Start watching `fd` under `key`.
+        pub fn add(&self, fd: RawFd, key: u64, watch: Watch) -> std::io::Result<()> {
+            self.set(fd, key, watch)
+        }
+
+        /// Watch `fd` (added before, not removed since) again, as `watch` says.
+        pub fn rearm(&self, fd: RawFd, key: u64, watch: Watch) -> std::io::Result<()> {
+            self.set(fd, key, watch)
+        }
+
+        /// Stop watching `fd` (a descriptor about to be closed; closing removes its filters too).
+        pub fn remove(&self, fd: RawFd) {
+            for filter in [libc::EVFILT_READ, libc::EVFILT_WRITE] {
+                let _ = self.apply(&[change(fd, filter, libc::EV_DELETE, 0)]);
+            }
+        }
+
+        /// Wait up to `timeout` (`None`: until something fires) and put what fired in `out`
+        /// (cleared first), at most [`BATCH`]. `EINTR` reads as nothing fired.
+        pub fn wait(&self, out: &mut Vec<Event>, timeout: Option<Duration>) -> std::io::Result<()> {
+            // SAFETY: `kevent` is a plain C struct for which all-zero bytes are valid.
+            let mut events: [libc::kevent; BATCH] = unsafe { std::mem::zeroed() };
+            let ms = millis(timeout);
+            let spec = libc::timespec {
+                tv_sec: (ms.max(0) / 1000) as libc::time_t,
+                tv_nsec: ((ms.max(0) % 1000) * 1_000_000) as libc::c_long,
+            };
+            let spec_ptr = if ms < 0 {
+                std::ptr::null()
+            } else {
+                &raw const spec
+            };
+            out.clear();
+            // SAFETY: a live kqueue, no changes, a buffer of BATCH events, a live timespec or null.
+            let n = unsafe {
+                libc::kevent(
+                    self.0.as_raw_fd(),
+                    std::ptr::null(),
+                    0,
+                    events.as_mut_ptr(),
+                    BATCH as i32,
+                    spec_ptr,
+                )
+            };
+            if n < 0 {
+                let err = std::io::Error::last_os_error();
+                return match err.kind() {
+                    std::io::ErrorKind::Interrupted => Ok(()),
+                    _ => Err(err),
+                };
+            }
+            out.extend(events[..n as usize].iter().map(|e| Event {
+                key: e.udata as usize as u64,
+                readable: e.filter == libc::EVFILT_READ,
+                writable: e.filter == libc::EVFILT_WRITE,
+                hangup: e.flags & (libc::EV_EOF | libc::EV_ERROR) != 0,
+            }));
+            Ok(())
+        }
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
+
+    const ONCE_READ: Watch = Watch::Once {
+        read: true,
+        write: false,
+    };
+
+    fn keys(poller: &Poller, timeout: Duration) -> Vec<u64> {
+        let mut events = Vec::new();
+        poller.wait(&mut events, Some(timeout)).unwrap();
+        events.iter().map(|e| e.key).collect()
+    }
 
     #[test]
     fn a_once_watch_fires_once_until_armed_again() {
-        let epoll = Epoll::new().unwrap();
+        let poller = Poller::new().unwrap();
         let (mut ours, theirs) = UnixStream::pair().unwrap();
-        epoll.arm(theirs.as_raw_fd(), 7, Watch::Once, true).unwrap();
-        let mut keys = Vec::new();
-        epoll.wait(&mut keys, Duration::from_millis(1)).unwrap();
-        assert!(keys.is_empty(), "nothing to read yet");
-        ours.write_all(b"x").unwrap();
-        epoll.wait(&mut keys, Duration::from_secs(5)).unwrap();
-        assert_eq!(keys, [7]);
-        epoll.wait(&mut keys, Duration::from_millis(1)).unwrap();
+        poller.add(theirs.as_raw_fd(), 7, ONCE_READ).unwrap();
         assert!(
-            keys.is_empty(),
+            keys(&poller, Duration::from_millis(1)).is_empty(),
+            "nothing yet"
+        );
+        ours.write_all(b"x").unwrap();
+        assert_eq!(keys(&poller, Duration::from_secs(5)), [7]);
+        assert!(
+            keys(&poller, Duration::from_millis(1)).is_empty(),
             "disarmed after firing, though still readable"
         );
-        epoll
-            .arm(theirs.as_raw_fd(), 8, Watch::Once, false)
+        poller.rearm(theirs.as_raw_fd(), 8, ONCE_READ).unwrap();
+        assert_eq!(
+            keys(&poller, Duration::from_secs(5)),
+            [8],
+            "under its new key"
+        );
+        poller.remove(theirs.as_raw_fd());
+    }
+
+    #[test]
+    fn arming_for_writing_fires_at_once_on_a_socket_with_room_and_a_hangup_is_heard() {
+        let poller = Poller::new().unwrap();
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let neither = Watch::Once {
+            read: false,
+            write: false,
+        };
+        poller.add(theirs.as_raw_fd(), 3, neither).unwrap();
+        assert!(keys(&poller, Duration::from_millis(1)).is_empty());
+        let write = Watch::Once {
+            read: false,
+            write: true,
+        };
+        poller.rearm(theirs.as_raw_fd(), 3, write).unwrap();
+        let mut events = Vec::new();
+        poller
+            .wait(&mut events, Some(Duration::from_secs(5)))
             .unwrap();
-        epoll.wait(&mut keys, Duration::from_secs(5)).unwrap();
-        assert_eq!(keys, [8], "re-armed, under its new key");
-        epoll.remove(theirs.as_raw_fd());
+        assert!(events.len() == 1 && events[0].writable, "{events:?}");
+        poller.rearm(theirs.as_raw_fd(), 3, neither).unwrap();
+        drop(ours);
+        poller
+            .wait(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert!(events.len() == 1 && events[0].hangup, "{events:?}");
     }
 }

@@ -1,93 +1,27 @@
-//! Reading one request off a connection: its head into the connection's buffer, its body — once
-//! the handler has admitted it — into a buffer of its own, each within the door's bounds.
+//! Parsing a request's head within the door's bounds: what it asks, and how long its body is —
+//! known before a byte of the body is read.
 
-use std::net::{SocketAddr, TcpStream};
-use std::time::Instant;
+use std::net::SocketAddr;
 
-use super::super::conns::{Doing, Place};
-use super::{Handler, MAX_BODY, MAX_HEAD, REQUEST_DEADLINE, Request, Response};
+use super::{MAX_BODY, MAX_HEAD, Request, Response};
 
-/// Read one request from `stream`, with any bytes already in `buf` (pipelined). `Ok(None)` is a
-/// connection closed (or idle past the deadline) between requests; `Err` is the response that
-/// refuses a bad one.
-///
-/// The head is read into `buf` (at most [`MAX_HEAD`] and one read more); the body, once
-/// `handler` has admitted it, straight into a buffer of exactly its length — never more than
-/// it asked for, so what follows it stays in the socket, and no request is held twice.
-pub(super) fn read_request(
-    stream: &TcpStream,
-    buf: &mut Vec<u8>,
-    peer: SocketAddr,
-    place: &Place,
-    handler: &dyn Handler,
-) -> Result<Option<Request>, Response> {
-    let mut clock = Clock {
-        started: (!buf.is_empty()).then(Instant::now),
-        idle_since: Instant::now(),
-    };
-    let mut chunk = [0u8; 8192];
-    let (mut request, head_len, body_len) = loop {
-        if let Some(head) = parse_head(buf, peer)? {
-            break head;
-        }
-        match clock.read(stream, &mut chunk, place)? {
-            Some(n) => buf.extend_from_slice(&chunk[..n]),
-            None => return Ok(None),
-        }
-    };
-    buf.drain(..head_len);
-    request.hold = handler.admit(&request, body_len)?;
-    let mut body = vec![0; body_len];
-    let mut filled = buf.len().min(body_len);
-    body[..filled].copy_from_slice(&buf[..filled]);
-    buf.drain(..filled);
-    while filled < body_len {
-        match clock.read(stream, &mut body[filled..], place)? {
-            Some(n) => filled += n,
-            None => return Ok(None),
-        }
-    }
-    request.body = body;
-    Ok(Some(request))
-}
-
-/// When the request being read began arriving, for its deadline ([`REQUEST_DEADLINE`] from its
-/// first byte, or from the moment the connection went idle for the next one).
-struct Clock {
-    started: Option<Instant>,
-    idle_since: Instant,
-}
-
-impl Clock {
-    /// Read what has arrived into `into`, by the deadline: how much, `None` if the connection
-    /// closed or stayed idle, the 408 refusal if a begun request is late.
-    fn read(
-        &mut self,
-        stream: &TcpStream,
-        into: &mut [u8],
-        place: &Place,
-    ) -> Result<Option<usize>, Response> {
-        let deadline = self.started.unwrap_or(self.idle_since) + REQUEST_DEADLINE;
-        match super::super::read_by(stream, into, deadline) {
-            super::super::Received::Bytes(n) => {
-                if self.started.is_none() {
-                    self.started = Some(Instant::now());
-                    place.doing(Doing::Reading);
-                }
-                Ok(Some(n))
-            }
-            super::super::Received::Late if self.started.is_some() => {
-                Err(Response::text(408, "request not complete within 10 s"))
-            }
-            _ => Ok(None),
-        }
-    }
+/// A complete head at the front of a buffer: the request (no body yet), the head's length and
+/// the body's (by `Content-Length`, at most [`MAX_BODY`]).
+pub(super) struct Head {
+    pub(super) request: Request,
+    pub(super) head_len: usize,
+    pub(super) body_len: usize,
 }
 
 /// Take one complete request off the front of `buf`, if there is one (head and body both
 /// arrived); nothing is taken otherwise.
 pub fn parse_buffered(buf: &mut Vec<u8>, peer: SocketAddr) -> Result<Option<Request>, Response> {
-    let Some((mut request, head_len, body_len)) = parse_head(buf, peer)? else {
+    let Some(Head {
+        mut request,
+        head_len,
+        body_len,
+    }) = parse_head(buf, peer)?
+    else {
         return Ok(None);
     };
     if buf.len() < head_len + body_len {
@@ -98,9 +32,9 @@ pub fn parse_buffered(buf: &mut Vec<u8>, peer: SocketAddr) -> Result<Option<Requ
     Ok(Some(request))
 }
 
-/// The request whose head is complete at the front of `buf` (with no body yet), the head's
-/// length and the body's (by `Content-Length`, at most [`MAX_BODY`]); `buf` is left as it is.
-fn parse_head(buf: &[u8], peer: SocketAddr) -> Result<Option<(Request, usize, usize)>, Response> {
+/// The head complete at the front of `buf`, if it is; `buf` is left as it is. `Err` is the
+/// refusal of a head past a bound or malformed.
+pub(super) fn parse_head(buf: &[u8], peer: SocketAddr) -> Result<Option<Head>, Response> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut parsed = httparse::Request::new(&mut headers);
     let head_len = match parsed.parse(buf) {
@@ -160,7 +94,11 @@ fn parse_head(buf: &[u8], peer: SocketAddr) -> Result<Option<(Request, usize, us
         peer,
         hold: None,
     };
-    Ok(Some((request, head_len, body_len)))
+    Ok(Some(Head {
+        request,
+        head_len,
+        body_len,
+    }))
 }
 
 fn head_too_large() -> Response {

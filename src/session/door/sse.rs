@@ -1,8 +1,14 @@
 //! A streamed answer: server-sent events, each a JSON-RPC answer to the request that asked —
 //! a task's events as its feed hands them out, shaped for this reader and counted in the
 //! session's budget while they are written, or one answer alone.
+//!
+//! Polled by the door's server ([`BodyStream`]): nothing here waits. An empty feed stores the
+//! connection's waker and the feed fires it on its next event; the server polls again at least
+//! every `STREAM_TICK`, which is when a silent stream's heartbeat is due.
 
 use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -13,16 +19,45 @@ use crate::a2a::version::Generation;
 use crate::net::server::BodyStream;
 
 /// How long a stream may be silent before a comment line keeps it alive.
-const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
+const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// Server-sent events, each a JSON-RPC answer to the request that asked.
 pub(super) enum Sse {
-    /// A task's events, in the request's generation, the answer's text shaped for this reader
-    /// ([`Trail`]: the chunks add up to the stored answer). The charge counts, in the
-    /// session's budget, the event this reader is writing now ([`Sse::next`]).
-    Feed(Arc<Feed>, Value, Generation, Trail, Charge),
+    Feed(Box<FeedStream>),
     /// One answer, then the end.
     Once(Option<Value>),
+}
+
+/// A task's events, in the request's generation, the answer's text shaped for this reader
+/// ([`Trail`]: the chunks add up to the stored answer).
+pub(super) struct FeedStream {
+    feed: Arc<Feed>,
+    id: Value,
+    generation: Generation,
+    trail: Trail,
+    /// Counts, in the session's budget, the event this reader is writing now.
+    charge: Charge,
+    /// When a piece was last handed out, for the heartbeat.
+    written: Instant,
+}
+
+impl Sse {
+    pub(super) fn feed(
+        feed: Arc<Feed>,
+        id: Value,
+        generation: Generation,
+        trail: Trail,
+        charge: Charge,
+    ) -> Self {
+        Sse::Feed(Box::new(FeedStream {
+            feed,
+            id,
+            generation,
+            trail,
+            charge,
+            written: Instant::now(),
+        }))
+    }
 }
 
 /// One server-sent event; parts' data (markers in the tree) are written as their text.
@@ -33,45 +68,58 @@ fn event(answer: &Value) -> Vec<u8> {
     bytes
 }
 
+/// The feed's next event, or `Pending` (TEMPORARY until the engine's `Feed::poll_next`: the
+/// server's `STREAM_TICK` re-poll stands in for the waker).
+fn poll_feed(feed: &Feed, _waker: &Waker) -> Poll<Option<Arc<Event>>> {
+    match feed.next(Duration::ZERO) {
+        Next::Event(happened) => Poll::Ready(Some(happened)),
+        Next::Idle => Poll::Pending,
+        Next::End => Poll::Ready(None),
+    }
+}
+
 impl BodyStream for Sse {
-    fn next(&mut self) -> Option<Vec<u8>> {
-        let (feed, id, generation, trail, charge) = match self {
-            Sse::Once(answer) => return answer.take().map(|answer| event(&answer)),
-            Sse::Feed(feed, id, generation, trail, charge) => {
-                (feed, id, *generation, trail, charge)
-            }
+    fn poll_next(&mut self, waker: &Waker) -> Poll<Option<Vec<u8>>> {
+        let stream = match self {
+            Sse::Once(answer) => return Poll::Ready(answer.take().map(|answer| event(&answer))),
+            Sse::Feed(stream) => stream,
         };
-        // The piece written last has gone to the socket: its count goes.
-        charge.set(0);
-        match feed.next(HEARTBEAT) {
-            Next::Event(happened) => {
-                // Writing an event costs this reader its own copy, its tree and its bytes: about
-                // three times its weight, asked first of the readers' share of the budget. A
-                // reader the share has no room for is cut, as one too far behind is: the task
-                // goes on, and can be read.
-                if !charge.grow(3 * happened.weight()) {
-                    feed.close();
-                    return None;
-                }
-                // The event is shared by every reader; this reader's shaping works on its own
-                // copy, made only as it is written and gone once it is.
-                let happened = trail.shape(Event::clone(&happened));
-                let result = happened.render(&feed.task_id, &feed.context_id, generation);
-                Some(event(
-                    &json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                ))
+        // The piece written last has gone to the socket (the server polls for the next only
+        // then): its count goes.
+        stream.charge.set(0);
+        let happened = match poll_feed(&stream.feed, waker) {
+            Poll::Ready(Some(happened)) => happened,
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending if stream.written.elapsed() >= HEARTBEAT => {
+                stream.written = Instant::now();
+                return Poll::Ready(Some(b": keep-alive\n\n".to_vec()));
             }
-            Next::Idle => Some(b": keep-alive\n\n".to_vec()),
-            Next::End => None,
+            Poll::Pending => return Poll::Pending,
+        };
+        // Writing an event costs this reader its own copy, its tree and its bytes: about three
+        // times its weight, asked first of the readers' share of the budget. A reader the share
+        // has no room for is cut, as one too far behind is: the task goes on, and can be read.
+        if !stream.charge.grow(3 * happened.weight()) {
+            stream.feed.close();
+            return Poll::Ready(None);
         }
+        // The event is shared by every reader; this reader's shaping works on its own copy,
+        // made only as it is written and gone once it is.
+        let happened = stream.trail.shape(Event::clone(&happened));
+        let (feed, generation) = (&stream.feed, stream.generation);
+        let result = happened.render(&feed.task_id, &feed.context_id, generation);
+        stream.written = Instant::now();
+        Poll::Ready(Some(event(
+            &json!({"jsonrpc": "2.0", "id": stream.id, "result": result}),
+        )))
     }
 }
 
 impl Drop for Sse {
     /// The reader has gone (or the stream ended): the engine stops feeding it at once.
     fn drop(&mut self) {
-        if let Sse::Feed(feed, ..) = self {
-            feed.close();
+        if let Sse::Feed(stream) = self {
+            stream.feed.close();
         }
     }
 }

@@ -24,22 +24,17 @@ impl Engine {
     /// Wait until the task `settled` was taken with has ended or asks for input; the task as it
     /// settled — handed over by the task itself, so it is there even if the task has since been
     /// evicted from the finished ones. Every task settles: it is run, canceled or failed.
-    ///
-    /// A wait on the world, not work: the door's pool may start another worker meanwhile
-    /// ([`crate::net::pool::blocking`]).
     pub fn wait(&self, settled: &OnceLock<Task>) -> Task {
         if let Some(task) = settled.get() {
             return task.clone();
         }
-        crate::net::pool::blocking(|| {
-            let mut tasks = self.lock();
-            loop {
-                if let Some(task) = settled.get() {
-                    return task.clone();
-                }
-                tasks = self.changed.wait(tasks).unwrap_or_else(|p| p.into_inner());
+        let mut tasks = self.lock();
+        loop {
+            if let Some(task) = settled.get() {
+                return task.clone();
             }
-        })
+            tasks = self.changed.wait(tasks).unwrap_or_else(|p| p.into_inner());
+        }
     }
 
     /// The task as `viewer` may see it: `None` sees every task (the operator), `Some(owner)` only

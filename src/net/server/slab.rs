@@ -1,0 +1,368 @@
+//! Every open connection in one slab: a fixed array of entries, each named in the readiness set
+//! by its index and a generation, so a key that outlived its connection (an event, a waker, a
+//! timer) finds nothing.
+//!
+//! Who serves an entry: the one worker that *claims* it ([`Slab::claim`]: `Idle` → `Busy` under
+//! the entry's schedule lock). A claim is made for an event the readiness set handed out (armed
+//! once, so at most one worker holds it), a timer that fell due, or an eviction. Anything else
+//! that happens meanwhile — a waker firing, a second event for a connection re-armed by a
+//! wake — finds it `Busy` and marks it `Woken`; the worker, releasing it ([`Slab::release`]),
+//! sees the mark and serves it once more instead of re-arming. So a wake is never lost and a
+//! connection is never served by two workers at once.
+//!
+//! Invariants: an entry's socket is in the readiness set exactly while the entry is in use; it is
+//! re-armed, and removed, only under the entry's schedule lock with its generation checked (a
+//! descriptor number may be reused by the next connection the moment it is closed, so nothing
+//! may arm a number it has not checked is still its own). The generation changes when the entry
+//! is freed, before its socket is closed. The schedule lock is a leaf: only the readiness set's
+//! `epoll_ctl` (never blocking) is called under it.
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::conn::Conn;
+use crate::sys::epoll::{Poller, Watch};
+
+/// The keys of the two descriptors not in the slab.
+pub(super) const LISTENER: u64 = u64::MAX;
+pub(super) const STOPPED: u64 = u64::MAX - 1;
+
+/// Entries beyond [`super::MAX_CONNECTIONS`] for connections refused at the door: each carries
+/// its 503 and lingers a moment; past these, a newcomer is closed unanswered.
+pub const REFUSALS: usize = 64;
+
+/// A request that has been arriving for longer than this is a slow one: it may give way.
+const SLOW_REQUEST: Duration = Duration::from_secs(1);
+
+/// What a connection is doing, as far as giving way goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Doing {
+    /// Between requests, no byte of the next one yet.
+    Idle,
+    /// A request has begun arriving and is not complete.
+    Reading,
+    /// A handler's answer is being waited for or written (a stream too).
+    Answering,
+    /// Its request was refused; what the client is still sending is read and dropped.
+    Lingering,
+}
+
+/// Who may serve an entry now.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Free,
+    /// Armed in the readiness set (or waiting on a waker), no worker on it.
+    Idle,
+    /// A worker serves it.
+    Busy,
+    /// A worker serves it, and something happened since it began: serve it once more.
+    Woken,
+}
+
+/// One entry's schedule: small, and locked only briefly.
+struct Sched {
+    generation: u32,
+    state: State,
+    fd: RawFd,
+    /// Whether `fd` has been added to the readiness set (re-armed after that).
+    added: bool,
+    /// Whether this entry carries a refusal (one of the [`REFUSALS`]).
+    refusal: bool,
+    doing: Doing,
+    since: Instant,
+    /// When a worker must look at the connection even if nothing fires.
+    due: Option<Instant>,
+}
+
+struct Entry {
+    sched: Mutex<Sched>,
+    /// Locked by the worker that claimed the entry, and by nobody else.
+    conn: Mutex<Option<Box<Conn>>>,
+}
+
+/// What a worker does with an entry it served.
+pub(super) enum Then {
+    Close,
+    /// Wait as `watch` says; `doing` for the bound; `due` when to look again regardless.
+    Arm {
+        watch: Watch,
+        doing: Doing,
+        due: Option<Instant>,
+    },
+}
+
+/// What a claim holds: the entry's key and its connection, locked.
+pub(super) struct Claim<'a> {
+    pub(super) key: u64,
+    pub(super) conn: MutexGuard<'a, Option<Box<Conn>>>,
+}
+
+pub(super) struct Slab {
+    entries: Box<[Entry]>,
+    free: Mutex<Vec<u32>>,
+    /// Entries in use for served connections, and for refusals.
+    open: AtomicUsize,
+    refusing: AtomicUsize,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // panic = "abort": a poisoned lock cannot be observed half-updated.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn split(key: u64) -> (usize, u32) {
+    ((key & 0xffff_ffff) as usize, (key >> 32) as u32)
+}
+
+fn key_of(index: usize, generation: u32) -> u64 {
+    (u64::from(generation) << 32) | index as u64
+}
+
+impl Slab {
+    pub(super) fn new(connections: usize) -> Self {
+        let size = connections + REFUSALS;
+        let now = Instant::now();
+        let entries = (0..size)
+            .map(|_| Entry {
+                sched: Mutex::new(Sched {
+                    generation: 0,
+                    state: State::Free,
+                    fd: -1,
+                    added: false,
+                    refusal: false,
+                    doing: Doing::Idle,
+                    since: now,
+                    due: None,
+                }),
+                conn: Mutex::new(None),
+            })
+            .collect();
+        Self {
+            entries,
+            free: Mutex::new((0..size as u32).rev().collect()),
+            open: AtomicUsize::new(0),
+            refusing: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many served connections are open.
+    pub(super) fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Put `conn` (socket `fd`) in a free entry, claimed by the caller; `None` gives it back
+    /// when there is no room (`refusal`: within [`REFUSALS`]; else within `bound`).
+    pub(super) fn insert(
+        &self,
+        conn: Box<Conn>,
+        fd: RawFd,
+        refusal: bool,
+        bound: usize,
+    ) -> Result<Claim<'_>, Box<Conn>> {
+        let (count, limit) = match refusal {
+            true => (&self.refusing, REFUSALS),
+            false => (&self.open, bound),
+        };
+        if count.fetch_add(1, Ordering::AcqRel) >= limit {
+            count.fetch_sub(1, Ordering::AcqRel);
+            return Err(conn);
+        }
+        let Some(index) = lock(&self.free).pop() else {
+            count.fetch_sub(1, Ordering::AcqRel);
+            return Err(conn);
+        };
+        let entry = &self.entries[index as usize];
+        let mut sched = lock(&entry.sched);
+        sched.state = State::Busy;
+        (sched.fd, sched.added, sched.refusal) = (fd, false, refusal);
+        (sched.doing, sched.since, sched.due) = (Doing::Idle, Instant::now(), None);
+        let key = key_of(index as usize, sched.generation);
+        drop(sched);
+        let mut guard = lock(&entry.conn);
+        *guard = Some(conn);
+        Ok(Claim { key, conn: guard })
+    }
+
+    /// Claim the entry `key` names to serve it; `None` if it is gone or already served (then
+    /// marked to be served once more).
+    pub(super) fn claim(&self, key: u64) -> Option<Claim<'_>> {
+        let (index, generation) = split(key);
+        let entry = self.entries.get(index)?;
+        let mut sched = lock(&entry.sched);
+        if sched.generation != generation {
+            return None;
+        }
+        match sched.state {
+            State::Idle => sched.state = State::Busy,
+            State::Busy => {
+                sched.state = State::Woken;
+                return None;
+            }
+            State::Free | State::Woken => return None,
+        }
+        drop(sched);
+        Some(Claim {
+            key,
+            conn: lock(&entry.conn),
+        })
+    }
+
+    /// Something happened for `key` (its waker fired): have one worker serve it. If a worker
+    /// serves it now, it serves it once more; if it is idle, it is armed to fire at once
+    /// (writable: it has nothing unwritten when it waits on a waker).
+    pub(super) fn wake(&self, key: u64, poller: &Poller) {
+        let (index, generation) = split(key);
+        let Some(entry) = self.entries.get(index) else {
+            return;
+        };
+        let mut sched = lock(&entry.sched);
+        if sched.generation != generation {
+            return;
+        }
+        match sched.state {
+            State::Busy => sched.state = State::Woken,
+            State::Idle if sched.added => {
+                let now = Watch::Once {
+                    read: false,
+                    write: true,
+                };
+                let _ = poller.rearm(sched.fd, key, now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Give back a claimed entry, as `then` says. `false`: it was woken meanwhile and stays
+    /// claimed — serve it again.
+    pub(super) fn release(&self, claim: &mut Claim<'_>, then: Then, poller: &Poller) -> bool {
+        let (index, _) = split(claim.key);
+        let entry = &self.entries[index];
+        let mut sched = lock(&entry.sched);
+        let Then::Arm { watch, doing, due } = then else {
+            return self.free_entry(claim, sched, poller);
+        };
+        if sched.state == State::Woken {
+            sched.state = State::Busy;
+            return false;
+        }
+        if sched.doing != doing {
+            (sched.doing, sched.since) = (doing, Instant::now());
+        }
+        sched.due = due;
+        let armed = match sched.added {
+            true => poller.rearm(sched.fd, claim.key, watch),
+            false => poller.add(sched.fd, claim.key, watch),
+        };
+        if armed.is_err() {
+            // A socket that cannot be watched would never be served again.
+            return self.free_entry(claim, sched, poller);
+        }
+        sched.added = true;
+        sched.state = State::Idle;
+        true
+    }
+
+    /// Free the claimed entry and close its connection (after the lock: dropping it may close a
+    /// feed, which takes the engine's locks).
+    fn free_entry(
+        &self,
+        claim: &mut Claim<'_>,
+        mut sched: MutexGuard<'_, Sched>,
+        poller: &Poller,
+    ) -> bool {
+        if sched.added {
+            poller.remove(sched.fd);
+        }
+        sched.generation = sched.generation.wrapping_add(1);
+        (sched.state, sched.fd, sched.added, sched.due) = (State::Free, -1, false, None);
+        let count = match sched.refusal {
+            true => &self.refusing,
+            false => &self.open,
+        };
+        drop(sched);
+        drop(claim.conn.take());
+        count.fetch_sub(1, Ordering::AcqRel);
+        lock(&self.free).push(split(claim.key).0 as u32);
+        true
+    }
+
+    /// The keys of idle entries whose `due` has passed, claimed: for the timer to serve.
+    pub(super) fn claim_due(&self, now: Instant, each: &mut dyn FnMut(Claim<'_>)) {
+        for (index, entry) in self.entries.iter().enumerate() {
+            let mut sched = lock(&entry.sched);
+            if sched.state != State::Idle || sched.due.is_none_or(|due| due > now) {
+                continue;
+            }
+            sched.state = State::Busy;
+            let key = key_of(index, sched.generation);
+            drop(sched);
+            each(Claim {
+                key,
+                conn: lock(&entry.conn),
+            });
+        }
+    }
+
+    /// The connection to give way for a newcomer, claimed: idle longest, else lingering longest,
+    /// else the slow request that began longest ago. `None`: every one is busy answering.
+    pub(super) fn claim_victim(&self) -> Option<Claim<'_>> {
+        let now = Instant::now();
+        let mut best: [Option<(Instant, u64)>; 3] = [None; 3];
+        for (index, entry) in self.entries.iter().enumerate() {
+            let sched = lock(&entry.sched);
+            if sched.state != State::Idle || sched.refusal {
+                continue;
+            }
+            let rank = match sched.doing {
+                Doing::Idle => 0,
+                Doing::Lingering => 1,
+                Doing::Reading if now - sched.since >= SLOW_REQUEST => 2,
+                _ => continue,
+            };
+            if best[rank].is_none_or(|(since, _)| sched.since < since) {
+                best[rank] = Some((sched.since, key_of(index, sched.generation)));
+            }
+        }
+        best.iter().flatten().find_map(|&(_, key)| {
+            let (index, generation) = split(key);
+            let entry = &self.entries[index];
+            let mut sched = lock(&entry.sched);
+            if sched.generation != generation || sched.state != State::Idle {
+                return None;
+            }
+            sched.state = State::Busy;
+            drop(sched);
+            Some(Claim {
+                key,
+                conn: lock(&entry.conn),
+            })
+        })
+    }
+
+    /// Claim every entry in use (the door has stopped and no other worker runs).
+    pub(super) fn claim_all(&self, each: &mut dyn FnMut(Claim<'_>)) {
+        for (index, entry) in self.entries.iter().enumerate() {
+            let mut sched = lock(&entry.sched);
+            if sched.state != State::Idle {
+                continue;
+            }
+            sched.state = State::Busy;
+            let key = key_of(index, sched.generation);
+            drop(sched);
+            each(Claim {
+                key,
+                conn: lock(&entry.conn),
+            });
+        }
+    }
+}
+
+impl Claim<'_> {
+    pub(super) fn conn(&mut self) -> &mut Conn {
+        self.conn
+            .as_mut()
+            .expect("a claimed entry holds its connection")
+    }
+}

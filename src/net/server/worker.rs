@@ -1,0 +1,319 @@
+//! The door's workers: a fixed few, each waiting on the one readiness set itself
+//! (leader/followers), with no dispatcher between the kernel and the worker that serves.
+//!
+//! - **Connections** are armed once (`EPOLLONESHOT`): the kernel hands a ready connection to
+//!   exactly one waiting worker, which serves it as far as it goes without waiting — reads,
+//!   answers, writes, a pipelined request already read — and arms it again for what it waits for
+//!   next ([`super::conn`]). An `epoll_wait` hands out up to [`BATCH`] at once.
+//! - **The listener** is armed once too, not `EPOLLEXCLUSIVE`: with one set shared by every
+//!   worker, exclusivity only helps across *several* sets, and a level-triggered listener on a
+//!   shared set is reported to every waiter that looks while a connection is pending. Armed
+//!   once, one worker takes it, accepts until `EAGAIN` (at most [`ACCEPT_BATCH`]), and re-arms
+//!   it — so accepting never waits for a thread, and never wakes more than one.
+//! - **The stop pipe** is level-triggered: once written, every worker sees it and leaves.
+//! - **Timers** (request deadlines, idle closes, lingering closes, the [`STREAM_TICK`] re-poll of
+//!   pending streams and answers) are a sweep of the slab every [`SWEEP_EVERY`], run by whichever
+//!   worker finds it due — the one holding the timer role waits with a timeout for it; the others
+//!   wait without one. No thread sleeps for a timer.
+//! - **Wakers**: a deferred answer or a stream that said `Pending` holds the connection's
+//!   [`Waker`]; firing it re-arms the connection to fire at once ([`Slab::wake`]), so one
+//!   worker comes back to poll it. The engine fires it after releasing its own lock.
+//!
+//! Threads: [`workers`] in all, the thread [`serve`] runs on among them. None is ever started
+//! for a client, and none waits anywhere but in `epoll_wait` or on work.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Wake, Waker};
+use std::time::{Duration, Instant};
+
+use super::conn::{Conn, Ctx};
+use super::slab::{Claim, Doing, LISTENER, REFUSALS, STOPPED, Slab, Then};
+use super::{Handler, MAX_CONNECTIONS, REQUEST_DEADLINE, STREAM_TICK, Stopper};
+use crate::sys::epoll::{BATCH, Event, Poller, Watch};
+
+/// A worker's reserved stack, of which serving a request touches a few pages.
+const WORKER_STACK: usize = 256 * 1024;
+/// How often the slab is swept for what fell due.
+const SWEEP_EVERY: Duration = Duration::from_millis(250);
+/// The most connections one worker accepts before re-arming the listener for another.
+const ACCEPT_BATCH: usize = 64;
+/// How long a stopped door waits for the answers already in hand (`session/stop`'s own among
+/// them) to be written before [`serve`] returns and the process may exit.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
+
+const ONCE_READ: Watch = Watch::Once {
+    read: true,
+    write: false,
+};
+
+/// How many workers: two per core, at least four (a handler's CPU work on one does not hold the
+/// door), at most eight.
+pub(super) fn workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (2 * cores).clamp(4, 8)
+}
+
+/// What every worker of one door shares.
+struct Server {
+    handler: Arc<dyn Handler>,
+    stop: Arc<Stopper>,
+    listener: TcpListener,
+    poller: Poller,
+    slab: Slab,
+    answering: Arc<AtomicUsize>,
+    /// Whether a worker waits with a timeout for the next sweep.
+    timer: AtomicBool,
+    /// When the next sweep is due; locked by the one worker sweeping.
+    sweep: Mutex<Instant>,
+    /// The listener is not armed (accepting failed for want of descriptors): the next sweep
+    /// arms it again.
+    accept_paused: AtomicBool,
+    me: Weak<Server>,
+}
+
+/// Serve connections on `listener` until `stop` says so. Returns once the door has stopped and
+/// every answer in hand has been written (for at most [`ANSWER_GRACE`]); the connections left
+/// are closed.
+pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper>) {
+    // Room for every connection, and for what a session opens besides (best effort: with less,
+    // an accept fails with EMFILE and is tried again at the next sweep).
+    crate::sys::socket::open_files_limit((MAX_CONNECTIONS + REFUSALS) as u64 + 256);
+    let ready = listener.set_nonblocking(true).and_then(|()| Poller::new());
+    let poller = match ready {
+        Ok(poller) => poller,
+        Err(_) => {
+            // Nothing to serve with: wait to be stopped.
+            while !stop.is_stopped() {
+                let _ = crate::sys::poll::poll_fds(&[stop.read.as_raw_fd()], SWEEP_EVERY);
+            }
+            return;
+        }
+    };
+    let server = Arc::new_cyclic(|me| Server {
+        handler,
+        stop,
+        listener,
+        poller,
+        slab: Slab::new(MAX_CONNECTIONS),
+        answering: Arc::default(),
+        timer: AtomicBool::new(false),
+        sweep: Mutex::new(Instant::now() + SWEEP_EVERY),
+        accept_paused: AtomicBool::new(false),
+        me: me.clone(),
+    });
+    let listening = (server.poller)
+        .add(server.listener.as_raw_fd(), LISTENER, ONCE_READ)
+        .and_then(|()| {
+            let stopped = server.stop.read.as_raw_fd();
+            server.poller.add(stopped, STOPPED, Watch::Always)
+        });
+    if listening.is_err() {
+        return;
+    }
+    let others: Vec<_> = (1..workers())
+        .filter_map(|n| {
+            let server = server.clone();
+            std::thread::Builder::new()
+                .name(format!("door-{n}"))
+                .stack_size(WORKER_STACK)
+                .spawn(move || server.work())
+                .ok()
+        })
+        .collect();
+    server.work();
+    for worker in others {
+        let _ = worker.join();
+    }
+    server.wind_down();
+}
+
+impl Server {
+    /// A worker's life: wait on the set, serve what it hands out, sweep when due; until stopped.
+    fn work(&self) {
+        let mut events = Vec::with_capacity(BATCH);
+        loop {
+            let timer = self
+                .timer
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            let timeout = timer.then(|| self.until_sweep());
+            let waited = self.poller.wait(&mut events, timeout);
+            if timer {
+                self.timer.store(false, Ordering::Release);
+            }
+            if waited.is_err() {
+                // Nothing to wait on that works: look again at the next sweep, not spinning.
+                std::thread::sleep(SWEEP_EVERY);
+            }
+            let mut stopped = false;
+            for event in &events {
+                match event.key {
+                    LISTENER => self.accept(),
+                    STOPPED => stopped = true,
+                    key => {
+                        if let Some(claim) = self.slab.claim(key) {
+                            self.serve_claimed(claim, *event);
+                        }
+                    }
+                }
+            }
+            if stopped {
+                return;
+            }
+            self.sweep_if_due();
+        }
+    }
+
+    fn until_sweep(&self) -> Duration {
+        let due = *self.sweep.lock().unwrap_or_else(|p| p.into_inner());
+        due.saturating_duration_since(Instant::now())
+    }
+
+    /// Serve a claimed connection until it waits, once more each time it was woken meanwhile.
+    fn serve_claimed(&self, mut claim: Claim<'_>, event: Event) {
+        let ctx = Ctx {
+            handler: &*self.handler,
+            stopped: self.stop.is_stopped(),
+            answering: &self.answering,
+        };
+        let mut event = event;
+        loop {
+            let then = claim.conn().drive(&event, &ctx);
+            if self.slab.release(&mut claim, then, &self.poller) {
+                return;
+            }
+            // Woken while served: look at everything again, as after a wake.
+            event = Event {
+                key: claim.key,
+                ..Event::default()
+            };
+        }
+    }
+
+    /// Take the connections waiting on the listener, then arm it again.
+    fn accept(&self) {
+        for _ in 0..ACCEPT_BATCH {
+            match self.listener.accept() {
+                Ok((stream, peer)) => self.admit(stream, peer),
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    // EMFILE and friends: a listener we cannot drain would fire again at once.
+                    self.accept_paused.store(true, Ordering::Release);
+                    return;
+                }
+            }
+        }
+        let fd = self.listener.as_raw_fd();
+        if self.poller.rearm(fd, LISTENER, ONCE_READ).is_err() {
+            self.accept_paused.store(true, Ordering::Release);
+        }
+    }
+
+    /// One new connection: into the slab (the idle longest giving way at the bound), or
+    /// refused 503 in one of the refusals' entries, or — past those — closed.
+    fn admit(&self, stream: TcpStream, peer: SocketAddr) {
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let fd = stream.as_raw_fd();
+        if self.slab.open() >= MAX_CONNECTIONS
+            && let Some(mut victim) = self.slab.claim_victim()
+        {
+            self.slab.release(&mut victim, Then::Close, &self.poller);
+        }
+        let conn = Box::new(Conn::new(stream, peer));
+        let conn = match self.slab.insert(conn, fd, false, MAX_CONNECTIONS) {
+            Ok(mut claim) => {
+                let waker = self.waker(claim.key);
+                claim.conn().set_waker(waker);
+                let idle = Then::Arm {
+                    watch: ONCE_READ,
+                    doing: Doing::Idle,
+                    due: Some(Instant::now() + REQUEST_DEADLINE),
+                };
+                self.slab.release(&mut claim, idle, &self.poller);
+                return;
+            }
+            Err(conn) => Box::new(conn.into_refused()),
+        };
+        if let Ok(claim) = self.slab.insert(conn, fd, true, MAX_CONNECTIONS) {
+            self.serve_claimed(claim, Event::default());
+        }
+    }
+
+    fn waker(&self, key: u64) -> Waker {
+        Waker::from(Arc::new(ConnWaker {
+            key,
+            server: self.me.clone(),
+        }))
+    }
+
+    /// Serve what fell due (deadlines, stream ticks) and arm a paused listener, if the sweep is
+    /// due and no other worker is at it.
+    fn sweep_if_due(&self) {
+        let now = Instant::now();
+        let Ok(mut due) = self.sweep.try_lock() else {
+            return;
+        };
+        if now < *due {
+            return;
+        }
+        *due = now + SWEEP_EVERY;
+        drop(due);
+        self.slab.claim_due(now, &mut |claim| {
+            self.serve_claimed(claim, Event::default())
+        });
+        if self.accept_paused.swap(false, Ordering::AcqRel) {
+            let fd = self.listener.as_raw_fd();
+            if self.poller.rearm(fd, LISTENER, ONCE_READ).is_err() {
+                self.accept_paused.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// The door has stopped and every other worker has left: finish the answers in hand (for at
+    /// most [`ANSWER_GRACE`]) on this thread, then close every connection.
+    fn wind_down(&self) {
+        self.poller.remove(self.listener.as_raw_fd());
+        self.poller.remove(self.stop.read.as_raw_fd());
+        let give_up = Instant::now() + ANSWER_GRACE;
+        let mut events = Vec::with_capacity(BATCH);
+        while self.answering.load(Ordering::Acquire) > 0 && Instant::now() < give_up {
+            let _ = self.poller.wait(&mut events, Some(STREAM_TICK / 20));
+            for event in &events {
+                if let Some(claim) = self.slab.claim(event.key) {
+                    self.serve_claimed(claim, *event);
+                }
+            }
+            self.slab.claim_due(Instant::now(), &mut |claim| {
+                self.serve_claimed(claim, Event::default());
+            });
+        }
+        self.slab.claim_all(&mut |mut claim| {
+            self.slab.release(&mut claim, Then::Close, &self.poller);
+        });
+    }
+}
+
+/// A connection's waker: fired by whatever its deferred answer or stream waits on.
+struct ConnWaker {
+    key: u64,
+    server: Weak<Server>,
+}
+
+impl Wake for ConnWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(server) = self.server.upgrade() {
+            server.slab.wake(self.key, &server.poller);
+        }
+    }
+}
