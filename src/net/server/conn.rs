@@ -147,10 +147,21 @@ impl Conn {
         self
     }
 
+    /// Whether the connection, idle between requests as far as it has been served, has bytes
+    /// of a request waiting in its socket (their event not yet handled): then it is not idle,
+    /// and must not give way for a newcomer.
+    pub(super) fn has_unread_request(&self) -> bool {
+        matches!(self.phase, Phase::Head)
+            && self.started.is_none()
+            && self.stream.peek(&mut [0u8]).is_ok_and(|n| n > 0)
+    }
+
     /// Take the connection as far as it goes without waiting, after `event` (all false: a timer
     /// or a first look), and say how it waits next.
     pub(super) fn drive(&mut self, event: &Event, ctx: &Ctx<'_>) -> Then {
-        let mut readable = event.readable || event.hangup;
+        // A look without a readiness event (a timer, a first look, a turn once more) reads
+        // too: a deadline must not pass on bytes that arrived before it but were not yet seen.
+        let mut readable = event.readable || event.hangup || !event.writable;
         let mut pieces = 0;
         loop {
             let step = match self.flush() {

@@ -221,10 +221,8 @@ impl Server {
         }
         let _ = stream.set_nodelay(true);
         let fd = stream.as_raw_fd();
-        if self.slab.open() >= MAX_CONNECTIONS
-            && let Some(mut victim) = self.slab.claim_victim()
-        {
-            self.slab.release(&mut victim, Then::Close, &self.poller);
+        if self.slab.open() >= MAX_CONNECTIONS {
+            self.make_room();
         }
         let conn = Box::new(Conn::new(stream, peer));
         let conn = match self.slab.insert(conn, fd, false, MAX_CONNECTIONS) {
@@ -243,6 +241,26 @@ impl Server {
         };
         if let Ok(claim) = self.slab.insert(conn, fd, true, MAX_CONNECTIONS) {
             self.serve_claimed(claim, Event::default());
+        }
+    }
+
+    /// Close the connection that gives way for a newcomer, if one may. One that looked idle but
+    /// whose request has arrived unseen is served instead, and the next one looked for.
+    fn make_room(&self) {
+        for _ in 0..4 {
+            let Some(mut victim) = self.slab.claim_victim() else {
+                return;
+            };
+            if !victim.conn().has_unread_request() {
+                self.slab.release(&mut victim, Then::Close, &self.poller);
+                return;
+            }
+            let arrived = Event {
+                key: victim.key,
+                readable: true,
+                ..Event::default()
+            };
+            self.serve_claimed(victim, arrived);
         }
     }
 
