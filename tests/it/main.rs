@@ -30,6 +30,7 @@ mod kube;
 mod a2a_sdk;
 mod a2a_sdk_js;
 mod a2a_sdk_v1;
+mod bounds;
 mod budget;
 mod chaos;
 mod door_a2a;
