@@ -3,8 +3,9 @@
 //!
 //! Every `POST /` passes the same steps in order, and the first refusal answers it:
 //!
-//! 1. at an authenticated door, the bearer token (401) — before the body is even parsed, so an
-//!    unauthenticated caller learns nothing else;
+//! 1. at an authenticated door, the bearer token (401) — from the head, before a byte of the
+//!    body is reserved or read ([`admit`]), so an unauthenticated caller learns nothing else and
+//!    costs nothing more;
 //! 2. the body is JSON (-32700) with a JSON-RPC 2.0 envelope (-32600);
 //! 3. `A2A-Version` names a generation the door speaks (-32009);
 //! 4. the method is known (-32601) and is one of that generation's: a 1.0 method without the 1.0
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Value, json};
 
 use super::auth::{self, Caller, DoorAuth};
-use super::budget::Charge;
+use super::budget::{Budget, Charge};
 use super::control::Control;
 use super::feed::Feed;
 use super::tasks::{Engine, Lookup, Taken};
@@ -43,6 +44,7 @@ use sse::Sse;
 pub use streams::Streams;
 use streams::{PER_CALLER, Slot};
 
+mod admit;
 mod cors;
 mod envelope;
 mod route;
@@ -115,6 +117,9 @@ pub struct Door {
     /// `host:port`.
     pub addr: String,
     pub engine: Arc<Engine>,
+    /// The share of the engine's budget requests without a valid token draw on
+    /// ([`Budget::guests`]; who is a guest: [`admit`]).
+    pub guests: Arc<Budget>,
     pub auth: Option<DoorAuth>,
     pub control: Option<Arc<Control>>,
     /// `network.cors`: the browser origins answered CORS; empty, none is (and nothing about the
@@ -146,50 +151,39 @@ impl Door {
     }
 
     /// Answer one JSON-RPC request from `caller`: a JSON-RPC answer, an event stream, or an
-    /// HTTP-level refusal (403).
+    /// HTTP-level refusal (403, 503).
     ///
-    /// The body is counted against the memory budget first — when its head arrived, before
-    /// it was read ([`crate::net::server::Handler::admit`]), or here for a request handed over
-    /// whole — and the tree it is read into as it grows. A request the budget has no room for
-    /// is refused 503 ([`budget_full`]) and costs nothing more.
-    fn rpc(&self, request: &mut Request, caller: &Caller) -> Response {
-        let held = request
-            .hold
-            .take()
-            .and_then(|hold| hold.downcast::<Charge>().ok());
-        let charge = match held {
-            Some(charge) => *charge,
-            None => match self.reserve(request, request.body.len()) {
-                Ok(charge) => charge,
-                Err(refusal) => return refusal,
-            },
-        };
-        let mut response = match self.answer(request, caller, &charge) {
+    /// Its body was counted against the memory budget when its head arrived, before it was read
+    /// (`charge`, [`admit`]); the tree it is read into is counted as it grows, and a request the
+    /// budget has no room for is refused 503 ([`budget_full`]) and costs nothing more.
+    fn rpc(&self, request: &Request, caller: &Caller, charge: &Charge) -> Response {
+        match self.answer(request, caller, charge) {
             Ok(reply) => reply_response(reply),
             Err(refusal) => refusal,
-        };
-        // A written answer stays counted until it has gone to the socket, however slowly its
-        // client reads; a stream counts what it writes itself.
-        if response.stream.is_none() {
-            charge.set(response.body.len());
-            response.hold = Some(Box::new(charge));
         }
-        response
     }
 
     /// The budget's share for `request`'s body of `bytes` and what reading it builds, or the
-    /// 503 that refuses it.
-    fn reserve(&self, request: &Request, bytes: usize) -> Result<Charge, Response> {
-        self.engine
-            .reserve(bytes + REQUEST_OVERHEAD)
-            .ok_or_else(|| {
-                let shape = asked_generation(request).unwrap_or(Generation::V1_0);
-                budget_full(
-                    self.memory_refusal(bytes),
-                    readable_id(&request.body),
-                    shape,
-                )
-            })
+    /// 503 that refuses it. The operator's (module [`admit`]) comes from the whole budget, and
+    /// evicts finished tasks only when that makes it fit; a guest's from the guests' share, and
+    /// never evicts.
+    fn reserve(&self, request: &Request, bytes: usize, operator: bool) -> Result<Charge, Response> {
+        let demand = bytes + REQUEST_OVERHEAD;
+        let charge = match operator {
+            true => self.engine.reserve(demand),
+            false => {
+                let charge = Charge::new(&self.guests);
+                charge.grow(demand).then_some(charge)
+            }
+        };
+        charge.ok_or_else(|| {
+            let why = match operator {
+                true => self.memory_refusal(bytes),
+                false => self.guest_refusal(bytes),
+            };
+            let shape = asked_generation(request).unwrap_or(Generation::V1_0);
+            budget_full(why, readable_id(&request.body), shape)
+        })
     }
 
     /// Why a request of `bytes` was refused for memory.
@@ -199,6 +193,16 @@ impl Door {
             "busy: the session's memory budget ({} MiB, lifecycle.memory_budget_mib; {} MiB in use) has no room for this request ({} KiB); retry after {RETRY_AFTER_SECS}s",
             budget.limit() >> 20,
             budget.used() >> 20,
+            bytes.div_ceil(1024)
+        )
+    }
+
+    /// Why a request without a valid token of `bytes` was refused for memory.
+    fn guest_refusal(&self, bytes: usize) -> String {
+        format!(
+            "busy: requests without a valid token share {} KiB of the session's memory budget ({} KiB in use), with no room for this one ({} KiB); retry after {RETRY_AFTER_SECS}s",
+            self.guests.limit() >> 10,
+            self.guests.used() >> 10,
             bytes.div_ceil(1024)
         )
     }

@@ -264,6 +264,7 @@ fn door(
         version: declared.version.clone(),
         addr: addr.to_string(),
         engine: engine.clone(),
+        guests: budget::Budget::guests(engine.budget()),
         auth: tokens.auth.take(),
         control: tokens.control.take(),
         cors: declared.cors.clone(),
