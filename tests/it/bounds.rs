@@ -131,6 +131,48 @@ fn anonymous_heads_never_refuse_the_operator_nor_evict_a_finished_task() {
     drop(anonymous);
 }
 
+/// 600 heads without a valid token announcing 16 KiB on `POST /` — small enough that the door
+/// reads them, for the id its 401 echoes — held open without their bodies at a door with a
+/// 16 MiB budget (they would hold 19 MiB if counted in the whole of it): they are counted in the
+/// guests' share, an eighth, so at most 64 of them are held (each later answered 408) and the
+/// rest are refused 401 from their heads, while the operator is answered and a finished task
+/// stays readable.
+#[test]
+fn small_anonymous_bodies_hold_only_their_share() {
+    let home = Home::new();
+    let session = guarded(&home, 16);
+    let operator = home.token(&[&session.id]);
+    let kept = send(&session, &operator, "kept");
+    let id = kept["id"].as_str().unwrap().to_string();
+    let mut anonymous: Vec<TcpStream> = (0..600)
+        .map(|n| {
+            let mut stream = connect(&session.url);
+            let auth = (n % 2 == 1).then_some("Bearer mdt1.e30.AAAA");
+            stream
+                .write_all(head("POST", "/", auth, 16 << 10).as_bytes())
+                .unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let task = send(&session, &operator, "operator");
+    assert_eq!(common::session::artifact_text(&task), "operator");
+    let read = get(&session, &operator, &id);
+    assert_eq!(read["result"]["status"]["state"], "completed", "{read}");
+    let (mut held, mut refused) = (0, 0);
+    for stream in &mut anonymous {
+        let answer = answer_head(stream);
+        match answer.status {
+            408 => held += 1,
+            401 => refused += 1,
+            _ => panic!("{}", answer.head),
+        }
+    }
+    eprintln!("600 small anonymous bodies: {held} held, {refused} refused");
+    assert!(held <= 64, "{held} held");
+    assert!(refused > 0);
+}
+
 /// 500 anonymous `PUT`s of 1 MiB — to `/control/settings/STYLE` without the control token, and
 /// to a path the door does not have — each holding back its last byte: the session never holds
 /// their bodies (its peak resident memory stays within twice its 16 MiB budget), and the
