@@ -187,3 +187,146 @@ impl Door {
         auth::refuse(realm, denied, readable_id(&request.body), shape)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use super::super::REQUEST_OVERHEAD;
+    use super::*;
+    use crate::json::manifest::Lifecycle;
+    use crate::session::budget::Budget;
+    use crate::session::tasks::{Capsule, Engine};
+
+    /// An echo door with a 16 MiB budget, behind bearer tokens; its operator token.
+    fn guarded() -> (Door, String) {
+        let lifecycle = Lifecycle {
+            memory_budget_mib: 16,
+            ..Lifecycle::default()
+        };
+        let engine = Engine::new(
+            Capsule::Echo,
+            lifecycle,
+            vec![],
+            Arc::new(Vec::new),
+            None,
+            None,
+        );
+        let auth = DoorAuth::new("guarded", None).unwrap();
+        let operator = auth.mint_operator().expose().to_string();
+        let door = Door {
+            session_id: crate::id::SessionId::parse("ses_0199c4e2f1b7712a9d3e4f5061728394")
+                .unwrap(),
+            name: "guarded".into(),
+            version: "0".into(),
+            addr: "127.0.0.1:1".into(),
+            guests: Budget::guests(engine.budget()),
+            engine,
+            auth: Some(auth),
+            control: None,
+            cors: Vec::new(),
+            advertise: None,
+            stop_requested: Arc::new(AtomicBool::new(false)),
+            streams: Arc::default(),
+        };
+        (door, operator)
+    }
+
+    fn head(method: &str, path: &str, token: Option<&str>) -> Request {
+        let headers = token
+            .map(|t| {
+                vec![(
+                    "authorization".to_string(),
+                    format!("Bearer {t}").into_bytes(),
+                )]
+            })
+            .unwrap_or_default();
+        Request {
+            method: method.into(),
+            path: path.into(),
+            headers,
+            body: Vec::new(),
+            peer: "127.0.0.1:2".parse().unwrap(),
+            keep_alive: true,
+            hold: None,
+        }
+    }
+
+    fn used(door: &Door) -> (usize, usize) {
+        (door.engine.budget().used(), door.guests.used())
+    }
+
+    #[test]
+    fn a_large_body_without_a_token_is_refused_from_its_head_and_counts_nothing() {
+        let (door, _) = guarded();
+        for token in [None, Some("mdt1.e30.AAAA")] {
+            let refused = door
+                .admitted(&head("POST", "/", token), 1 << 20)
+                .err()
+                .unwrap();
+            assert_eq!(refused.status, 401);
+            for put in ["/control/settings/X", "/nowhere"] {
+                let refused = door
+                    .admitted(&head("PUT", put, token), 1 << 20)
+                    .err()
+                    .unwrap();
+                assert_eq!(refused.status, 404, "{put}: no control here, a pointer");
+            }
+        }
+        assert_eq!(used(&door), (0, 0));
+    }
+
+    #[test]
+    fn the_operator_is_counted_in_the_budget_and_guests_in_their_share() {
+        let (door, operator) = guarded();
+        let admitted = door
+            .admitted(&head("POST", "/", Some(&operator)), 1 << 20)
+            .unwrap();
+        assert!(matches!(admitted.route, Route::Rpc(Caller::Operator)));
+        assert_eq!(used(&door), ((1 << 20) + REQUEST_OVERHEAD, 0));
+        drop(admitted);
+        let guest = door.admitted(&head("POST", "/", None), 100).unwrap();
+        assert!(matches!(guest.route, Route::Unauthenticated(_)));
+        let card = door.admitted(&head("GET", "/.well-known/agent-card.json", None), 0);
+        assert!(matches!(card.as_ref().unwrap().route, Route::Card));
+        let guests = 100 + 2 * REQUEST_OVERHEAD;
+        assert_eq!(
+            used(&door),
+            (guests, guests),
+            "a guest's bytes count in the budget too"
+        );
+    }
+
+    #[test]
+    fn guests_hold_at_most_their_share_and_the_operator_is_still_admitted() {
+        let (door, operator) = guarded();
+        let held: Vec<Admitted> =
+            std::iter::from_fn(|| door.admitted(&head("POST", "/", None), SMALL_BODY).ok())
+                .take(1000)
+                .collect();
+        assert!(held.len() < 1000, "the share is full at some point");
+        assert!(door.guests.used() <= door.guests.limit());
+        assert_eq!(door.guests.limit(), door.engine.budget().limit() / 8);
+        let refused = door
+            .admitted(&head("POST", "/", None), SMALL_BODY)
+            .err()
+            .unwrap();
+        assert_eq!(refused.status, 401, "past the share: refused from the head");
+        let admitted = door.admitted(&head("POST", "/", Some(&operator)), 1 << 20);
+        assert!(admitted.is_ok());
+    }
+
+    #[test]
+    fn a_body_on_a_route_that_takes_none_is_refused_from_its_head() {
+        let (door, _) = guarded();
+        let refused = door
+            .admitted(&head("GET", "/.well-known/agent-card.json", None), 10)
+            .err()
+            .unwrap();
+        assert_eq!(refused.status, 413);
+        let refused = door.admitted(&head("GET", "/", None), 10).err().unwrap();
+        assert_eq!(refused.status, 405);
+        assert_eq!(used(&door), (0, 0));
+    }
+}
