@@ -15,6 +15,7 @@ pub mod handler;
 pub mod log;
 pub mod member;
 pub mod one_shot;
+mod parking;
 pub mod pump;
 pub mod sandbox;
 pub mod store;

@@ -24,7 +24,7 @@ fn a_blocking_caller_gets_its_task_even_after_it_was_evicted_from_memory() {
         engine.get(first.id.as_str(), None),
         Err(Lookup::NotFound)
     ));
-    let task = engine.wait(&first.settled);
+    let task = first.settled.wait();
     assert_eq!(task.id, first.id);
     assert_eq!(task.state, State::Completed);
     assert_eq!(task.answer, vec![Part::text("first")]);

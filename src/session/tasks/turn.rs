@@ -156,7 +156,8 @@ impl Engine {
     /// it. It is bounded by the handler's output bound.
     pub(super) fn publish_chunk(&self, id: &str, text: String) {
         let mut tasks = self.lock();
-        if let Some(entry) = tasks.by_id.get_mut(id) {
+        let super::Tasks { by_id, out, .. } = &mut *tasks;
+        if let Some(entry) = by_id.get_mut(id) {
             let append = entry.chunked;
             entry.chunked = true;
             // The answer grows by the text, and so does the event every reader shares: counted,
@@ -166,11 +167,12 @@ impl Engine {
                 Some(Content::Text(so_far)) if append => so_far.push_str(&text),
                 _ => entry.task.answer = vec![Part::text(text.clone())],
             }
-            entry.publish(Event::Artifact {
+            let chunk = Event::Artifact {
                 parts: vec![Part::text(text)],
                 append,
                 last: false,
-            });
+            };
+            entry.publish(chunk, out);
         }
     }
 
