@@ -21,15 +21,15 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::budget::{Budget, Charge};
 use super::feed::Feed;
-use super::handler::{CallService, TurnOutcome};
+use super::handler::CallService;
 use super::store::Store;
 use super::supervisor::Supervisor;
 use super::taskdir::SessionTasks;
-use crate::a2a::message::{Message, Part};
+use crate::a2a::message::Message;
 use crate::a2a::task::{State, Task};
 use crate::id::{ContextId, TaskId};
 use crate::json::manifest::{Acceptance, Lifecycle};
@@ -540,54 +540,6 @@ impl Engine {
             self.start(&mut tasks, next);
         }
         tasks.out.due.idle = tasks.running == 0;
-    }
-
-    /// Record how a turn ended. A question keeps the task (its directory too) for the next
-    /// turn, holding no slot, until the input timeout. A turn a cancel was taken for ends the
-    /// task `canceled` however its handler ended: the cancel was answered as taken, and must not
-    /// carry into a later turn.
-    fn record(
-        &self,
-        entry: &mut LiveTask,
-        outcome: TurnOutcome,
-        files: Vec<Part>,
-        out: &mut Outbox,
-    ) {
-        let outcome = if entry.cancel {
-            TurnOutcome::Canceled
-        } else {
-            outcome
-        };
-        match outcome {
-            TurnOutcome::Completed(answer) => {
-                let mut parts = Vec::new();
-                if !answer.is_empty() || files.is_empty() {
-                    parts.push(Part::text(answer));
-                }
-                parts.extend(files);
-                entry.task.answer = parts;
-                entry.move_to(State::Completed, None, out);
-            }
-            TurnOutcome::InputRequired(_) if entry.turn >= MAX_TURNS => entry.move_to(
-                State::Failed,
-                Some(format!(
-                    "the handler asked for input at turn {MAX_TURNS}, the most one task takes (its history is bounded)"
-                )),
-                out,
-            ),
-            TurnOutcome::InputRequired(question) => {
-                entry.task.answer = vec![Part::text(question)];
-                entry.move_to(State::InputRequired, None, out);
-                let wait = Duration::from_secs(self.lifecycle.input_timeout_secs);
-                entry.input_until = Some(Instant::now() + wait);
-            }
-            TurnOutcome::Failed(why) => entry.move_to(State::Failed, Some(why), out),
-            TurnOutcome::Canceled => entry.move_to(State::Canceled, Some("canceled".into()), out),
-        }
-        // What the turn produced is counted, never refused: a client waits on this task.
-        entry
-            .charge
-            .set(live::weight(&entry.task, self.on_disk) + ENTRY_OVERHEAD);
     }
 }
 
