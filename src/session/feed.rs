@@ -161,12 +161,16 @@ pub struct Sight {
     pub task_id: String,
     pub context_id: String,
     pub event: Option<Arc<Event>>,
+    /// With a completed status: the text of the task's answer as it is kept (the streamed
+    /// chunks are the handler's output; the answer may differ, a trailing newline dropped).
+    pub answer: Option<String>,
 }
 
 impl Item for Arc<Sight> {
     fn weight(&self) -> usize {
         // Its ids and bookkeeping, and the event.
-        256 + self.event.as_ref().map_or(0, |e| e.weight())
+        let answer = self.answer.as_ref().map_or(0, String::len);
+        256 + self.event.as_ref().map_or(0, |e| e.weight()) + answer
     }
 
     /// A watcher's feed ends with the session ([`Bounded::finish`]), never with a task.

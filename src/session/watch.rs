@@ -19,7 +19,7 @@
 //! stream, never the door or a task. A frame is made only when the reader can take it
 //! ([`Watch::poll_frame`]), so what waits is bounded by that buffer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Poll, Waker};
@@ -51,8 +51,6 @@ pub struct Watch {
     id: Value,
     acked: bool,
     closed: bool,
-    /// The text each live task has streamed: its `response` when it completes.
-    texts: HashMap<String, String>,
     /// Frames made and not yet written: a task event's SSE id and its `result`. At most the
     /// frames of one sighting.
     pending: VecDeque<(Option<u64>, Value)>,
@@ -77,7 +75,6 @@ impl Watch {
             id,
             acked: false,
             closed: false,
-            texts: HashMap::new(),
             pending: VecDeque::new(),
             last_id: 0,
             carriers: 0,
@@ -126,23 +123,17 @@ impl Watch {
         };
         let streamed = |parts: &[Part]| Some(text_of(parts)).filter(|t| !t.is_empty());
         match &**event {
-            Event::Artifact { parts, append, .. } => {
-                let Some(text) = streamed(parts) else { return };
-                let so_far = self.texts.entry(sight.task_id.clone()).or_default();
-                if !append {
-                    so_far.clear();
+            Event::Artifact { parts, .. } => {
+                if let Some(text) = streamed(parts) {
+                    self.push(task.text(&text));
                 }
-                so_far.push_str(&text);
-                self.push(task.text(&text));
             }
             // The task as it stood when the watch began: what it streamed before then, so a
             // watch that found it late misses none of its text.
             Event::Task(found) if found.state == State::Working => {
-                let Some(text) = streamed(&found.answer) else {
-                    return;
-                };
-                self.texts.insert(sight.task_id.clone(), text.clone());
-                self.push(task.text(&text));
+                if let Some(text) = streamed(&found.answer) {
+                    self.push(task.text(&text));
+                }
             }
             Event::Status {
                 state,
@@ -150,9 +141,8 @@ impl Watch {
                 timestamp,
                 ..
             } if state.is_final() => {
-                let answer = self.texts.remove(&sight.task_id).unwrap_or_default();
-                if *state == State::Completed {
-                    self.push(task.response(&answer));
+                if let (State::Completed, Some(answer)) = (state, &sight.answer) {
+                    self.push(task.response(answer));
                 }
                 self.push(task.status(*state, message.as_ref(), *timestamp, None));
             }
@@ -254,7 +244,7 @@ impl Followed<'_> {
 }
 
 /// The text parts of `parts`, joined.
-fn text_of(parts: &[Part]) -> String {
+pub(super) fn text_of(parts: &[Part]) -> String {
     parts
         .iter()
         .filter_map(|p| match &p.content {

@@ -153,20 +153,34 @@ impl LiveTask {
         let event = Arc::new(event);
         let wakes = &mut out.due.wakes;
         self.feeds.retain(|feed| feed.push(event.clone(), wakes));
-        out.sight(self.sight(Some(event)));
+        out.sight(|| self.sight(Some(event)));
     }
 
     /// Tell every watcher the task has started: each of its events follows.
     pub(super) fn announce(&self, out: &mut Outbox) {
-        out.sight(self.sight(None));
+        out.sight(|| self.sight(None));
     }
 
-    /// What a watcher is told of this task.
+    /// What a watcher is told of this task: `event`, and with a completed status the answer.
     pub(super) fn sight(&self, event: Option<Arc<Event>>) -> Sight {
+        let completed = |e: &Arc<Event>| {
+            matches!(
+                **e,
+                Event::Status {
+                    state: State::Completed,
+                    ..
+                }
+            )
+        };
+        let answer = event
+            .as_ref()
+            .filter(|e| completed(e))
+            .map(|_| super::super::watch::text_of(&self.task.answer));
         Sight {
             task_id: self.task.id.to_string(),
             context_id: self.task.context_id.clone(),
             event,
+            answer,
         }
     }
 

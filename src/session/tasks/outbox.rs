@@ -44,9 +44,13 @@ pub(super) struct Due {
 }
 
 impl Outbox {
-    /// Tell every watcher `sight`; a watcher whose queue is over is forgotten.
-    pub(super) fn sight(&mut self, sight: Sight) {
-        let sight = Arc::new(sight);
+    /// Tell every watcher the sighting `made` makes (made only when someone watches); a
+    /// watcher whose queue is over is forgotten.
+    pub(super) fn sight(&mut self, made: impl FnOnce() -> Sight) {
+        if self.watchers.is_empty() {
+            return;
+        }
+        let sight = Arc::new(made());
         let wakes = &mut self.due.wakes;
         self.watchers.retain(|w| w.push(sight.clone(), wakes));
     }

@@ -47,11 +47,13 @@ fn a_watcher_is_told_each_instant_task_its_start_its_text_and_its_end() {
         .submit("op", None, Message::user_text("hi"), false)
         .unwrap();
     let waker = crate::session::parking::waker();
-    let mut sights = Vec::new();
+    let (mut sights, mut answer) = (Vec::new(), None);
     while let Poll::Ready(Some(sight)) = watcher.poll_next(&waker) {
         assert_eq!(sight.task_id, taken.id.as_str());
         sights.push(sight.event.clone());
+        answer = sight.answer.clone();
     }
+    assert_eq!(answer.as_deref(), Some("hi"), "the end carries the answer");
     assert!(sights[0].is_none(), "its start first");
     assert!(
         matches!(sights.get(1), Some(Some(e)) if matches!(&**e, crate::a2a::stream::Event::Artifact { parts, .. } if *parts == vec![Part::text("hi")]))
