@@ -173,6 +173,7 @@ const KEYS: &[&str] = &[
     "outlives_launcher",
     "authenticated",
     "formation_id",
+    "log_lines_dropped",
 ];
 
 /// A `--format` template: text and `{{.key}}` (spaces inside the braces allowed), each key one
