@@ -29,7 +29,8 @@ pub(super) struct Outbox {
 }
 
 /// What to do once the engine lock is released, in this order: directories off their paths,
-/// waiters woken, log lines written, threads started, directories recycled.
+/// waiters woken, log lines written, threads started, directories recycled, the wind-down told
+/// the engine is idle.
 #[derive(Default)]
 pub(super) struct Due {
     /// Directories of ended tasks, to take off their paths and recycle or remove.
@@ -93,9 +94,6 @@ impl Engine {
     fn carry_out(&self, due: Due) {
         due.retired.iter().for_each(|dir| dir.retire());
         due.wakes.into_iter().for_each(Waker::wake);
-        if due.idle {
-            self.idle.notify_all();
-        }
         for (task, text) in &due.logs {
             log::event(task, text);
         }
@@ -104,6 +102,10 @@ impl Engine {
         }
         if let Some(dirs) = &self.dirs {
             due.retired.iter().for_each(|dir| dirs.recycle(dir));
+        }
+        // Last: the wind-down that wakes may remove the log and the task directories.
+        if due.idle {
+            self.idle.notify_all();
         }
     }
 }
