@@ -26,7 +26,7 @@ use super::auth::{self, Caller, DoorAuth};
 use super::budget::{Budget, Charge};
 use super::control::Control;
 use super::feed::Feed;
-use super::tasks::{Engine, Lookup, Taken};
+use super::tasks::{Canceled, Engine, Lookup, Taken};
 use super::watch::Watch;
 use crate::a2a::card::{CardFacts, CardFor, DOOR_EXTENSION_URI, agent_card};
 use crate::a2a::error::RpcError;
@@ -366,7 +366,13 @@ impl Door {
             }
             Op::Cancel => {
                 let asked = params::task_ref(&params)?;
-                let task = self.engine.cancel(&asked.id, viewer);
+                let task = self
+                    .engine
+                    .cancel(&asked.id, viewer)
+                    .map(|canceled| match canceled {
+                        Canceled::Done(task) => task,
+                        Canceled::Cancelling(settled) => settled.wait(),
+                    });
                 Ok(lookup(task, &asked.id, generation)?.render(generation, View::FULL))
             }
             Op::List => self.list(&params, viewer),
@@ -403,29 +409,19 @@ impl Door {
     /// sends right after; a method that ended its own process would race its answer out of it.
     fn stop_session(&self) -> Value {
         let live = self.engine.live();
-        let canceled: Vec<String> = std::thread::scope(|scope| {
-            let asks: Vec<_> = live
-                .iter()
-                .map(|id| {
-                    let cancel = move || self.engine.cancel(id, None);
-                    // No thread to spare: this one cancels it, in turn.
-                    std::thread::Builder::new()
-                        .name("cancel".into())
-                        .spawn_scoped(scope, cancel)
-                        .map_err(|_| Box::new(cancel()))
-                })
-                .collect();
-            asks.into_iter()
-                .zip(&live)
-                .filter_map(|(ask, id)| {
-                    let ended = match ask {
-                        Ok(thread) => thread.join().ok()?,
-                        Err(done) => *done,
-                    };
-                    (ended.ok()?.state == State::Canceled).then(|| id.clone())
-                })
-                .collect()
-        });
+        // Every cancel is asked at once (none waits), then each answered as it settles.
+        let asks: Vec<_> = live.iter().map(|id| self.engine.cancel(id, None)).collect();
+        let canceled: Vec<String> = asks
+            .into_iter()
+            .zip(&live)
+            .filter_map(|(ask, id)| {
+                let ended = match ask.ok()? {
+                    Canceled::Done(task) => task,
+                    Canceled::Cancelling(settled) => settled.wait(),
+                };
+                (ended.state == State::Canceled).then(|| id.clone())
+            })
+            .collect();
         json!({"session_id": self.session_id, "canceled": canceled, "residue": []})
     }
 
@@ -506,11 +502,11 @@ impl Door {
         let (blocking, history_length) = (asked.blocking, asked.history_length);
         let taken = self.take(asked, caller, generation, false)?;
         let task = if blocking {
-            self.engine.wait(&taken.settled)
+            taken.settled.wait()
         } else {
             // As it stands; one that is no longer in memory has settled, so its claim holds it.
             let now = || self.engine.get(taken.id.as_str(), None).ok();
-            let settled = || taken.settled.get().cloned();
+            let settled = || taken.settled.get();
             settled()
                 .or_else(now)
                 .or_else(settled)

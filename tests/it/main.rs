@@ -35,6 +35,7 @@ mod budget;
 mod chaos;
 mod door_a2a;
 mod door_input;
+mod engine;
 mod examples;
 mod faults;
 mod formation;
