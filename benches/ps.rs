@@ -676,6 +676,7 @@ fn record(session: &str, url: &str, pid: u32, start: &str) -> RunningRecord {
         spawned_by: None,
         records_dir: None,
         sandbox: None,
+        log_lines_dropped: 0,
     }
 }
 

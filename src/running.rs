@@ -490,6 +490,15 @@ impl RecordGuard {
     }
 }
 
+impl RecordGuard {
+    /// Write `record` again in its place (staged, as at first): a fact of the session's that
+    /// changed while it runs (`log_lines_dropped`).
+    pub fn rewrite(&self, record: &RunningRecord) -> Result<(), String> {
+        self.dir
+            .write_private(record_name(&self.session_id), &record.to_bytes())
+    }
+}
+
 impl Drop for RecordGuard {
     fn drop(&mut self) {
         let _ = self.dir.unlink(record_name(&self.session_id));

@@ -13,23 +13,26 @@ use libfuzzer_sys::fuzz_target;
 use mur::id::SessionId;
 use mur::json::manifest::Lifecycle;
 use mur::net::server::{Handler, Request};
+use mur::session::budget::Budget;
 use mur::session::door::Door;
 use mur::session::tasks::{Capsule, Engine};
 
 fuzz_target!(|data: &[u8]| {
+    let engine = Engine::new(
+        Capsule::Echo,
+        Lifecycle::default(),
+        vec![],
+        Arc::new(Vec::new),
+        None,
+        None,
+    );
     let door = Door {
         session_id: SessionId::parse("ses_0199c4e2f1b7712a9d3e4f5061728394").unwrap(),
         name: "echo".into(),
         version: "0".into(),
         addr: "127.0.0.1:1".into(),
-        engine: Engine::new(
-            Capsule::Echo,
-            Lifecycle::default(),
-            vec![],
-            Arc::new(Vec::new),
-            None,
-            None,
-        ),
+        guests: Budget::guests(engine.budget()),
+        engine,
         auth: None,
         control: None,
         cors: Vec::new(),

@@ -56,9 +56,12 @@ Options:
              at least 4 characters)
   --status running|unreachable
              only the sessions in that state
-  -v         name each pruned record and why, and each session whose handlers
-             run outside a sandbox and why (\"sandbox\": false, or no Landlock):
+  -v         name each pruned record and why, each session whose handlers
+             run outside a sandbox and why (\"sandbox\": false, or no Landlock),
+             and each session that dropped log lines because nobody read its
+             stderr (a session never waits on its stderr):
                unsandboxed ses_0199...: unavailable: this kernel has no Landlock
+               stderr ses_0199...: 1200 log lines dropped: stderr not read
   -h, --help this text
 
 Exit status: 0; 1 when ~/.murmur/running cannot be read (the path and reason
@@ -170,6 +173,7 @@ const KEYS: &[&str] = &[
     "outlives_launcher",
     "authenticated",
     "formation_id",
+    "log_lines_dropped",
 ];
 
 /// A `--format` template: text and `{{.key}}` (spaces inside the braces allowed), each key one
@@ -269,9 +273,15 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
                 }
             }
             for k in sweep.kept.iter().filter(|_| verbose) {
-                if let Some(why) = &k.entry.record.sandbox {
-                    let id = &k.entry.record.session_id;
+                let (id, record) = (&k.entry.record.session_id, &k.entry.record);
+                if let Some(why) = &record.sandbox {
                     out.line(&format!("unsandboxed {id}: {}", why.escape_debug()));
+                }
+                if record.log_lines_dropped > 0 {
+                    let n = record.log_lines_dropped;
+                    out.line(&format!(
+                        "stderr {id}: {n} log lines dropped: stderr not read"
+                    ));
                 }
             }
         }
@@ -408,6 +418,7 @@ fn capsule_json(k: &Kept, now: i64) -> Value {
         "outlives_launcher": r.outlives_launcher,
         "authenticated": r.door_token.is_some(),
         "formation_id": r.formation_id,
+        "log_lines_dropped": r.log_lines_dropped,
     })
 }
 

@@ -65,6 +65,14 @@ pub struct RunningRecord {
     /// the kernel), for `mur ps -v`; absent when they run in one (or there is no handler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// Lines the session dropped because its stderr was not read ([`crate::cli::warn`]), for
+    /// `mur ps -v`; the record is written again when the count changes. Absent while none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub log_lines_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A process named so that a recycled pid is never mistaken for it.

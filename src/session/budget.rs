@@ -8,8 +8,13 @@
 //! turned away, with a clear error; nothing already taken is ever cut for memory. What a task
 //! already taken goes on to produce (its answer, bounded by the handler's 4 MiB) is counted
 //! without asking ([`Charge::force`]): refusing it would fail a task a client waits on. The
-//! finished tasks give way first: a demand that does not fit evicts the oldest of them
-//! ([`super::tasks::Engine::reserve`]).
+//! finished tasks give way first: a demand that does not fit evicts the oldest of them — but only
+//! when that makes it fit, so a demand refused anyway takes nothing from anyone
+//! ([`super::store::Store::make_room`], [`super::tasks::Engine::reserve`]).
+//!
+//! Requests without a valid token at an authenticated door draw on a share of their own, an
+//! eighth ([`Budget::guests`], taken by the door), which never evicts: however many
+//! such requests arrive, the operator keeps the rest.
 //!
 //! Stream readers' copies of the events they write draw on a *share* of the budget
 //! ([`Budget::share`]): a smaller budget of its own, every byte of it also counted in the
@@ -51,6 +56,11 @@ impl Budget {
         })
     }
 
+    /// The share requests without a valid token draw on: [`GUEST_SHARE`] of `parent`.
+    pub fn guests(parent: &Arc<Budget>) -> Arc<Self> {
+        Self::share(parent, parent.limit / GUEST_SHARE)
+    }
+
     pub fn limit(&self) -> usize {
         self.limit
     }
@@ -61,7 +71,13 @@ impl Budget {
 
     /// Room for `bytes` more, as a demand would be granted.
     pub fn fits(&self, bytes: usize) -> bool {
-        self.used().saturating_add(bytes) <= self.limit
+        self.fits_if_freed(bytes, 0)
+    }
+
+    /// Room for `bytes` more once `freed` bytes counted now are given back: whether giving them
+    /// back is worth it at all.
+    pub fn fits_if_freed(&self, bytes: usize, freed: usize) -> bool {
+        self.used().saturating_sub(freed).saturating_add(bytes) <= self.limit
     }
 
     /// Take `bytes` here and in every budget above, or nowhere.
@@ -96,6 +112,13 @@ impl Budget {
         }
     }
 }
+
+/// The part of the session's budget requests without a valid token may hold, as a divisor: an
+/// eighth. At the default budget (128 MiB) that is 16 MiB, what the door's 1,024 connections
+/// would hold each with a token-free request's bookkeeping (16 KiB) in flight, so the share
+/// refuses none the server itself would take; at a smaller budget it is the share that bounds
+/// them — and seven eighths always stay for the operator, its tasks and its readers.
+pub const GUEST_SHARE: usize = 8;
 
 /// What one holder has counted against the budget; given back when dropped.
 #[derive(Debug)]

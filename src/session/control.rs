@@ -29,6 +29,10 @@ const MAX_SECRET: usize = 8 * 1024;
 /// `next_inference_call`; mur's handlers read their environment once, as a task starts).
 const APPLIES_FROM: &str = "next_task";
 
+/// Proof that a request carried this session's control token, found from its head
+/// ([`Control::admit`]): what [`Control::handle`] takes, so the token is checked once.
+pub struct Authorized(());
+
 pub struct Control {
     key: Key,
     session_id: String,
@@ -98,17 +102,31 @@ impl Control {
             .is_some_and(|p| p.get("session_id").and_then(|s| s.as_str()) == Some(&self.session_id))
     }
 
-    /// Answer one `/control…` request.
-    pub fn handle(&self, request: &Request) -> Response {
-        if !self.authorized(request) {
+    /// Whether a `/control…` request whose head has arrived may have its `body_len` bytes read:
+    /// the proof that it carries the control token, or the refusal to answer from its head —
+    /// 401 without the token, 413 for a body larger than any control route takes — so no byte of
+    /// an unauthorized or oversized body is ever read.
+    pub fn admit(&self, head: &Request, body_len: usize) -> Result<Authorized, Response> {
+        if !self.authorized(head) {
             let mut r = Response::json(
                 401,
                 &json!({"error": "the control token is required (mur token --control)"}),
             );
             r.headers
                 .push(("WWW-Authenticate", "Bearer realm=\"control\"".into()));
-            return r;
+            return Err(r);
         }
+        if body_len > MAX_SECRET {
+            return Err(Response::json(
+                413,
+                &json!({"error": "a control request's body is at most 8 KiB (a secret's most)"}),
+            ));
+        }
+        Ok(Authorized(()))
+    }
+
+    /// Answer one `/control…` request, admitted ([`Control::admit`]) with its whole body.
+    pub fn handle(&self, request: &Request, _: &Authorized) -> Response {
         let rest = request.path.strip_prefix("/control").unwrap_or("");
         let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
         match (request.method.as_str(), segments.as_slice()) {
@@ -185,9 +203,6 @@ impl Control {
     fn put_secret(&self, name: &str, body: &[u8]) -> Response {
         if !self.secrets.iter().any(|n| n == name) {
             return undeclared("secret", name, &self.secrets);
-        }
-        if body.len() > MAX_SECRET {
-            return Response::json(413, &json!({"error": "a secret is at most 8 KiB"}));
         }
         if body.contains(&0) {
             return Response::json(400, &json!({"error": "a secret holds no NUL byte"}));

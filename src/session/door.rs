@@ -3,8 +3,9 @@
 //!
 //! Every `POST /` passes the same steps in order, and the first refusal answers it:
 //!
-//! 1. at an authenticated door, the bearer token (401) — before the body is even parsed, so an
-//!    unauthenticated caller learns nothing else;
+//! 1. at an authenticated door, the bearer token (401) — from the head, before a byte of the
+//!    body is reserved or read ([`admit`]), so an unauthenticated caller learns nothing else and
+//!    costs nothing more;
 //! 2. the body is JSON (-32700) with a JSON-RPC 2.0 envelope (-32600);
 //! 3. `A2A-Version` names a generation the door speaks (-32009);
 //! 4. the method is known (-32601) and is one of that generation's: a 1.0 method without the 1.0
@@ -18,14 +19,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 
 use serde_json::{Value, json};
 
 use super::auth::{self, Caller, DoorAuth};
-use super::budget::Charge;
+use super::budget::{Budget, Charge};
 use super::control::Control;
 use super::feed::Feed;
-use super::tasks::{Engine, Lookup, Taken};
+use super::tasks::{Canceled, Engine, Lookup, Settled, Taken};
 use super::watch::Watch;
 use crate::a2a::card::{CardFacts, CardFor, DOOR_EXTENSION_URI, agent_card};
 use crate::a2a::error::RpcError;
@@ -33,7 +35,7 @@ use crate::a2a::params;
 use crate::a2a::quote::quoted;
 use crate::a2a::rpc::{self, Method, Op};
 use crate::a2a::stream::Trail;
-use crate::a2a::task::{State, View};
+use crate::a2a::task::{State, Task, View};
 use crate::a2a::version::Generation;
 use crate::id::SessionId;
 use crate::json::strict::Refusal;
@@ -44,6 +46,7 @@ use sse::Sse;
 pub use streams::Streams;
 use streams::{PER_CALLER, Slot};
 
+mod admit;
 mod cors;
 mod envelope;
 mod later;
@@ -120,6 +123,9 @@ pub struct Door {
     /// `host:port`.
     pub addr: String,
     pub engine: Arc<Engine>,
+    /// The share of the engine's budget requests without a valid token draw on
+    /// ([`Budget::guests`]; who is a guest: [`admit`]).
+    pub guests: Arc<Budget>,
     pub auth: Option<DoorAuth>,
     pub control: Option<Arc<Control>>,
     /// `network.cors`: the browser origins answered CORS; empty, none is (and nothing about the
@@ -151,50 +157,39 @@ impl Door {
     }
 
     /// Answer one JSON-RPC request from `caller`: a JSON-RPC answer, an event stream, or an
-    /// HTTP-level refusal (403).
+    /// HTTP-level refusal (403, 503).
     ///
-    /// The body is counted against the memory budget first — when its head arrived, before
-    /// it was read ([`crate::net::server::Handler::admit`]), or here for a request handed over
-    /// whole — and the tree it is read into as it grows. A request the budget has no room for
-    /// is refused 503 ([`budget_full`]) and costs nothing more.
-    fn rpc(&self, request: &mut Request, caller: &Caller) -> Response {
-        let held = request
-            .hold
-            .take()
-            .and_then(|hold| hold.downcast::<Charge>().ok());
-        let charge = match held {
-            Some(charge) => *charge,
-            None => match self.reserve(request, request.body.len()) {
-                Ok(charge) => charge,
-                Err(refusal) => return refusal,
-            },
-        };
-        let mut response = match self.answer(request, caller, &charge) {
+    /// Its body was counted against the memory budget when its head arrived, before it was read
+    /// (`charge`, [`admit`]); the tree it is read into is counted as it grows, and a request the
+    /// budget has no room for is refused 503 ([`budget_full`]) and costs nothing more.
+    fn rpc(&self, request: &Request, caller: &Caller, charge: &Charge) -> Response {
+        match self.answer(request, caller, charge) {
             Ok(reply) => reply_response(reply),
             Err(refusal) => refusal,
-        };
-        // A written answer stays counted until it has gone to the socket, however slowly its
-        // client reads; a stream counts what it writes itself.
-        if response.stream.is_none() {
-            charge.set(response.body.len());
-            response.hold = Some(Box::new(charge));
         }
-        response
     }
 
     /// The budget's share for `request`'s body of `bytes` and what reading it builds, or the
-    /// 503 that refuses it.
-    fn reserve(&self, request: &Request, bytes: usize) -> Result<Charge, Response> {
-        self.engine
-            .reserve(bytes + REQUEST_OVERHEAD)
-            .ok_or_else(|| {
-                let shape = asked_generation(request).unwrap_or(Generation::V1_0);
-                budget_full(
-                    self.memory_refusal(bytes),
-                    readable_id(&request.body),
-                    shape,
-                )
-            })
+    /// 503 that refuses it. The operator's (module [`admit`]) comes from the whole budget, and
+    /// evicts finished tasks only when that makes it fit; a guest's from the guests' share, and
+    /// never evicts.
+    fn reserve(&self, request: &Request, bytes: usize, operator: bool) -> Result<Charge, Response> {
+        let demand = bytes + REQUEST_OVERHEAD;
+        let charge = match operator {
+            true => self.engine.reserve(demand),
+            false => {
+                let charge = Charge::new(&self.guests);
+                charge.grow(demand).then_some(charge)
+            }
+        };
+        charge.ok_or_else(|| {
+            let why = match operator {
+                true => self.memory_refusal(bytes),
+                false => self.guest_refusal(bytes),
+            };
+            let shape = asked_generation(request).unwrap_or(Generation::V1_0);
+            budget_full(why, readable_id(&request.body), shape)
+        })
     }
 
     /// Why a request of `bytes` was refused for memory.
@@ -204,6 +199,16 @@ impl Door {
             "busy: the session's memory budget ({} MiB, lifecycle.memory_budget_mib; {} MiB in use) has no room for this request ({} KiB); retry after {RETRY_AFTER_SECS}s",
             budget.limit() >> 20,
             budget.used() >> 20,
+            bytes.div_ceil(1024)
+        )
+    }
+
+    /// Why a request without a valid token of `bytes` was refused for memory.
+    fn guest_refusal(&self, bytes: usize) -> String {
+        format!(
+            "busy: requests without a valid token share {} KiB of the session's memory budget ({} KiB in use), with no room for this one ({} KiB); retry after {RETRY_AFTER_SECS}s",
+            self.guests.limit() >> 10,
+            self.guests.used() >> 10,
             bytes.div_ceil(1024)
         )
     }
@@ -406,37 +411,40 @@ impl Door {
     /// session goes on: ending the process is the caller's signal, as the original's `mur stop`
     /// sends right after; a method that ended its own process would race its answer out of it.
     fn stop_session(&self) -> Later {
-        let (engine, session) = (self.engine.clone(), self.session_id.to_string());
-        later::on_thread(move || {
-            let live = engine.live();
-            let canceled: Vec<String> = std::thread::scope(|scope| {
-                let asks: Vec<_> = live
-                    .iter()
-                    .map(|id| {
-                        let cancel = || engine.cancel(id, None);
-                        std::thread::Builder::new()
-                            .name("cancel".into())
-                            .spawn_scoped(scope, cancel)
-                            .map_err(|_| Box::new(cancel()))
-                    })
-                    .collect();
-                asks.into_iter()
-                    .zip(&live)
-                    .filter_map(|(ask, id)| {
-                        let ended = match ask {
-                            Ok(thread) => thread.join().ok()?,
-                            Err(done) => *done,
-                        };
-                        (ended.ok()?.state == State::Canceled).then(|| id.clone())
-                    })
-                    .collect()
+        let live = self.engine.live();
+        // Every cancel is asked at once (none waits); the answer once each has settled.
+        let mut asks: Vec<(String, Option<Settled>)> = live
+            .into_iter()
+            .filter_map(|id| match self.engine.cancel(&id, None).ok()? {
+                Canceled::Done(task) => (task.state == State::Canceled).then_some((id, None)),
+                Canceled::Cancelling(settled) => Some((id, Some(settled))),
+            })
+            .collect();
+        let session = self.session_id.to_string();
+        Box::new(move |waker| {
+            let mut pending = false;
+            asks.retain_mut(|(_, ask)| match ask.as_ref().map(|s| s.poll(waker)) {
+                None => true,
+                Some(Poll::Pending) => {
+                    pending = true;
+                    true
+                }
+                Some(Poll::Ready(task)) => {
+                    *ask = None;
+                    task.state == State::Canceled
+                }
             });
-            Ok(json!({"session_id": session, "canceled": canceled, "residue": []}))
+            if pending {
+                return Poll::Pending;
+            }
+            let canceled: Vec<&str> = asks.iter().map(|(id, _)| id.as_str()).collect();
+            let account = json!({"session_id": session, "canceled": canceled, "residue": []});
+            Poll::Ready(Ok(account))
         })
     }
 
     /// `tasks/cancel`, `CancelTask`: the task once canceled — at once if it was queued or
-    /// waiting for input, once its turn has ended if it was running.
+    /// waiting for input; once its turn has ended, its processes gone, if it was running.
     fn cancel(
         &self,
         params: &Value,
@@ -444,11 +452,13 @@ impl Door {
         generation: Generation,
     ) -> Result<Answered, RpcError> {
         let asked = params::task_ref(params)?;
-        let (engine, viewer) = (self.engine.clone(), viewer.map(str::to_string));
-        Ok(Answered::Later(later::on_thread(move || {
-            let task = engine.cancel(&asked.id, viewer.as_deref());
-            Ok(lookup(task, &asked.id, generation)?.render(generation, View::FULL))
-        })))
+        let render = move |task: Task| task.render(generation, View::FULL);
+        match lookup(self.engine.cancel(&asked.id, viewer), &asked.id, generation)? {
+            Canceled::Done(task) => Ok(Answered::Value(render(task))),
+            Canceled::Cancelling(settled) => Ok(Answered::Later(Box::new(move |waker| {
+                settled.poll(waker).map(|task| Ok(render(task)))
+            }))),
+        }
     }
 
     fn request_stop(&self) {
@@ -534,14 +544,16 @@ impl Door {
             artifacts: true,
         };
         if blocking {
-            let (engine, settled) = (self.engine.clone(), taken.settled);
-            return Ok(Answered::Later(later::on_thread(move || {
-                Ok(sent(&engine.wait(&settled), generation, view))
+            let settled = taken.settled;
+            return Ok(Answered::Later(Box::new(move |waker| {
+                settled
+                    .poll(waker)
+                    .map(|task| Ok(sent(&task, generation, view)))
             })));
         }
         // As it stands; one that is no longer in memory has settled, so its claim holds it.
         let now = || self.engine.get(taken.id.as_str(), None).ok();
-        let settled = || taken.settled.get().cloned();
+        let settled = || taken.settled.get();
         let task = settled()
             .or_else(now)
             .or_else(settled)

@@ -98,14 +98,15 @@ pub fn event(task_id: &str, text: &str) {
     log.write(task_id, "mur:", text.as_bytes());
 }
 
-/// The event of a turn's end: its state, how long it ran, and for a failure the session's
-/// short reason (a handler's exit code or signal, a timeout — never its output).
-pub fn turn_ended(task_id: &str, state: State, note: Option<&str>, took: Duration) {
+/// The words of a turn's end, for [`event`]: its state, how long it ran, and for a failure the
+/// session's short reason (a handler's exit code or signal, a timeout — never its output).
+/// Made under the engine lock, written after it is released.
+pub fn turn_ended(state: State, note: Option<&str>, took: Duration) -> String {
     let state_name = state.wire(Generation::V0_3);
     let secs = took.as_secs_f64();
     match note.filter(|_| state == State::Failed) {
-        Some(why) => event(task_id, &format!("{state_name} in {secs:.2}s: {why}")),
-        None => event(task_id, &format!("{state_name} in {secs:.2}s")),
+        Some(why) => format!("{state_name} in {secs:.2}s: {why}"),
+        None => format!("{state_name} in {secs:.2}s"),
     }
 }
 

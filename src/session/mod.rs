@@ -15,6 +15,7 @@ pub mod handler;
 pub mod log;
 pub mod member;
 pub mod one_shot;
+mod parking;
 pub mod pump;
 pub mod sandbox;
 pub mod store;
@@ -53,6 +54,9 @@ const SHUTDOWN_TICK: Duration = Duration::from_millis(20);
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// How long an immediate end waits for SIGKILLed handlers to be reaped.
 const KILL_WAIT: Duration = Duration::from_secs(2);
+/// How long the session's queued stderr lines may take to go out as it ends (a stderr nobody
+/// reads keeps them: they are dropped).
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
 /// Connections the door's listening socket queues before they are accepted: a burst of clients
 /// beyond the 128 served at once gets its 503 at once instead of after a resent handshake.
 const DOOR_BACKLOG: u16 = 1024;
@@ -166,6 +170,15 @@ enum Ending {
 /// signal, a stop, the lifeline or a `--task` ends it: `serve`), wind down (tasks ended, the
 /// door closed, the record removed).
 pub fn run(options: &Options) -> Result<i32, String> {
+    // No thread of a session waits on its stderr ([`crate::cli::queue_stderr`]).
+    crate::cli::queue_stderr();
+    let ran = session(options);
+    // What the session queued goes out before anything the applet says last.
+    crate::cli::drain_stderr(STDERR_DRAIN);
+    ran
+}
+
+fn session(options: &Options) -> Result<i32, String> {
     signal::catch_termination()?;
     crate::sys::proc::protect_memory();
     let mut declared = declare(options)?;
@@ -182,7 +195,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
     let (server, stop_door) = start_door(listener, &door)?;
 
     let pid = std::process::id();
-    let record = RunningRecord {
+    let mut record = RunningRecord {
         session_id,
         url: addr,
         pid,
@@ -200,6 +213,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         spawned_by: None,
         records_dir: Some(options.workdir.clone()),
         sandbox: unsandboxed,
+        log_lines_dropped: 0,
     };
     // The control token is written before the record; failing to write either never fails the
     // session: it runs on, unaddressable (the seed's rule), and says so.
@@ -218,6 +232,7 @@ pub fn run(options: &Options) -> Result<i32, String> {
         &engine,
         lifeline_closed.as_deref(),
         one_shot.as_ref(),
+        (record_guard.as_ref(), &mut record),
     );
 
     door.stop_requested.store(true, Ordering::Release);
@@ -264,6 +279,7 @@ fn door(
         version: declared.version.clone(),
         addr: addr.to_string(),
         engine: engine.clone(),
+        guests: budget::Budget::guests(engine.budget()),
         auth: tokens.auth.take(),
         control: tokens.control.take(),
         cors: declared.cors.clone(),
@@ -295,12 +311,14 @@ fn start_door(
 
 /// The main thread's watch while the door serves: what ends the session, looked for every
 /// [`WATCH_INTERVAL`] (or sooner, when a signal wakes it), with the engine's input timeouts
-/// expired and exited strangers reaped on each round.
+/// expired, exited strangers reaped and the record's count of dropped stderr lines brought up
+/// to date on each round.
 fn serve(
     door: &door::Door,
     engine: &Engine,
     lifeline_closed: Option<&AtomicBool>,
     one_shot: Option<&std::sync::mpsc::Receiver<one_shot::TaskEnd>>,
+    (guard, record): (Option<&RecordGuard>, &mut RunningRecord),
 ) -> Ending {
     loop {
         if let Some(caught) = signal::caught_termination() {
@@ -320,6 +338,12 @@ fn serve(
         // A child this session did not start (a wrapper's sidecar, an orphan adopted as pid 1)
         // is reaped once it has exited, never signalled.
         crate::sys::child::reap_strangers();
+        let dropped = crate::cli::stderr_dropped();
+        if let Some(guard) = guard.filter(|_| dropped != record.log_lines_dropped) {
+            record.log_lines_dropped = dropped;
+            // Best effort: the count is `mur ps -v`'s, never a reason to stop.
+            let _ = guard.rewrite(record);
+        }
     }
 }
 

@@ -76,7 +76,7 @@ fn run(engine: &Arc<Engine>, text: String) -> TaskEnd {
     // not end the task: how it ends comes from its claim, and the answer's text not yet printed
     // from the task.
     let ended = ended.unwrap_or_else(|| {
-        let task = engine.wait(&taken.settled);
+        let task = taken.settled.wait();
         let answer = match task.answer.first().map(|p| &p.content) {
             Some(Content::Text(answer)) => answer.as_str(),
             _ => "",

@@ -89,13 +89,23 @@ impl Store {
         true
     }
 
-    /// Forget the oldest tasks until the session's budget has room for `bytes` more, or none
-    /// is left.
+    /// Forget the oldest tasks until the session's budget has room for `bytes` more — only if
+    /// forgetting them all would make that room: a demand refused anyway forgets nothing, so an
+    /// answer not yet read is never lost to a request turned away.
+    ///
+    /// (Demands are granted without the engine lock this runs under, so one may take the room
+    /// made here first; the tasks forgotten then made room the budget needed at that moment.)
     pub fn make_room(&mut self, bytes: usize) {
-        loop {
+        self.recount();
+        let Some(budget) = self.charge.as_ref().map(Charge::budget) else {
+            return;
+        };
+        if budget.fits(bytes) || !budget.fits_if_freed(bytes, self.bytes) {
+            return;
+        }
+        while self.evict_oldest() {
             self.recount();
-            let fits = self.charge.as_ref().is_none_or(|c| c.budget().fits(bytes));
-            if fits || !self.evict_oldest() {
+            if self.charge.as_ref().is_none_or(|c| c.budget().fits(bytes)) {
                 return;
             }
         }
@@ -217,5 +227,26 @@ mod tests {
         }
         assert_eq!(store.summaries().count(), KEPT_TASKS);
         assert!(store.get(first.id.as_str()).is_none());
+    }
+
+    #[test]
+    fn a_demand_that_would_not_fit_anyway_evicts_nothing() {
+        let budget = Budget::new(100_000);
+        let mut store = Store::charged(&budget, 50_000);
+        let kept = task(&"x".repeat(10_000));
+        store.insert(&kept, "public".into(), 1);
+        let held = Charge::new(&budget);
+        assert!(held.grow(70_000));
+        store.make_room(40_000);
+        assert!(
+            store.get(kept.id.as_str()).is_some(),
+            "refused anyway: kept"
+        );
+        store.make_room(15_000);
+        assert!(
+            store.get(kept.id.as_str()).is_none(),
+            "forgotten to make room"
+        );
+        assert!(budget.fits(15_000));
     }
 }

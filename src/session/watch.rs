@@ -10,24 +10,25 @@
 //!
 //! Task events carry SSE `id:`s, ascending within the connection (ack and `capsule-closed` none,
 //! as in the original). mur keeps no session-wide event buffer, so `Last-Event-ID` replays
-//! nothing: a watch sees a task's text from the moment it finds the task (the text the task had
-//! streamed before then included).
+//! nothing: a watch sees each task live when it begins (with the text it had streamed by then),
+//! and every task that starts after it — however briefly it lives.
 //!
-//! A watch reads the engine from outside: it looks for live tasks every `TICK` and follows each
-//! through a feed of its own (the same feed `tasks/resubscribe` reads), so the engine knows
-//! nothing of observers. A watcher that falls behind — more than `MAX_PENDING` bytes of frames
-//! not yet written, or a task feed the engine cut — is cut itself: it loses the stream, never
-//! the door or a task.
+//! The engine tells every watcher each task's start, its events and its end
+//! ([`Engine::observe`]): a watch is a reader of that feed, never a poller of the engine. A
+//! watcher that falls behind — more than the feed's buffer not yet read — is cut: it loses the
+//! stream, never the door or a task. A frame is made only when the reader can take it
+//! ([`Watch::poll_frame`]), so what waits is bounded by that buffer.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::feed::{Feed, Next};
-use super::tasks::Engine;
+use super::feed::Sight;
+use super::tasks::{Engine, Sightings};
 use crate::a2a::card::STREAM_EXTENSION_URI;
 use crate::a2a::message::{Content, Part};
 use crate::a2a::stream::Event;
@@ -35,31 +36,21 @@ use crate::a2a::task::{State, status_json};
 use crate::a2a::version::Generation;
 use crate::net::server::BodyStream;
 
-/// How often a watch looks for new tasks and new events.
-#[allow(dead_code)] // TEMPORARY: until the engine's poll_frame
-const TICK: Duration = Duration::from_millis(25);
 /// How long a watch may be silent before a comment line keeps it alive.
 const HEARTBEAT: Duration = Duration::from_secs(15);
-/// The most frame bytes a watch holds for a reader that has not taken them.
-const MAX_PENDING: usize = 1 << 20;
 
 /// One observer's stream.
 pub struct Watch {
-    engine: Arc<Engine>,
+    feed: Arc<Sightings>,
     stopping: Arc<AtomicBool>,
     session_id: String,
     /// The JSON-RPC request's id, answered by every frame.
     id: Value,
     acked: bool,
     closed: bool,
-    /// A task feed was cut before its task ended: this watcher fell behind.
-    cut: bool,
-    seen: HashSet<String>,
-    ended: HashSet<String>,
-    feeds: Vec<(Followed, Arc<Feed>)>,
-    /// Frames not yet written: a task event's SSE id and its `result`.
+    /// Frames made and not yet written: a task event's SSE id and its `result`. At most the
+    /// frames of one sighting.
     pending: VecDeque<(Option<u64>, Value)>,
-    pending_bytes: usize,
     /// The last SSE id given; carriers (ack, capsule-closed) take none.
     last_id: u64,
     /// Carrier messages written, for their message ids.
@@ -75,18 +66,13 @@ impl Watch {
         id: Value,
     ) -> Self {
         Self {
-            engine,
+            feed: engine.observe(),
             stopping,
             session_id,
             id,
             acked: false,
             closed: false,
-            cut: false,
-            seen: HashSet::new(),
-            ended: HashSet::new(),
-            feeds: Vec::new(),
             pending: VecDeque::new(),
-            pending_bytes: 0,
             last_id: 0,
             carriers: 0,
             written: Instant::now(),
@@ -96,12 +82,7 @@ impl Watch {
     /// Queue one task event's `result`, numbered.
     fn push(&mut self, result: Value) {
         self.last_id += 1;
-        self.queue(Some(self.last_id), result);
-    }
-
-    fn queue(&mut self, id: Option<u64>, result: Value) {
-        self.pending_bytes += result.to_string().len();
-        self.pending.push_back((id, result));
+        self.pending.push_back((Some(self.last_id), result));
     }
 
     /// Queue a frame that belongs to no task, as the original carries it: an agent message whose
@@ -116,7 +97,7 @@ impl Watch {
             "parts": [{"text": name, "mediaType": "text/plain"}],
             "metadata": {STREAM_EXTENSION_URI: frame},
         }});
-        self.queue(None, result);
+        self.pending.push_back((None, result));
     }
 
     fn session_hex(&self) -> &str {
@@ -125,68 +106,31 @@ impl Watch {
             .unwrap_or(&self.session_id)
     }
 
-    /// Follow the tasks that went live since the last look.
-    fn discover(&mut self) {
-        for id in self.engine.live() {
-            if !self.seen.insert(id.clone()) {
-                continue;
-            }
-            let context = self
-                .engine
-                .get(&id, None)
-                .map(|task| task.context_id)
-                .unwrap_or_default();
-            let task = Followed { id, context };
-            self.push(task.status(State::Working, None, crate::time::unix_now(), None));
-            if let Ok(feed) = self.engine.subscribe(&task.id, None) {
-                self.feeds.push((task, feed));
-            }
-        }
-    }
-
-    /// Turn what the followed tasks' feeds hold now into events; a feed that ended is dropped.
-    fn drain(&mut self) {
-        let mut results = vec![];
-        let (engine, ended, cut) = (&self.engine, &mut self.ended, &mut self.cut);
-        self.feeds.retain(|(task, feed)| {
-            loop {
-                match feed.next(Duration::ZERO) {
-                    Next::Event(event) => {
-                        if matches!(&*event, Event::Status { state, .. } if state.is_final()) {
-                            ended.insert(task.id.clone());
-                        }
-                        results.extend(task.events(&event, engine));
-                    }
-                    Next::Idle => return true,
-                    Next::End => {
-                        *cut |= !ended.contains(&task.id);
-                        return false;
-                    }
+    /// The frames one sighting makes: a task's start, its text as it streams, and at its end
+    /// the answer and the final state.
+    fn sighted(&mut self, sight: &Sight) {
+        let task = Followed {
+            id: &sight.task_id,
+            context: &sight.context_id,
+        };
+        let Some(event) = &sight.event else {
+            let now = crate::time::unix_now();
+            self.push(task.status(State::Working, None, now, None));
+            return;
+        };
+        let streamed = |parts: &[Part]| Some(text_of(parts)).filter(|t| !t.is_empty());
+        match &**event {
+            Event::Artifact { parts, .. } => {
+                if let Some(text) = streamed(parts) {
+                    self.push(task.text(&text));
                 }
             }
-        });
-        for result in results {
-            self.push(result);
-        }
-    }
-}
-
-/// A task a watch follows: what its events name.
-struct Followed {
-    id: String,
-    context: String,
-}
-
-impl Followed {
-    /// The events one task event makes: its text as it streams, and at its end the answer and
-    /// the final state.
-    fn events(&self, event: &Event, engine: &Engine) -> Vec<Value> {
-        match event {
-            Event::Artifact { parts, .. } => self.text(parts).into_iter().collect(),
-            // The task as it stood when the watch found it: what it streamed before then, so a
+            // The task as it stood when the watch began: what it streamed before then, so a
             // watch that found it late misses none of its text.
-            Event::Task(task) if task.state == State::Working => {
-                self.text(&task.answer).into_iter().collect()
+            Event::Task(found) if found.state == State::Working => {
+                if let Some(text) = streamed(&found.answer) {
+                    self.push(task.text(&text));
+                }
             }
             Event::Status {
                 state,
@@ -194,18 +138,67 @@ impl Followed {
                 timestamp,
                 ..
             } if state.is_final() => {
-                let mut events = vec![];
-                let answer = engine.get(&self.id, None).map(|t| t.answer);
-                if let (State::Completed, Ok(answer)) = (state, answer) {
-                    events.push(self.response(&answer));
+                if let (State::Completed, Some(answer)) = (state, &sight.answer) {
+                    self.push(task.response(answer));
                 }
-                events.push(self.status(*state, message.as_ref(), *timestamp, None));
-                events
+                self.push(task.status(*state, message.as_ref(), *timestamp, None));
             }
-            _ => vec![],
+            _ => {}
         }
     }
 
+    /// The next SSE bytes of the stream: a frame, or a `: keep-alive` comment when
+    /// [`HEARTBEAT`] has passed since the last write; `Ready(None)` when the stream is over
+    /// (the session closed, or this watcher fell behind and was cut); `Pending` with `waker`
+    /// stored in the engine's feed of this watcher, fired when a sighting arrives or the feed
+    /// ends. Never sleeps; a heartbeat is seen by the poll its stream gets at least every
+    /// [`crate::net::server::STREAM_TICK`].
+    pub fn poll_frame(&mut self, waker: &Waker) -> Poll<Option<Vec<u8>>> {
+        loop {
+            if let Some((event_id, result)) = self.pending.pop_front() {
+                self.written = Instant::now();
+                let answer = json!({"jsonrpc": "2.0", "id": self.id, "result": result});
+                let id_line = event_id.map(|n| format!("id: {n}\n")).unwrap_or_default();
+                return Poll::Ready(Some(format!("{id_line}data: {answer}\n\n").into_bytes()));
+            }
+            if self.closed {
+                return Poll::Ready(None);
+            }
+            if !self.acked {
+                self.acked = true;
+                self.carry(json!({"frame": "connection-ack", "role": "observer",
+                                  "conversationMode": "stateless"}));
+                continue;
+            }
+            match self.feed.poll_next(waker) {
+                Poll::Ready(Some(sight)) => self.sighted(&sight),
+                // Cut: this watcher fell too far behind. It loses the stream, nothing else.
+                Poll::Ready(None) if self.feed.lost() => return Poll::Ready(None),
+                Poll::Ready(None) => self.close(),
+                Poll::Pending if self.stopping.load(Ordering::Acquire) => self.close(),
+                Poll::Pending if self.written.elapsed() >= HEARTBEAT => {
+                    self.written = Instant::now();
+                    return Poll::Ready(Some(b": keep-alive\n\n".to_vec()));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// The session is going: `capsule-closed`, then the end.
+    fn close(&mut self) {
+        self.closed = true;
+        self.carry(json!({"frame": "capsule-closed"}));
+    }
+}
+
+/// A task a watch follows: what its events name.
+struct Followed<'a> {
+    id: &'a str,
+    context: &'a str,
+}
+
+impl Followed<'_> {
     /// A `statusUpdate` of this task, carrying `frame` in its metadata when given.
     fn status(
         &self,
@@ -225,16 +218,15 @@ impl Followed {
         json!({ "statusUpdate": update })
     }
 
-    /// A `text` frame of what `parts` say, if they say anything.
-    fn text(&self, parts: &[Part]) -> Option<Value> {
-        let text = text_of(parts);
+    /// A `text` frame of `text`.
+    fn text(&self, text: &str) -> Value {
         let frame = json!({"frame": "text", "text": text, "final": false});
         let now = crate::time::unix_now();
-        (!text.is_empty()).then(|| self.status(State::Working, None, now, Some(frame)))
+        self.status(State::Working, None, now, Some(frame))
     }
 
     /// The `response` artifact the original's `mur watch` prints under a completed task.
-    fn response(&self, answer: &[Part]) -> Value {
+    fn response(&self, answer: &str) -> Value {
         json!({"artifactUpdate": {
             "taskId": self.id,
             "contextId": self.context,
@@ -242,14 +234,14 @@ impl Followed {
             "artifact": {
                 "artifactId": "response",
                 "name": "response",
-                "parts": [{"text": text_of(answer), "mediaType": "text/plain"}],
+                "parts": [{"text": answer, "mediaType": "text/plain"}],
             },
         }})
     }
 }
 
 /// The text parts of `parts`, joined.
-fn text_of(parts: &[Part]) -> String {
+pub(super) fn text_of(parts: &[Part]) -> String {
     parts
         .iter()
         .filter_map(|p| match &p.content {
@@ -259,54 +251,17 @@ fn text_of(parts: &[Part]) -> String {
         .collect()
 }
 
+/// The door's server polls the watch itself: again when its waker fires, and every
+/// `STREAM_TICK` (when a heartbeat may be due).
 impl BodyStream for Watch {
-    fn poll_next(&mut self, _waker: &std::task::Waker) -> std::task::Poll<Option<Vec<u8>>> {
-        std::task::Poll::Ready(loop {
-            if self.cut || self.pending_bytes > MAX_PENDING {
-                break None;
-            }
-            if let Some((event_id, result)) = self.pending.pop_front() {
-                self.pending_bytes = self.pending_bytes.saturating_sub(result.to_string().len());
-                self.written = Instant::now();
-                let answer = json!({"jsonrpc": "2.0", "id": self.id, "result": result});
-                let id_line = event_id.map(|n| format!("id: {n}\n")).unwrap_or_default();
-                break Some(format!("{id_line}data: {answer}\n\n").into_bytes());
-            }
-            if self.closed {
-                break None;
-            }
-            if !self.acked {
-                self.acked = true;
-                self.carry(json!({"frame": "connection-ack", "role": "observer",
-                                  "conversationMode": "stateless"}));
-                continue;
-            }
-            let stopping = self.stopping.load(Ordering::Acquire);
-            self.discover();
-            self.drain();
-            if stopping {
-                self.closed = true;
-                self.carry(json!({"frame": "capsule-closed"}));
-                continue;
-            }
-            if self.pending.is_empty() {
-                if self.written.elapsed() >= HEARTBEAT {
-                    self.written = Instant::now();
-                    break Some(b": keep-alive\n\n".to_vec());
-                }
-                // TEMPORARY until the engine's `Watch::poll_frame`: the server polls again
-                // within its STREAM_TICK.
-                return std::task::Poll::Pending;
-            }
-        })
+    fn poll_next(&mut self, waker: &Waker) -> Poll<Option<Vec<u8>>> {
+        self.poll_frame(waker)
     }
 }
 
 impl Drop for Watch {
-    /// The observer has gone: the engine stops feeding its task feeds at once.
+    /// The observer has gone: the engine stops feeding it at once.
     fn drop(&mut self) {
-        for (_, feed) in &self.feeds {
-            feed.close();
-        }
+        self.feed.close();
     }
 }

@@ -37,13 +37,23 @@ pub struct Session {
 impl Session {
     /// Spawn `command` (a `mur run --json …`) and wait (under [`READY_DEADLINE`]) for its
     /// readiness line.
-    pub fn spawn(mut command: Command) -> Session {
+    pub fn spawn(command: Command) -> Session {
+        Self::spawn_with_stderr(command, None)
+    }
+
+    /// [`Session::spawn`] with the session's stderr given (a FIFO nobody reads), not read by
+    /// the test: [`Session::stderr`] is then empty.
+    pub fn spawn_with_stderr(mut command: Command, given: Option<Stdio>) -> Session {
+        let piped = given.is_none();
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(given.unwrap_or_else(Stdio::piped));
         let mut child = command.spawn().expect("spawn mur run");
-        let stderr = Drain::start(child.stderr.take().unwrap());
+        let stderr = match child.stderr.take().filter(|_| piped) {
+            Some(pipe) => Drain::start(pipe),
+            None => Drain::start(std::io::empty()),
+        };
         let (line_tx, line_rx) = mpsc::channel();
         let reader = BufReader::new(child.stdout.take().unwrap());
         // The readiness line first; then keep draining so a late write never blocks the session.

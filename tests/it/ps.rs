@@ -450,7 +450,7 @@ fn an_authenticated_door_is_probed_with_the_operator_token() {
 /// key.
 fn assert_capsule_schema(capsules: &[Value]) {
     type Check = fn(&Value) -> bool;
-    let schema: [(&str, Check); 13] = [
+    let schema: [(&str, Check); 14] = [
         ("session_id", Value::is_string),
         ("capsule_name", Value::is_string),
         ("capsule_version", Value::is_string),
@@ -464,6 +464,7 @@ fn assert_capsule_schema(capsules: &[Value]) {
         ("outlives_launcher", Value::is_boolean),
         ("authenticated", Value::is_boolean),
         ("formation_id", |v| v.is_string() || v.is_null()),
+        ("log_lines_dropped", Value::is_u64),
     ];
     for c in capsules {
         for (key, check) in schema {

@@ -20,6 +20,7 @@ fn record() -> RunningRecord {
         spawned_by: None,
         records_dir: None,
         sandbox: None,
+        log_lines_dropped: 0,
     }
 }
 

@@ -1,41 +1,40 @@
-//! Where a request goes: the card, JSON-RPC, the control plane, or a pointer to them — and
-//! the door's side of the HTTP server ([`Handler`]): a JSON-RPC body counted against the
-//! memory budget before it is read, CORS around the A2A routes.
+//! Where a request goes — the card, JSON-RPC, the control plane, or a pointer to them — and the
+//! door's side of the HTTP server ([`Handler`]): every request decided from its head and counted
+//! against the memory budget before a byte of its body is read ([`super::admit`]), CORS around
+//! the A2A routes.
 
 use super::Door;
-use super::auth::{self, Caller};
-use super::cors::{allow_origin, is_a2a_path};
-use super::envelope::{asked_generation, readable_id};
+use super::admit::{Admitted, Route};
+use super::cors::allow_origin;
 use crate::a2a::card::CardFor;
-use crate::a2a::version::Generation;
 use crate::net::server::{Handler, Hold, Request, Response};
+use crate::session::budget::Charge;
 
 impl Door {
-    /// Every route but the CORS preflight.
-    fn route(&self, mut request: Request, path: &str) -> Response {
-        match (request.method.as_str(), path) {
-            ("GET", "/.well-known/agent-card.json" | "/.well-known/agent.json") => {
-                Response::json(200, &self.card(false, CardFor::Both))
-            }
-            ("POST", "/") => {
-                let caller = match &self.auth {
-                    Some(auth) => match auth.check(&request) {
-                        Ok(caller) => caller,
-                        Err(denied) => {
-                            let shape = asked_generation(&request).unwrap_or(Generation::V1_0);
-                            let id = readable_id(&request.body);
-                            return auth::refuse(auth.realm(), &denied, id, shape);
-                        }
-                    },
-                    None => Caller::Public,
-                };
-                self.rpc(&mut request, &caller)
-            }
-            (_, p) if p == "/control" || p.starts_with("/control/") => match &self.control {
-                Some(control) => control.handle(&request),
-                None => Response::text(404, "this capsule declares no control"),
+    /// Every route but the CORS preflight, as its head decided.
+    fn route(&self, request: &Request, route: Route, charge: &Charge) -> Response {
+        match route {
+            Route::Card => Response::json(200, &self.card(false, CardFor::Both)),
+            Route::Rpc(caller) => self.rpc(request, &caller, charge),
+            Route::Unauthenticated(denied) => self.unauthenticated(request, &denied),
+            Route::Refused(refusal) => *refusal,
+            Route::Control(authorized) => match &self.control {
+                Some(control) => control.handle(request, &authorized),
+                None => self.pointer(&request.method, "/control"),
             },
-            // A person or a browser probing the door gets where to go, not a bare status.
+            Route::Preflight | Route::Pointer => {
+                let path = request.path.split('?').next().unwrap_or("");
+                self.pointer(&request.method, path)
+            }
+        }
+    }
+
+    /// What a person or a browser probing the door gets: where to go, not a bare status.
+    pub(super) fn pointer(&self, method: &str, path: &str) -> Response {
+        match (method, path) {
+            (_, p) if p == "/control" || p.starts_with("/control/") => {
+                Response::text(404, "this capsule declares no control")
+            }
             (_, "/") => {
                 let mut response = Response::text(
                     405,
@@ -61,27 +60,43 @@ impl Door {
 }
 
 impl Handler for Door {
-    /// A JSON-RPC request's body is counted against the memory budget before it is read: one
-    /// the budget has no room for is refused 503 and never held (`Door::reserve`).
+    /// Every request is decided from its head: its route, its caller (the token checked here,
+    /// once), the body it may have, counted in the budget — or refused then, its body never read
+    /// ([`Door::admitted`]).
     fn admit(&self, request: &Request, body_len: usize) -> Result<Option<Hold>, Response> {
-        if request.method != "POST" || request.path.split('?').next() != Some("/") {
-            return Ok(None);
-        }
-        Ok(Some(Box::new(self.reserve(request, body_len)?)))
+        Ok(Some(Box::new(self.admitted(request, body_len)?)))
     }
 
-    /// Route the request; at a door with `network.cors`, answer preflights and let a listed
-    /// origin read the A2A answers (refusals included, so a browser client can read a 401).
-    fn handle(&self, request: Request) -> Response {
-        let path = request.path.split('?').next().unwrap_or("").to_string();
-        if self.cors.is_empty() {
-            return self.route(request, &path);
-        }
-        let origin = self.listed_origin(&request, &path);
-        if request.method == "OPTIONS" && is_a2a_path(&path) {
+    /// Answer the request as its head decided; at a door with `network.cors`, answer preflights
+    /// and let a listed origin read the A2A answers.
+    fn handle(&self, mut request: Request) -> Response {
+        let held = request
+            .hold
+            .take()
+            .and_then(|hold| hold.downcast::<Admitted>().ok());
+        let admitted = match held {
+            Some(admitted) => *admitted,
+            // A request handed over whole, never admitted: the same decisions, now.
+            None => match self.admitted(&request, request.body.len()) {
+                Ok(admitted) => admitted,
+                Err(refusal) => return refusal,
+            },
+        };
+        let Admitted {
+            route,
+            origin,
+            charge,
+        } = admitted;
+        if let Route::Preflight = route {
             return self.preflight(origin);
         }
-        let mut response = self.route(request, &path);
+        let mut response = self.route(&request, route, &charge);
+        // A written answer stays counted until it has gone to the socket, however slowly its
+        // client reads; a stream counts what it writes itself.
+        if response.stream.is_none() && response.hold.is_none() {
+            charge.set(response.body.len());
+            response.hold = Some(Box::new(charge));
+        }
         if let Some(origin) = origin {
             allow_origin(&mut response, origin);
         }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::super::budget::Charge;
-use super::super::feed::{Feed, Next};
+use super::super::feed::Feed;
 use crate::a2a::stream::{Event, Trail};
 use crate::a2a::version::Generation;
 use crate::net::server::BodyStream;
@@ -68,16 +68,6 @@ fn event(answer: &Value) -> Vec<u8> {
     bytes
 }
 
-/// The feed's next event, or `Pending` (TEMPORARY until the engine's `Feed::poll_next`: the
-/// server's `STREAM_TICK` re-poll stands in for the waker).
-fn poll_feed(feed: &Feed, _waker: &Waker) -> Poll<Option<Arc<Event>>> {
-    match feed.next(Duration::ZERO) {
-        Next::Event(happened) => Poll::Ready(Some(happened)),
-        Next::Idle => Poll::Pending,
-        Next::End => Poll::Ready(None),
-    }
-}
-
 impl BodyStream for Sse {
     fn poll_next(&mut self, waker: &Waker) -> Poll<Option<Vec<u8>>> {
         let stream = match self {
@@ -87,7 +77,7 @@ impl BodyStream for Sse {
         // The piece written last has gone to the socket (the server polls for the next only
         // then): its count goes.
         stream.charge.set(0);
-        let happened = match poll_feed(&stream.feed, waker) {
+        let happened = match stream.feed.poll_next(waker) {
             Poll::Ready(Some(happened)) => happened,
             Poll::Ready(None) => return Poll::Ready(None),
             Poll::Pending if stream.written.elapsed() >= HEARTBEAT => {

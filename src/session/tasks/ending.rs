@@ -3,10 +3,19 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::log;
 use super::query::visible;
-use super::{Engine, Lookup, Tasks, insert_finished};
+use super::{Engine, Lookup, Settled, Tasks, insert_finished};
 use crate::a2a::task::{State, Task};
+
+/// A cancel taken.
+pub enum Canceled {
+    /// The task ended at once (it was queued, or waiting for input).
+    Done(Task),
+    /// Its running turn was asked to end (its handler's group gets SIGTERM, SIGKILL 2 s later):
+    /// the task as it settles — `canceled`, its processes gone — is the claim's. Nothing
+    /// waits here: the caller polls the claim, or waits on it off the door's workers.
+    Cancelling(Settled),
+}
 
 impl Engine {
     /// Fail every task whose input timeout has passed.
@@ -25,25 +34,22 @@ impl Engine {
                     "no input within {}s (lifecycle.input_timeout_secs)",
                     self.lifecycle.input_timeout_secs
                 );
-                log::event(&id, &format!("failed: {why}"));
-                entry.move_to(State::Failed, Some(why));
+                tasks.out.due.logs.push((id, format!("failed: {why}")));
+                entry.move_to(State::Failed, Some(why), &mut tasks.out);
                 insert_finished(tasks, entry);
-                self.changed.notify_all();
             }
         }
     }
 
     /// Fail the tasks whose input timeout has passed (the session's watch loop calls this).
     pub fn expire(&self) {
-        let mut tasks = self.lock();
-        self.expire_inputs(&mut tasks);
-        drop(tasks);
-        self.remove_retired();
+        self.expire_inputs(&mut self.lock());
     }
 
     /// Ask a live task to end: a queued one or one waiting for input ends at once, a running
-    /// one through its handler's process group (SIGTERM, SIGKILL 2 s later).
-    pub fn cancel(&self, id: &str, viewer: Option<&str>) -> Result<Task, Lookup> {
+    /// one through its handler's process group (SIGTERM, SIGKILL 2 s later) — never waited for
+    /// here ([`Canceled::Cancelling`]).
+    pub fn cancel(&self, id: &str, viewer: Option<&str>) -> Result<Canceled, Lookup> {
         let mut tasks = self.lock();
         self.expire_inputs(&mut tasks);
         let state = visible(&tasks, id, viewer)?.state;
@@ -57,21 +63,16 @@ impl Engine {
         if (queued.is_some() || state == State::InputRequired)
             && let Some(mut entry) = tasks.by_id.remove(id)
         {
-            entry.move_to(State::Canceled, Some("canceled".into()));
+            entry.move_to(State::Canceled, Some("canceled".into()), &mut tasks.out);
             let task = entry.task.clone();
             insert_finished(&mut tasks, entry);
-            self.changed.notify_all();
-            drop(tasks);
-            self.remove_retired();
-            return Ok(task);
+            return Ok(Canceled::Done(task));
         }
         let entry = tasks.by_id.get_mut(id).ok_or(Lookup::NotFound)?;
         entry.cancel = true;
         // Answered once the turn has ended — its processes gone — and the task with it: a
         // cancel taken while the turn runs always ends it `canceled` ([`Engine::record`]).
-        let settled = entry.settled.clone();
-        drop(tasks);
-        Ok(self.wait(&settled))
+        Ok(Canceled::Cancelling(entry.settled.clone()))
     }
 
     /// Stop taking tasks, end every queued one and every one waiting for input, and ask every
@@ -89,26 +90,28 @@ impl Engine {
         );
         for id in idle {
             if let Some(mut entry) = tasks.by_id.remove(&id) {
-                entry.move_to(
-                    State::Canceled,
-                    Some("canceled: the session stopped".into()),
-                );
+                let why = Some("canceled: the session stopped".into());
+                entry.move_to(State::Canceled, why, &mut tasks.out);
                 insert_finished(&mut tasks, entry);
             }
         }
         for entry in tasks.by_id.values_mut() {
             entry.cancel = true;
         }
-        self.changed.notify_all();
-        drop(tasks);
-        self.remove_retired();
+        // The watchers read what happened up to now, then their stream ends (`capsule-closed`).
+        let out = &mut tasks.out;
+        for watcher in out.watchers.drain(..) {
+            watcher.finish(&mut out.due.wakes);
+        }
     }
 
-    /// Whether no task is running, waiting at most `timeout` for the last to end.
+    /// Whether no task is running, waiting at most `timeout` for the last to end: woken only
+    /// when the engine goes idle, never by each task's end.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
-        let tasks = self.lock();
+        // Nothing is changed under this guard, so nothing falls due ([`super::outbox`]).
+        let tasks = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let (tasks, _) = self
-            .changed
+            .idle
             .wait_timeout_while(tasks, timeout, |t| t.running > 0)
             .unwrap_or_else(|p| p.into_inner());
         tasks.running == 0

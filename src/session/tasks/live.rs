@@ -1,16 +1,19 @@
 //! A live task as the engine holds it ([`LiveTask`]), telling its readers each change, and what
 //! one turn of it runs with ([`Turn`]).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::super::budget::Charge;
-use super::super::feed::Feed;
+use super::super::feed::{Feed, Sight};
 use super::super::taskdir::TaskDir;
 use crate::a2a::message::{Content, Message, Part};
 use crate::a2a::stream::Event;
 use crate::a2a::task::{State, Task};
 use crate::id::TaskId;
+
+use super::Settled;
+use super::outbox::Outbox;
 
 /// A task with what only the engine needs: whose it is, whether it was asked to end, when it
 /// came (for listing newest first), its turn and its directory.
@@ -33,7 +36,7 @@ pub(super) struct LiveTask {
     /// The task as this turn settles, handed to whoever holds a clone ([`super::Taken`]): a
     /// blocking caller's answer must not depend on the task still being in memory when it wakes
     /// — a thousand tasks ending meanwhile evict it from the store of finished ones.
-    pub(super) settled: Arc<OnceLock<Task>>,
+    pub(super) settled: Settled,
     /// What the task holds of the session's memory budget: its messages (twice for a handler's
     /// task: memory and its directory's files), its answer and the events streaming it.
     pub(super) charge: Charge,
@@ -76,7 +79,7 @@ impl LiveTask {
     /// Move to `state` — any state, Submitted and Working as well as an end — and tell its
     /// readers; a question joins the history as the agent's message. (A final state's directory
     /// goes when the entry is stored as finished.)
-    pub(super) fn move_to(&mut self, state: State, note: Option<String>) {
+    pub(super) fn move_to(&mut self, state: State, note: Option<String>, out: &mut Outbox) {
         self.task.state = state;
         self.task.note = note;
         self.task.updated = crate::time::unix_now();
@@ -94,20 +97,26 @@ impl LiveTask {
                 rest.push(Part::text(""));
             }
             let append = self.chunked;
-            self.publish(Event::Artifact {
-                parts: rest,
-                append,
-                last: true,
-            });
+            self.publish(
+                Event::Artifact {
+                    parts: rest,
+                    append,
+                    last: true,
+                },
+                out,
+            );
         } else if self.chunked {
             // Any other end of a turn whose output streamed (a question, a failure, a cancel):
             // its artifact is closed before the status says so, as a completed one is, so a
             // reader never holds an artifact still open once the task has moved on.
-            self.publish(Event::Artifact {
-                parts: vec![Part::text("")],
-                append: true,
-                last: true,
-            });
+            self.publish(
+                Event::Artifact {
+                    parts: vec![Part::text("")],
+                    append: true,
+                    last: true,
+                },
+                out,
+            );
         }
         // This turn's chunks are closed either way; a later call (a cancel while input is
         // required) has no open artifact to close.
@@ -118,33 +127,70 @@ impl LiveTask {
             State::Completed => None,
             _ => self.task.said(self.turn),
         };
-        self.publish(Event::Status {
+        let status = Event::Status {
             state,
             message,
             timestamp: self.task.updated,
             settled: state.is_settled(),
-        });
+        };
+        self.publish(status, out);
         // A question's task stays live, so the claim gets a copy — only when someone holds it,
         // and the entry lets go of that claim at once: the copy lives only as long as its
         // waiter, not as long as the task is parked. An ended task is handed over whole when it
         // is stored ([`super::insert_finished`]).
-        if state == State::InputRequired && self.claimed() {
-            let _ = self.settled.set(self.task.clone());
-            self.settled = Arc::default();
+        if state == State::InputRequired && self.settled.claimed() {
+            let wakes = self.settled.settle(self.task.clone());
+            out.due.wakes.extend(wakes);
+            self.settled = Settled::default();
         }
     }
 
-    /// Whether anyone holds this turn's claim ([`super::Taken`]) besides the entry.
-    pub(super) fn claimed(&self) -> bool {
-        Arc::strong_count(&self.settled) > 1
-    }
-
-    /// Give `event` to every reader still reading: one shared copy for all of them. Any event
-    /// is a change, so the shared snapshot of the task is dropped.
-    pub(super) fn publish(&mut self, event: Event) {
+    /// Give `event` to every reader still reading and to every watcher: one shared copy for
+    /// all of them, the readers woken once the engine lock is released. Any event is a change,
+    /// so the shared snapshot of the task is dropped.
+    pub(super) fn publish(&mut self, event: Event, out: &mut Outbox) {
         self.snapshot = None;
         let event = Arc::new(event);
-        self.feeds.retain(|feed| feed.push(event.clone()));
+        let wakes = &mut out.due.wakes;
+        self.feeds.retain(|feed| feed.push(event.clone(), wakes));
+        out.sight(|| self.sight(Some(event)));
+    }
+
+    /// Tell every watcher the task has started: each of its events follows.
+    pub(super) fn announce(&self, out: &mut Outbox) {
+        out.sight(|| self.sight(None));
+    }
+
+    /// What a watcher is told of this task: `event`, and with a completed status the answer.
+    pub(super) fn sight(&self, event: Option<Arc<Event>>) -> Sight {
+        let completed = |e: &Arc<Event>| {
+            matches!(
+                **e,
+                Event::Status {
+                    state: State::Completed,
+                    ..
+                }
+            )
+        };
+        let answer = event
+            .as_ref()
+            .filter(|e| completed(e))
+            .map(|_| super::super::watch::text_of(&self.task.answer));
+        Sight {
+            task_id: self.task.id.to_string(),
+            context_id: self.task.context_id.clone(),
+            event,
+            answer,
+        }
+    }
+
+    /// The task as it stands, as the first event every new reader gets: one copy shared by the
+    /// readers joining between two changes.
+    pub(super) fn snapshot(&mut self) -> Arc<Event> {
+        let task = &self.task;
+        self.snapshot
+            .get_or_insert_with(|| Arc::new(Event::Task(task.clone())))
+            .clone()
     }
 
     /// A new reader: it gets the task as it stands, then what happens next.
@@ -153,18 +199,17 @@ impl LiveTask {
             self.task.id.to_string(),
             self.task.context_id.clone(),
         ));
-        let task = &self.task;
-        let snapshot = self
-            .snapshot
-            .get_or_insert_with(|| Arc::new(Event::Task(task.clone())));
-        feed.push(snapshot.clone());
+        // A new feed has no reader waiting on it yet: nobody to wake.
+        let unwoken = &mut Vec::new();
+        feed.push(self.snapshot(), unwoken);
         if self.task.state.is_settled() {
-            feed.push(Arc::new(Event::Status {
+            let status = Arc::new(Event::Status {
                 state: self.task.state,
                 message: self.task.said(self.turn),
                 timestamp: self.task.updated,
                 settled: true,
-            }));
+            });
+            feed.push(status, unwoken);
         } else {
             self.feeds.push(feed.clone());
         }

@@ -6,32 +6,39 @@
 //! `entry.rs`, running a turn in `turn.rs`, reading tasks in `query.rs`.
 //!
 //! Running handlers are the [`Supervisor`]'s: started, registered and ended there, under its own
-//! lock, so this engine's lock is never held across a spawn or a wait.
+//! lock, so this engine's lock is never held across a spawn or a wait. The engine's own lock is
+//! a leaf held only for memory: what may wait — a wake-up, a log line, a thread's start, a
+//! directory's rename — is left due under it and done once it is released ([`outbox`]).
 
 mod ending;
 mod live;
+mod outbox;
 mod query;
+mod settled;
 mod turn;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::Instant;
 
 use super::budget::{Budget, Charge};
 use super::feed::Feed;
-use super::handler::{CallService, TurnOutcome};
-use super::log;
+use super::handler::CallService;
 use super::store::Store;
 use super::supervisor::Supervisor;
-use super::taskdir::{SessionTasks, TaskDir};
-use crate::a2a::message::{Message, Part};
+use super::taskdir::SessionTasks;
+use crate::a2a::message::Message;
 use crate::a2a::task::{State, Task};
 use crate::id::{ContextId, TaskId};
 use crate::json::manifest::{Acceptance, Lifecycle};
+pub use ending::Canceled;
 use live::LiveTask;
+pub use outbox::Sightings;
+use outbox::{Locked, Outbox};
 use query::visible;
+pub use settled::Settled;
 
 /// What runs a task.
 #[derive(Debug, Clone)]
@@ -106,11 +113,11 @@ pub enum Lookup {
 }
 
 /// A task taken: its id, when a stream was asked for the reader's feed, and the claim on the
-/// task as this turn settles ([`Engine::wait`]).
+/// task as this turn settles.
 pub struct Taken {
     pub id: TaskId,
     pub feed: Option<Arc<Feed>>,
-    pub settled: Arc<OnceLock<Task>>,
+    pub settled: Settled,
 }
 
 /// Where the environment extras for the next task come from (the control plane).
@@ -126,7 +133,11 @@ pub struct Engine {
     /// `~/.murmur/tasks/<session>/`, for a capsule with a handler.
     dirs: Option<SessionTasks>,
     state: Mutex<Tasks>,
-    changed: Condvar,
+    /// Notified (after the lock is released) only when the last running task ends: the
+    /// wind-down's one waiter ([`Engine::wait_idle`]).
+    idle: Condvar,
+    /// This engine, for the task threads it starts once its lock is released.
+    me: Weak<Engine>,
     supervisor: Supervisor,
     budget: Arc<Budget>,
     /// The share of the budget stream readers' copies draw on (a quarter; [`Budget::share`]).
@@ -158,9 +169,8 @@ struct Tasks {
     stopping: bool,
     /// The next task's arrival number.
     next_seq: u64,
-    /// Directories of ended tasks, already off their paths, to recycle or remove once the lock
-    /// is released ([`Engine::remove_retired`]).
-    retired: Vec<Arc<TaskDir>>,
+    /// The watchers, and what is due once the lock is released.
+    out: Outbox,
 }
 
 /// One page of tasks, newest first.
@@ -189,7 +199,8 @@ impl Engine {
         let finished = Store::charged(&budget, (limit / 4).min(super::store::BUDGET));
         let streams = Budget::share(&budget, limit / 4);
         let on_disk = matches!(capsule, Capsule::Handler { .. });
-        Arc::new(Self {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             on_disk,
             budget,
             streams,
@@ -203,14 +214,18 @@ impl Engine {
                 finished,
                 ..Tasks::default()
             }),
-            changed: Condvar::new(),
+            idle: Condvar::new(),
             supervisor: Supervisor::default(),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Tasks> {
-        // panic = "abort": a poisoned lock cannot be observed half-updated.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// The engine lock; what is left due under it is done once it is released.
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            engine: self,
+            // panic = "abort": a poisoned lock cannot be observed half-updated.
+            guard: Some(self.state.lock().unwrap_or_else(|p| p.into_inner())),
+        }
     }
 
     /// What holding `task` in memory costs, as the budget counts it.
@@ -333,7 +348,7 @@ impl Engine {
             dir: None,
             feeds: Vec::new(),
             chunked: false,
-            settled: Arc::default(),
+            settled: Settled::default(),
             charge,
             snapshot: None,
         };
@@ -344,14 +359,16 @@ impl Engine {
             }
             tasks.next_seq += 1;
             let feed = stream.then(|| entry.watch());
+            entry.announce(&mut tasks.out);
             entry.task.answer = entry.task.history[0].parts.clone();
-            entry.move_to(State::Completed, None);
+            entry.move_to(State::Completed, None, &mut tasks.out);
             insert_finished(&mut tasks, entry);
             return Ok(Taken { id, feed, settled });
         }
         let start_now = self.admit(&tasks)?;
         tasks.next_seq += 1;
         let feed = stream.then(|| entry.watch());
+        entry.announce(&mut tasks.out);
         tasks.by_id.insert(id.to_string(), entry);
         self.schedule(&mut tasks, id.to_string(), start_now);
         Ok(Taken { id, feed, settled })
@@ -385,7 +402,8 @@ impl Engine {
         let start_now = self.admit(&tasks)?;
         let weight = live::message_weight(&message) * (1 + usize::from(self.on_disk));
         let more = self.reserve_locked(&mut tasks, weight)?;
-        let Some(entry) = tasks.by_id.get_mut(named) else {
+        let Tasks { by_id, out, .. } = &mut *tasks;
+        let Some(entry) = by_id.get_mut(named) else {
             return Err(Refused::FollowUp(FollowUp::NotFound));
         };
         // The continuation joins the task's own charge.
@@ -399,9 +417,9 @@ impl Engine {
         entry.chunked = false;
         entry.task.answer.clear();
         // The last turn's claim was settled by its question: this turn gets its own.
-        entry.settled = Arc::default();
+        entry.settled = Settled::default();
         let settled = entry.settled.clone();
-        entry.move_to(State::Submitted, None);
+        entry.move_to(State::Submitted, None, out);
         let feed = stream.then(|| entry.watch());
         let id = entry.task.id.clone();
         self.schedule(&mut tasks, named.to_string(), start_now);
@@ -447,30 +465,38 @@ impl Engine {
         }
     }
 
-    /// Mark `id` working and run it on a thread of its own. A thread that cannot be spawned
-    /// (`RLIMIT_NPROC`, memory) fails the task with the reason, so it never stays `working`
-    /// with nothing to end it, and whoever waits for it is answered.
-    fn start(self: &Arc<Self>, tasks: &mut Tasks, id: String) {
+    /// Mark `id` working, its thread started once the lock is released ([`Engine::spawn`]).
+    fn start(&self, tasks: &mut Tasks, id: String) {
         tasks.running += 1;
-        if let Some(entry) = tasks.by_id.get_mut(&id) {
-            entry.move_to(State::Working, None);
+        let Tasks { by_id, out, .. } = tasks;
+        if let Some(entry) = by_id.get_mut(&id) {
+            entry.move_to(State::Working, None, out);
         }
-        let engine = Arc::clone(self);
+        out.due.starts.push(id);
+    }
+
+    /// Run task `id`, marked working, on a thread of its own (the lock not held: a spawn may
+    /// wait on the kernel). A thread that cannot be spawned (`RLIMIT_NPROC`, memory) fails the
+    /// task with the reason, so it never stays `working` with nothing to end it, and whoever
+    /// waits for it is answered.
+    fn spawn(&self, id: String) {
+        let Some(engine) = self.me.upgrade() else {
+            return;
+        };
         let runs = id.clone();
         let spawned = std::thread::Builder::new()
             .name("task".into())
             .stack_size(256 * 1024)
             .spawn(move || engine.execute(runs));
         if let Err(err) = spawned {
+            let mut tasks = self.lock();
             tasks.running -= 1;
             if let Some(mut entry) = tasks.by_id.remove(&id) {
-                entry.move_to(
-                    State::Failed,
-                    Some(format!("no thread to run the task: {err}")),
-                );
-                insert_finished(tasks, entry);
+                let why = format!("no thread to run the task: {err}");
+                entry.move_to(State::Failed, Some(why), &mut tasks.out);
+                insert_finished(&mut tasks, entry);
             }
-            self.changed.notify_all();
+            tasks.out.due.idle = tasks.running == 0;
         }
     }
 
@@ -490,7 +516,7 @@ impl Engine {
             else {
                 return None;
             };
-            log::event(&id, &format!("started turn {}", turn.number));
+            super::log::event(&id, &format!("started turn {}", turn.number));
             Some(self.run_turn(&id, argv, workdir, sandbox.as_deref(), &turn))
         });
         let mut tasks = self.lock();
@@ -498,9 +524,10 @@ impl Engine {
         if let Some((outcome, files)) = ran
             && let Some(mut entry) = tasks.by_id.remove(&id)
         {
-            self.record(&mut entry, outcome, files);
+            self.record(&mut entry, outcome, files, &mut tasks.out);
             let task = &entry.task;
-            log::turn_ended(&id, task.state, task.note.as_deref(), began.elapsed());
+            let ended = super::log::turn_ended(task.state, task.note.as_deref(), began.elapsed());
+            tasks.out.due.logs.push((id.clone(), ended));
             if entry.task.state.is_final() {
                 insert_finished(&mut tasks, entry);
             } else {
@@ -512,76 +539,23 @@ impl Engine {
         {
             self.start(&mut tasks, next);
         }
-        self.changed.notify_all();
-        drop(tasks);
-        self.remove_retired();
-    }
-
-    /// Empty (to keep as spares) or remove the directories of the tasks that have ended,
-    /// outside the lock: that may wait on the disk. The session's watch loop calls this too
-    /// (through [`Engine::expire`]), for tasks ended where no removal follows.
-    fn remove_retired(&self) {
-        let retired = std::mem::take(&mut self.lock().retired);
-        if let Some(dirs) = &self.dirs {
-            retired.iter().for_each(|dir| dirs.recycle(dir));
-        }
-    }
-
-    /// Record how a turn ended. A question keeps the task (its directory too) for the next
-    /// turn, holding no slot, until the input timeout. A turn a cancel was taken for ends the
-    /// task `canceled` however its handler ended: the cancel was answered as taken, and must not
-    /// carry into a later turn.
-    fn record(&self, entry: &mut LiveTask, outcome: TurnOutcome, files: Vec<Part>) {
-        let outcome = if entry.cancel {
-            TurnOutcome::Canceled
-        } else {
-            outcome
-        };
-        match outcome {
-            TurnOutcome::Completed(answer) => {
-                let mut parts = Vec::new();
-                if !answer.is_empty() || files.is_empty() {
-                    parts.push(Part::text(answer));
-                }
-                parts.extend(files);
-                entry.task.answer = parts;
-                entry.move_to(State::Completed, None);
-            }
-            TurnOutcome::InputRequired(_) if entry.turn >= MAX_TURNS => entry.move_to(
-                State::Failed,
-                Some(format!(
-                    "the handler asked for input at turn {MAX_TURNS}, the most one task takes (its history is bounded)"
-                )),
-            ),
-            TurnOutcome::InputRequired(question) => {
-                entry.task.answer = vec![Part::text(question)];
-                entry.move_to(State::InputRequired, None);
-                let wait = Duration::from_secs(self.lifecycle.input_timeout_secs);
-                entry.input_until = Some(Instant::now() + wait);
-            }
-            TurnOutcome::Failed(why) => entry.move_to(State::Failed, Some(why)),
-            TurnOutcome::Canceled => entry.move_to(State::Canceled, Some("canceled".into())),
-        }
-        // What the turn produced is counted, never refused: a client waits on this task.
-        entry
-            .charge
-            .set(live::weight(&entry.task, self.on_disk) + ENTRY_OVERHEAD);
+        tasks.out.due.idle = tasks.running == 0;
     }
 }
 
 /// Store an ended task, and hand it to whoever holds its claim: moved, not copied — a task
-/// can hold megabytes. Its directory leaves its path now and is recycled, outside the lock, by
-/// the next [`Engine::remove_retired`].
+/// can hold megabytes — its waiters woken once the lock is released. Its directory leaves its
+/// path and is recycled then too ([`outbox::Due`]).
 fn insert_finished(tasks: &mut Tasks, mut entry: LiveTask) {
     if let Some(dir) = entry.dir.take() {
-        dir.retire();
-        tasks.retired.push(dir);
+        tasks.out.due.retired.push(dir);
     }
     tasks
         .finished
         .insert(&entry.task, entry.owner.clone(), entry.seq);
-    if entry.claimed() {
-        let _ = entry.settled.set(entry.task);
+    if entry.settled.claimed() {
+        let wakes = entry.settled.settle(entry.task);
+        tasks.out.due.wakes.extend(wakes);
     }
 }
 

@@ -1,10 +1,10 @@
 //! Reading tasks, live or finished: one by id, a filtered page, the live ones, a stream of one,
-//! and waiting for one to settle — each only as the caller may see them.
+//! and every task's events for a watcher — each only as the caller may see them.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::super::feed::Feed;
-use super::{Engine, Listing, Lookup, Tasks};
+use super::{Engine, Listing, Lookup, Sightings, Tasks};
 use crate::a2a::params;
 use crate::a2a::task::{State, Task};
 
@@ -21,20 +21,26 @@ impl Engine {
         }
     }
 
-    /// Wait until the task `settled` was taken with has ended or asks for input; the task as it
-    /// settled — handed over by the task itself, so it is there even if the task has since been
-    /// evicted from the finished ones. Every task settles: it is run, canceled or failed.
-    pub fn wait(&self, settled: &OnceLock<Task>) -> Task {
-        if let Some(task) = settled.get() {
-            return task.clone();
-        }
+    /// A new watcher of the whole session (the operator's: it sees every task): told of each
+    /// live task now — its start and the task as it stands — then of every task's start, events
+    /// and end as they happen, however briefly a task lives. A watcher that falls too far behind
+    /// loses its feed; the engine never waits for one.
+    pub fn observe(&self) -> Arc<Sightings> {
+        let watcher = Arc::new(Sightings::default());
         let mut tasks = self.lock();
-        loop {
-            if let Some(task) = settled.get() {
-                return task.clone();
-            }
-            tasks = self.changed.wait(tasks).unwrap_or_else(|p| p.into_inner());
+        let unwoken = &mut Vec::new();
+        for entry in tasks.by_id.values_mut() {
+            let found = entry.snapshot();
+            watcher.push(Arc::new(entry.sight(None)), unwoken);
+            watcher.push(Arc::new(entry.sight(Some(found))), unwoken);
         }
+        if tasks.stopping {
+            // The session is ending: what it has now, then the end.
+            watcher.finish(unwoken);
+        } else {
+            tasks.out.watchers.push(watcher.clone());
+        }
+        watcher
     }
 
     /// The task as `viewer` may see it: `None` sees every task (the operator), `Some(owner)` only

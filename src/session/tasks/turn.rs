@@ -3,16 +3,18 @@
 
 use std::ffi::OsString;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::super::handler::{self, CallSocket, MAX_ANSWER, Serving, TurnOutcome};
 use super::super::log::TaskStderr;
 use super::super::sandbox::{Domain, Policy};
 use super::super::taskdir::TaskDir;
-use super::Engine;
-use super::live::Turn;
+use super::live::{self, LiveTask, Turn};
+use super::outbox::Outbox;
+use super::{ENTRY_OVERHEAD, Engine, MAX_TURNS};
 use crate::a2a::message::{Content, Part};
 use crate::a2a::stream::{Chunker, Event};
+use crate::a2a::task::State;
 use crate::json::channel::env;
 use crate::sys::spawn::Spawned;
 
@@ -156,7 +158,8 @@ impl Engine {
     /// it. It is bounded by the handler's output bound.
     pub(super) fn publish_chunk(&self, id: &str, text: String) {
         let mut tasks = self.lock();
-        if let Some(entry) = tasks.by_id.get_mut(id) {
+        let super::Tasks { by_id, out, .. } = &mut *tasks;
+        if let Some(entry) = by_id.get_mut(id) {
             let append = entry.chunked;
             entry.chunked = true;
             // The answer grows by the text, and so does the event every reader shares: counted,
@@ -166,11 +169,12 @@ impl Engine {
                 Some(Content::Text(so_far)) if append => so_far.push_str(&text),
                 _ => entry.task.answer = vec![Part::text(text.clone())],
             }
-            entry.publish(Event::Artifact {
+            let chunk = Event::Artifact {
                 parts: vec![Part::text(text)],
                 append,
                 last: false,
-            });
+            };
+            entry.publish(chunk, out);
         }
     }
 
@@ -242,6 +246,54 @@ impl Engine {
                 on_stderr,
             ),
         }
+    }
+
+    /// Record how a turn ended. A question keeps the task (its directory too) for the next
+    /// turn, holding no slot, until the input timeout. A turn a cancel was taken for ends the
+    /// task `canceled` however its handler ended: the cancel was answered as taken, and must not
+    /// carry into a later turn.
+    pub(super) fn record(
+        &self,
+        entry: &mut LiveTask,
+        outcome: TurnOutcome,
+        files: Vec<Part>,
+        out: &mut Outbox,
+    ) {
+        let outcome = if entry.cancel {
+            TurnOutcome::Canceled
+        } else {
+            outcome
+        };
+        match outcome {
+            TurnOutcome::Completed(answer) => {
+                let mut parts = Vec::new();
+                if !answer.is_empty() || files.is_empty() {
+                    parts.push(Part::text(answer));
+                }
+                parts.extend(files);
+                entry.task.answer = parts;
+                entry.move_to(State::Completed, None, out);
+            }
+            TurnOutcome::InputRequired(_) if entry.turn >= MAX_TURNS => entry.move_to(
+                State::Failed,
+                Some(format!(
+                    "the handler asked for input at turn {MAX_TURNS}, the most one task takes (its history is bounded)"
+                )),
+                out,
+            ),
+            TurnOutcome::InputRequired(question) => {
+                entry.task.answer = vec![Part::text(question)];
+                entry.move_to(State::InputRequired, None, out);
+                let wait = Duration::from_secs(self.lifecycle.input_timeout_secs);
+                entry.input_until = Some(Instant::now() + wait);
+            }
+            TurnOutcome::Failed(why) => entry.move_to(State::Failed, Some(why), out),
+            TurnOutcome::Canceled => entry.move_to(State::Canceled, Some("canceled".into()), out),
+        }
+        // What the turn produced is counted, never refused: a client waits on this task.
+        entry
+            .charge
+            .set(live::weight(&entry.task, self.on_disk) + ENTRY_OVERHEAD);
     }
 
     /// The session ends in order and no handler runs: its task directories go.

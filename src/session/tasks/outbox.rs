@@ -1,0 +1,111 @@
+//! What leaves the engine: every event to every watcher of the whole session, and what the
+//! holder of the engine lock leaves to be done once it is released ([`Due`]).
+//!
+//! The engine lock is a leaf held only for memory. Whatever may wait on the world — a wake-up
+//! (re-arming an epoll set), a log line (a file, a pipe), a thread's spawn, a rename or removal
+//! of a task's directory — is collected under the lock and done after it is released, by the
+//! guard itself ([`Locked`]'s drop), so no path can forget it and none can do it early.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, MutexGuard};
+use std::task::Waker;
+
+use super::super::feed::{Bounded, Sight};
+use super::super::log;
+use super::super::taskdir::TaskDir;
+use super::{Engine, Tasks};
+
+/// What every watcher of the session reads: a bounded queue of sightings each
+/// ([`super::super::watch`]).
+pub type Sightings = Bounded<Arc<Sight>>;
+
+/// The engine's outward side, under its lock.
+#[derive(Default)]
+pub(super) struct Outbox {
+    /// The watchers of the whole session; one cut (too far behind) or gone is forgotten at the
+    /// next sighting.
+    pub(super) watchers: Vec<Arc<Sightings>>,
+    pub(super) due: Due,
+}
+
+/// What to do once the engine lock is released, in this order: directories off their paths,
+/// waiters woken, log lines written, threads started, directories recycled, the wind-down told
+/// the engine is idle.
+#[derive(Default)]
+pub(super) struct Due {
+    /// Directories of ended tasks, to take off their paths and recycle or remove.
+    pub(super) retired: Vec<Arc<TaskDir>>,
+    pub(super) wakes: Vec<Waker>,
+    /// Task events for the log: the task's id and the session's words.
+    pub(super) logs: Vec<(String, String)>,
+    /// Tasks marked working whose thread is to be started.
+    pub(super) starts: Vec<String>,
+    /// The last running task ended: the wind-down's wait may end.
+    pub(super) idle: bool,
+}
+
+impl Outbox {
+    /// Tell every watcher the sighting `made` makes (made only when someone watches); a
+    /// watcher whose queue is over is forgotten.
+    pub(super) fn sight(&mut self, made: impl FnOnce() -> Sight) {
+        if self.watchers.is_empty() {
+            return;
+        }
+        let sight = Arc::new(made());
+        let wakes = &mut self.due.wakes;
+        self.watchers.retain(|w| w.push(sight.clone(), wakes));
+    }
+}
+
+/// The engine lock, held: what was left [`Due`] under it is done when it is dropped, after the
+/// lock is released.
+pub(super) struct Locked<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) guard: Option<MutexGuard<'a, Tasks>>,
+}
+
+impl Deref for Locked<'_> {
+    type Target = Tasks;
+
+    fn deref(&self) -> &Tasks {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Tasks {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let Some(mut guard) = self.guard.take() else {
+            return;
+        };
+        let due = std::mem::take(&mut guard.out.due);
+        drop(guard);
+        self.engine.carry_out(due);
+    }
+}
+
+impl Engine {
+    /// Do what was left due under the lock, which is no longer held.
+    fn carry_out(&self, due: Due) {
+        due.retired.iter().for_each(|dir| dir.retire());
+        due.wakes.into_iter().for_each(Waker::wake);
+        for (task, text) in &due.logs {
+            log::event(task, text);
+        }
+        for id in due.starts {
+            self.spawn(id);
+        }
+        if let Some(dirs) = &self.dirs {
+            due.retired.iter().for_each(|dir| dirs.recycle(dir));
+        }
+        // Last: the wind-down that wakes may remove the log and the task directories.
+        if due.idle {
+            self.idle.notify_all();
+        }
+    }
+}
