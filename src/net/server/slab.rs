@@ -10,12 +10,12 @@
 //! sees the mark and serves it once more instead of re-arming. So a wake is never lost and a
 //! connection is never served by two workers at once.
 //!
-//! Invariants: an entry's socket is in the readiness set exactly while the entry is in use; it is
-//! re-armed, and removed, only under the entry's schedule lock with its generation checked (a
+//! Invariants: an entry's socket is in the readiness set exactly while the entry is in use. A
 //! descriptor number may be reused by the next connection the moment it is closed, so nothing
-//! may arm a number it has not checked is still its own). The generation changes when the entry
-//! is freed, before its socket is closed. The schedule lock is a leaf: only the readiness set's
-//! `epoll_ctl` (never blocking) is called under it.
+//! arms a number it has not made sure is still its own: the worker holding the claim (nobody
+//! can free the entry meanwhile), or a waker under the entry's schedule lock with the generation
+//! checked. The generation changes when the entry is freed, before its socket is closed. The
+//! schedule lock is a leaf: only a waker's `epoll_ctl` (never blocking) is made under it.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -251,15 +251,26 @@ impl Slab {
             (sched.doing, sched.since) = (doing, Instant::now());
         }
         sched.due = due;
-        let armed = match sched.added {
-            true => poller.rearm(sched.fd, claim.key, watch),
-            false => poller.add(sched.fd, claim.key, watch),
+        // Armed without the lock: a socket armed for bytes already there fires at once, and the
+        // worker it goes to must not wait on this lock meanwhile. The entry stays claimed (no
+        // sweep or eviction takes it, so its descriptor stays its own); an event or a wake that
+        // comes first marks it woken, as while it was served.
+        let (fd, added) = (sched.fd, sched.added);
+        drop(sched);
+        let armed = match added {
+            true => poller.rearm(fd, claim.key, watch),
+            false => poller.add(fd, claim.key, watch),
         };
+        let mut sched = lock(&entry.sched);
         if armed.is_err() {
             // A socket that cannot be watched would never be served again.
             return self.free_entry(claim, sched, poller);
         }
         sched.added = true;
+        if sched.state == State::Woken {
+            sched.state = State::Busy;
+            return false;
+        }
         sched.state = State::Idle;
         true
     }
