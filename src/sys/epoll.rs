@@ -16,6 +16,11 @@ pub enum Watch {
     Always,
     /// Once, for what is asked: readable, writable, or neither (only a hang-up, then).
     Once { read: bool, write: bool },
+    /// Readable or writable, edge-triggered: reported once each time bytes arrive, room to
+    /// write appears or the peer hangs up — so it needs no re-arming, and its owner must read
+    /// (or write) until the socket says `EAGAIN` before it counts on the next report.
+    /// [`Poller::rearm`] of an edge-watched descriptor reports it again at once if it is ready.
+    Edge,
 }
 
 /// What fired for one key.
@@ -52,6 +57,7 @@ mod imp {
         let base = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
         match watch {
             Watch::Always => base | libc::EPOLLIN as u32,
+            Watch::Edge => base | (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET) as u32,
             Watch::Once { read, write } => {
                 let mut events = base | libc::EPOLLONESHOT as u32;
                 if read {
@@ -149,7 +155,7 @@ mod imp {
 mod imp {
     //! kqueue: a read filter and a write filter per descriptor, each `EV_DISPATCH` for
     //! [`Watch::Once`] (delivered once, then disabled until re-enabled), so one waiter takes a
-    //! ready connection as with `EPOLLONESHOT`. A filter not wanted is disabled, not deleted, so
+    //! ready connection as with `EPOLLONESHOT`; `EV_CLEAR` for [`Watch::Edge`], as `EPOLLET`. A filter not wanted is disabled, not deleted, so
     //! re-arming never meets ENOENT. A hang-up comes as `EV_EOF` on either filter; a connection
     //! watched for neither keeps its read filter enabled for it (its bytes then read as a wake,
     //! which the server treats as one).
@@ -200,9 +206,10 @@ mod imp {
         }
 
         fn set(&self, fd: RawFd, key: u64, watch: Watch) -> std::io::Result<()> {
-            let (read, write, once) = match watch {
-                Watch::Always => (true, false, false),
-                Watch::Once { read, write } => (read || !write, write, true),
+            let (read, write, once, edge) = match watch {
+                Watch::Always => (true, false, false, false),
+                Watch::Once { read, write } => (read || !write, write, true, false),
+                Watch::Edge => (true, true, false, true),
             };
             let on = |wanted: bool| {
                 let mut flags = libc::EV_ADD;
@@ -213,6 +220,9 @@ mod imp {
                 };
                 if once {
                     flags |= libc::EV_DISPATCH;
+                }
+                if edge {
+                    flags |= libc::EV_CLEAR;
                 }
                 flags
             };
@@ -324,6 +334,24 @@ mod tests {
             "under its new key"
         );
         poller.remove(theirs.as_raw_fd());
+    }
+
+    #[test]
+    fn an_edge_watch_reports_each_arrival_once_and_a_rearm_reports_what_is_ready() {
+        let poller = Poller::new().unwrap();
+        let (mut ours, theirs) = UnixStream::pair().unwrap();
+        poller.add(theirs.as_raw_fd(), 5, Watch::Edge).unwrap();
+        // Writable from the start: one report.
+        assert_eq!(keys(&poller, Duration::from_secs(5)), [5]);
+        assert!(keys(&poller, Duration::from_millis(1)).is_empty(), "no new edge");
+        ours.write_all(b"x").unwrap();
+        assert_eq!(keys(&poller, Duration::from_secs(5)), [5], "bytes arrived");
+        assert!(
+            keys(&poller, Duration::from_millis(1)).is_empty(),
+            "unread, but reported once"
+        );
+        poller.rearm(theirs.as_raw_fd(), 5, Watch::Edge).unwrap();
+        assert_eq!(keys(&poller, Duration::from_secs(5)), [5], "re-armed: ready at once");
     }
 
     #[test]

@@ -86,6 +86,12 @@ pub(super) struct Conn {
     peer: SocketAddr,
     /// Bytes read and not yet taken (the next request's head; what a client pipelined).
     buf: Vec<u8>,
+    /// Whether the socket may hold bytes not read yet: set by a report that it is readable,
+    /// cleared only by a read that emptied it. Its reports are edge-triggered — one per
+    /// arrival — so this, not the report in hand, says whether to read.
+    unread: bool,
+    /// The peer has hung up (at least its sending side): its end is read for, whatever else.
+    hung_up: bool,
     /// What is still to be written, from `sent` on.
     out: Vec<u8>,
     sent: usize,
@@ -108,9 +114,11 @@ enum Step {
     Wait(Then),
 }
 
-fn arm(read: bool, write: bool, doing: Doing, due: Option<Instant>) -> Step {
+/// Wait for the socket (edge-triggered: only after reading, or writing, until it would
+/// block), a waker, or `due`.
+fn arm(doing: Doing, due: Option<Instant>) -> Step {
     Step::Wait(Then::Arm {
-        watch: Watch::Once { read, write },
+        watch: Watch::Edge,
         doing,
         due,
     })
@@ -123,6 +131,8 @@ impl Conn {
             stream,
             peer,
             buf: Vec::new(),
+            unread: false,
+            hung_up: false,
             out: Vec::new(),
             sent: 0,
             phase: Phase::Head,
@@ -159,9 +169,10 @@ impl Conn {
     /// Take the connection as far as it goes without waiting, after `event` (all false: a timer
     /// or a first look), and say how it waits next.
     pub(super) fn drive(&mut self, event: &Event, ctx: &Ctx<'_>) -> Then {
-        // A look without a readiness event (a timer, a first look, a turn once more) reads
-        // too: a deadline must not pass on bytes that arrived before it but were not yet seen.
-        let mut readable = event.readable || event.hangup || !event.writable;
+        // A look without a readiness report (a timer's) reads too: a deadline must not pass on
+        // bytes that arrived before it but whose report has not been handled yet.
+        self.unread |= event.readable || event.hangup || !event.writable;
+        self.hung_up |= event.hangup;
         let mut pieces = 0;
         loop {
             let step = match self.flush() {
@@ -170,25 +181,26 @@ impl Conn {
                     let due = self.since + REQUEST_DEADLINE;
                     match Instant::now() >= due {
                         true => Step::Wait(Then::Close),
-                        false => arm(false, true, Doing::Answering, Some(due)),
+                        false => arm(Doing::Answering, Some(due)),
                     }
                 }
                 Ok(true) => match &mut self.phase {
-                    Phase::Head => self.read_head(&mut readable, ctx),
-                    Phase::Body(..) => self.read_body(&mut readable, ctx),
-                    Phase::Deferred(..) => self.poll_deferred(event.hangup, ctx),
-                    Phase::Stream(..) if pieces >= PIECES_PER_TURN => {
-                        arm(false, true, Doing::Answering, None)
-                    }
+                    Phase::Head => self.read_head(ctx),
+                    Phase::Body(..) => self.read_body(ctx),
+                    Phase::Deferred(..) => self.poll_deferred(ctx),
+                    // Others go first: a rearm reports the connection again at once.
+                    Phase::Stream(..) if pieces >= PIECES_PER_TURN => Step::Wait(Then::Again),
                     Phase::Stream(..) => {
                         pieces += 1;
-                        self.poll_stream(event.hangup)
+                        self.poll_stream()
                     }
                     Phase::Flush(after) => {
                         let after = *after;
                         self.after_flush(after, ctx)
                     }
-                    Phase::Linger(until, dropped) => linger(&self.stream, *until, dropped),
+                    Phase::Linger(until, dropped) => {
+                        linger(&self.stream, *until, dropped, &mut self.unread)
+                    }
                 },
             };
             match step {
@@ -222,20 +234,21 @@ impl Conn {
 
     /// Read once into `buf`, if the socket may have bytes: `Some(false)` nothing now,
     /// `Some(true)` bytes, `None` closed or failed.
-    fn fill(&mut self, readable: &mut bool) -> Option<bool> {
-        if !*readable {
+    fn fill(&mut self) -> Option<bool> {
+        if !self.unread {
             return Some(false);
         }
         let mut chunk = [0u8; CHUNK];
         match (&self.stream).read(&mut chunk) {
             Ok(0) => None,
             Ok(n) => {
-                *readable = n == CHUNK;
+                // A short read emptied the socket: what arrives later is reported anew.
+                self.unread = n == CHUNK || self.hung_up;
                 self.buf.extend_from_slice(&chunk[..n]);
                 Some(true)
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                *readable = false;
+                self.unread = false;
                 Some(false)
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Some(false),
@@ -243,7 +256,7 @@ impl Conn {
         }
     }
 
-    fn read_head(&mut self, readable: &mut bool, ctx: &Ctx<'_>) -> Step {
+    fn read_head(&mut self, ctx: &Ctx<'_>) -> Step {
         if ctx.stopped && self.buf.is_empty() {
             return Step::Wait(Then::Close);
         }
@@ -252,7 +265,7 @@ impl Conn {
             Ok(Some(head)) => return self.admit(head, ctx),
             Ok(None) => {}
         }
-        match self.fill(readable) {
+        match self.fill() {
             None => return Step::Wait(Then::Close),
             Some(true) => {
                 self.started.get_or_insert_with(Instant::now);
@@ -263,10 +276,7 @@ impl Conn {
         let now = Instant::now();
         match self.started {
             Some(started) if now >= started + REQUEST_DEADLINE => self.late(),
-            Some(started) => arm(
-                true,
-                false,
-                Doing::Reading,
+            Some(started) => arm(Doing::Reading,
                 Some(started + REQUEST_DEADLINE),
             ),
             None if now >= self.since + REQUEST_DEADLINE => Step::Wait(Then::Close),
@@ -274,10 +284,7 @@ impl Conn {
                 if self.buf.capacity() > KEEP_BUFFER {
                     self.buf = Vec::new();
                 }
-                arm(
-                    true,
-                    false,
-                    Doing::Idle,
+                arm(Doing::Idle,
                     Some(self.since + REQUEST_DEADLINE),
                 )
             }
@@ -305,15 +312,15 @@ impl Conn {
         Step::Again
     }
 
-    fn read_body(&mut self, readable: &mut bool, ctx: &Ctx<'_>) -> Step {
+    fn read_body(&mut self, ctx: &Ctx<'_>) -> Step {
         let Phase::Body(_, body, filled) = &mut self.phase else {
             return Step::Again;
         };
-        while *filled < body.len() && *readable {
+        while *filled < body.len() && self.unread {
             match (&self.stream).read(&mut body[*filled..]) {
                 Ok(0) => return Step::Wait(Then::Close),
                 Ok(n) => *filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => *readable = false,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.unread = false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return Step::Wait(Then::Close),
             }
@@ -322,7 +329,7 @@ impl Conn {
             let due = self.started.unwrap_or(self.since) + REQUEST_DEADLINE;
             return match Instant::now() >= due {
                 true => self.late(),
-                false => arm(true, false, Doing::Reading, Some(due)),
+                false => arm(Doing::Reading, Some(due)),
             };
         }
         let Phase::Body(mut request, body, _) = std::mem::replace(&mut self.phase, Phase::Head)
@@ -368,7 +375,7 @@ impl Conn {
         self.out.extend_from_slice(&response.body);
     }
 
-    fn poll_deferred(&mut self, hangup: bool, ctx: &Ctx<'_>) -> Step {
+    fn poll_deferred(&mut self, ctx: &Ctx<'_>) -> Step {
         let Phase::Deferred(deferred, keep_alive, headers) = &mut self.phase else {
             return Step::Again;
         };
@@ -379,12 +386,12 @@ impl Conn {
                 self.answer(response, keep_alive, ctx)
             }
             // The client has gone: its answer goes with it.
-            Poll::Pending if hangup => Step::Wait(Then::Close),
-            Poll::Pending => arm(false, false, Doing::Answering, Some(tick())),
+            Poll::Pending if self.hung_up => Step::Wait(Then::Close),
+            Poll::Pending => arm(Doing::Answering, Some(tick())),
         }
     }
 
-    fn poll_stream(&mut self, hangup: bool) -> Step {
+    fn poll_stream(&mut self) -> Step {
         let Phase::Stream(stream) = &mut self.phase else {
             return Step::Again;
         };
@@ -394,8 +401,8 @@ impl Conn {
                 Step::Again
             }
             Poll::Ready(None) => Step::Wait(Then::Close),
-            Poll::Pending if hangup => Step::Wait(Then::Close),
-            Poll::Pending => arm(false, false, Doing::Answering, Some(tick())),
+            Poll::Pending if self.hung_up => Step::Wait(Then::Close),
+            Poll::Pending => arm(Doing::Answering, Some(tick())),
         }
     }
 
@@ -439,14 +446,15 @@ impl Conn {
 
 /// Read and drop what a refused client still sends, until it closes, `until`, or
 /// [`LINGER_BYTES`].
-fn linger(stream: &TcpStream, until: Instant, dropped: &mut usize) -> Step {
+fn linger(stream: &TcpStream, until: Instant, dropped: &mut usize, unread: &mut bool) -> Step {
     let mut chunk = [0u8; CHUNK];
     while *dropped < LINGER_BYTES && Instant::now() < until {
         match (&*stream).read(&mut chunk) {
             Ok(0) => return Step::Wait(Then::Close),
             Ok(n) => *dropped += n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                return arm(true, false, Doing::Lingering, Some(until));
+                *unread = false;
+                return arm(Doing::Lingering, Some(until));
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return Step::Wait(Then::Close),

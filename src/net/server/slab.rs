@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
-use crate::sys::epoll::{Poller, Watch};
+use crate::sys::epoll::{Event, Poller, Watch};
 
 /// The keys of the two descriptors not in the slab.
 pub(super) const LISTENER: u64 = u64::MAX;
@@ -74,6 +74,8 @@ struct Sched {
     since: Instant,
     /// When a worker must look at the connection even if nothing fires.
     due: Option<Instant>,
+    /// What was reported while a worker served it (`Woken`), for its next turn.
+    missed: Event,
 }
 
 struct Entry {
@@ -91,6 +93,8 @@ pub(super) enum Then {
         doing: Doing,
         due: Option<Instant>,
     },
+    /// Let others go first, then serve it again (a stream with more to write at once).
+    Again,
 }
 
 /// What a claim holds: the entry's key and its connection, locked.
@@ -135,6 +139,7 @@ impl Slab {
                     doing: Doing::Idle,
                     since: now,
                     due: None,
+                    missed: Event::default(),
                 }),
                 conn: Mutex::new(None),
             })
@@ -185,9 +190,9 @@ impl Slab {
         Ok(Claim { key, conn: guard })
     }
 
-    /// Claim the entry `key` names to serve it; `None` if it is gone or already served (then
-    /// marked to be served once more).
-    pub(super) fn claim(&self, key: u64) -> Option<Claim<'_>> {
+    /// Claim the entry `key` names to serve it after `event`; `None` if it is gone or already
+    /// served (then marked to be served once more, `event` kept for that turn).
+    pub(super) fn claim(&self, key: u64, event: &Event) -> Option<Claim<'_>> {
         let (index, generation) = split(key);
         let entry = self.entries.get(index)?;
         let mut sched = lock(&entry.sched);
@@ -196,11 +201,14 @@ impl Slab {
         }
         match sched.state {
             State::Idle => sched.state = State::Busy,
-            State::Busy => {
+            State::Busy | State::Woken => {
                 sched.state = State::Woken;
+                sched.missed.readable |= event.readable;
+                sched.missed.writable |= event.writable;
+                sched.missed.hangup |= event.hangup;
                 return None;
             }
-            State::Free | State::Woken => return None,
+            State::Free => return None,
         }
         drop(sched);
         Some(Claim {
@@ -222,57 +230,68 @@ impl Slab {
             return;
         }
         match sched.state {
-            State::Busy => sched.state = State::Woken,
+            State::Busy | State::Woken => {
+                sched.state = State::Woken;
+                sched.missed.writable = true;
+            }
+            // Re-armed, an edge-watched socket with room to write (it has nothing unwritten
+            // while it waits on a waker) is reported at once.
             State::Idle if sched.added => {
-                let now = Watch::Once {
-                    read: false,
-                    write: true,
-                };
-                let _ = poller.rearm(sched.fd, key, now);
+                let _ = poller.rearm(sched.fd, key, Watch::Edge);
             }
             _ => {}
         }
     }
 
-    /// Give back a claimed entry, as `then` says. `false`: it was woken meanwhile and stays
-    /// claimed — serve it again.
-    pub(super) fn release(&self, claim: &mut Claim<'_>, then: Then, poller: &Poller) -> bool {
+    /// Give back a claimed entry, as `then` says. `Some`: it was reported meanwhile and stays
+    /// claimed — serve it again, after what was reported.
+    pub(super) fn release(
+        &self,
+        claim: &mut Claim<'_>,
+        then: Then,
+        poller: &Poller,
+    ) -> Option<Event> {
         let (index, _) = split(claim.key);
         let entry = &self.entries[index];
         let mut sched = lock(&entry.sched);
-        let Then::Arm { watch, doing, due } = then else {
-            return self.free_entry(claim, sched, poller);
+        let (watch, arm) = match then {
+            Then::Close => return self.free_entry(claim, sched, poller),
+            Then::Again => (Watch::Edge, true),
+            Then::Arm { watch, doing, due } => {
+                if sched.doing != doing {
+                    (sched.doing, sched.since) = (doing, Instant::now());
+                }
+                sched.due = due;
+                // An edge-watched socket stays armed.
+                (watch, !sched.added || watch != Watch::Edge)
+            }
         };
         if sched.state == State::Woken {
-            sched.state = State::Busy;
-            return false;
+            return Some(woken(&mut sched));
         }
-        if sched.doing != doing {
-            (sched.doing, sched.since) = (doing, Instant::now());
-        }
-        sched.due = due;
-        // Armed without the lock: a socket armed for bytes already there fires at once, and the
-        // worker it goes to must not wait on this lock meanwhile. The entry stays claimed (no
-        // sweep or eviction takes it, so its descriptor stays its own); an event or a wake that
-        // comes first marks it woken, as while it was served.
-        let (fd, added) = (sched.fd, sched.added);
-        drop(sched);
-        let armed = match added {
-            true => poller.rearm(fd, claim.key, watch),
-            false => poller.add(fd, claim.key, watch),
-        };
-        let mut sched = lock(&entry.sched);
-        if armed.is_err() {
-            // A socket that cannot be watched would never be served again.
-            return self.free_entry(claim, sched, poller);
-        }
-        sched.added = true;
-        if sched.state == State::Woken {
-            sched.state = State::Busy;
-            return false;
+        if arm {
+            // Armed without the lock: a socket armed for bytes already there fires at once,
+            // and the worker it goes to must not wait on this lock meanwhile. The entry stays
+            // claimed (no sweep or eviction takes it, so its descriptor stays its own); an
+            // event or a wake that comes first marks it woken, as while it was served.
+            let (fd, added) = (sched.fd, sched.added);
+            drop(sched);
+            let armed = match added {
+                true => poller.rearm(fd, claim.key, watch),
+                false => poller.add(fd, claim.key, watch),
+            };
+            sched = lock(&entry.sched);
+            if armed.is_err() {
+                // A socket that cannot be watched would never be served again.
+                return self.free_entry(claim, sched, poller);
+            }
+            sched.added = true;
+            if sched.state == State::Woken {
+                return Some(woken(&mut sched));
+            }
         }
         sched.state = State::Idle;
-        true
+        None
     }
 
     /// Free the claimed entry and close its connection (after the lock: dropping it may close a
@@ -282,10 +301,11 @@ impl Slab {
         claim: &mut Claim<'_>,
         mut sched: MutexGuard<'_, Sched>,
         poller: &Poller,
-    ) -> bool {
+    ) -> Option<Event> {
         if sched.added {
             poller.remove(sched.fd);
         }
+        sched.missed = Event::default();
         sched.generation = sched.generation.wrapping_add(1);
         (sched.state, sched.fd, sched.added, sched.due) = (State::Free, -1, false, None);
         let count = match sched.refusal {
@@ -296,7 +316,7 @@ impl Slab {
         drop(claim.conn.take());
         count.fetch_sub(1, Ordering::AcqRel);
         lock(&self.free).push(split(claim.key).0 as u32);
-        true
+        None
     }
 
     /// The keys of idle entries whose `due` has passed, claimed: for the timer to serve.
@@ -368,6 +388,12 @@ impl Slab {
             });
         }
     }
+}
+
+/// A woken entry stays claimed, for one more turn after what it missed.
+fn woken(sched: &mut Sched) -> Event {
+    sched.state = State::Busy;
+    std::mem::take(&mut sched.missed)
 }
 
 impl Claim<'_> {

@@ -154,7 +154,7 @@ impl Server {
                     LISTENER => self.accept(),
                     STOPPED => stopped = true,
                     key => {
-                        if let Some(claim) = self.slab.claim(key) {
+                        if let Some(claim) = self.slab.claim(key, event) {
                             self.serve_claimed(claim, *event);
                         }
                     }
@@ -182,14 +182,11 @@ impl Server {
         let mut event = event;
         loop {
             let then = claim.conn().drive(&event, &ctx);
-            if self.slab.release(&mut claim, then, &self.poller) {
-                return;
+            match self.slab.release(&mut claim, then, &self.poller) {
+                // Reported while served: once more, after what was reported.
+                Some(missed) => event = missed,
+                None => return,
             }
-            // Woken while served: look at everything again, as after a wake.
-            event = Event {
-                key: claim.key,
-                ..Event::default()
-            };
         }
     }
 
@@ -229,12 +226,16 @@ impl Server {
             Ok(mut claim) => {
                 let waker = self.waker(claim.key);
                 claim.conn().set_waker(waker);
+                // Added edge-watched: reported at once (it has room to write), and served
+                // then — by whichever worker, its request likely there by that time.
                 let idle = Then::Arm {
-                    watch: ONCE_READ,
+                    watch: Watch::Edge,
                     doing: Doing::Idle,
                     due: Some(Instant::now() + REQUEST_DEADLINE),
                 };
-                self.slab.release(&mut claim, idle, &self.poller);
+                if let Some(missed) = self.slab.release(&mut claim, idle, &self.poller) {
+                    self.serve_claimed(claim, missed);
+                }
                 return;
             }
             Err(conn) => Box::new(conn.into_refused()),
@@ -304,7 +305,7 @@ impl Server {
         while self.answering.load(Ordering::Acquire) > 0 && Instant::now() < give_up {
             let _ = self.poller.wait(&mut events, Some(STREAM_TICK / 20));
             for event in &events {
-                if let Some(claim) = self.slab.claim(event.key) {
+                if let Some(claim) = self.slab.claim(event.key, event) {
                     self.serve_claimed(claim, *event);
                 }
             }
