@@ -343,7 +343,10 @@ mod tests {
         poller.add(theirs.as_raw_fd(), 5, Watch::Edge).unwrap();
         // Writable from the start: one report.
         assert_eq!(keys(&poller, Duration::from_secs(5)), [5]);
-        assert!(keys(&poller, Duration::from_millis(1)).is_empty(), "no new edge");
+        assert!(
+            keys(&poller, Duration::from_millis(1)).is_empty(),
+            "no new edge"
+        );
         ours.write_all(b"x").unwrap();
         assert_eq!(keys(&poller, Duration::from_secs(5)), [5], "bytes arrived");
         assert!(
@@ -351,7 +354,11 @@ mod tests {
             "unread, but reported once"
         );
         poller.rearm(theirs.as_raw_fd(), 5, Watch::Edge).unwrap();
-        assert_eq!(keys(&poller, Duration::from_secs(5)), [5], "re-armed: ready at once");
+        assert_eq!(
+            keys(&poller, Duration::from_secs(5)),
+            [5],
+            "re-armed: ready at once"
+        );
     }
 
     #[test]

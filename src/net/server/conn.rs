@@ -276,17 +276,13 @@ impl Conn {
         let now = Instant::now();
         match self.started {
             Some(started) if now >= started + REQUEST_DEADLINE => self.late(),
-            Some(started) => arm(Doing::Reading,
-                Some(started + REQUEST_DEADLINE),
-            ),
+            Some(started) => arm(Doing::Reading, Some(started + REQUEST_DEADLINE)),
             None if now >= self.since + REQUEST_DEADLINE => Step::Wait(Then::Close),
             None => {
                 if self.buf.capacity() > KEEP_BUFFER {
                     self.buf = Vec::new();
                 }
-                arm(Doing::Idle,
-                    Some(self.since + REQUEST_DEADLINE),
-                )
+                arm(Doing::Idle, Some(self.since + REQUEST_DEADLINE))
             }
         }
     }
