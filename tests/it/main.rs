@@ -56,3 +56,4 @@ mod streaming;
 mod supervision;
 mod tasks_rich;
 mod token;
+mod ulimit;
