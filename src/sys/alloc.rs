@@ -28,7 +28,15 @@
 //! every new segment), so there it reserves none: each segment is mapped on its own and unmapped
 //! when it empties. Each thread that allocates owns at least one segment, whose size is fixed when
 //! mimalloc is compiled (`MI_SEGMENT_SHIFT`): install.sh builds it with 4 MiB segments instead
-//! of 32 MiB, which bounds what each thread maps.
+//! of 32 MiB, which bounds what each thread maps. And a block of 128 KiB or more is not
+//! mimalloc's at all but a mapping of its own ([`Allocator`]), so that a large block another
+//! thread frees is unmapped at once rather than when the thread that allocated it next
+//! allocates.
+
+#[cfg(target_env = "musl")]
+mod mapped;
+#[cfg(target_env = "musl")]
+pub use mapped::Allocator;
 
 #[cfg(target_env = "musl")]
 use std::ffi::{c_int, c_long};
