@@ -169,6 +169,32 @@ fn the_mixes_never_abort(binary: &Path) {
     assert_ends_clean(&home, session);
 }
 
+/// [`CONNECTIONS`] connections each holding one byte of a head (a thread per waiting connection
+/// would need 4 MiB or more of address space each), and a request beside them still answered.
+fn a_thousand_slow_connections(binary: &Path) {
+    let home = Home::new();
+    let session = limited(&home, binary, LIMIT_KIB);
+    let slow: Vec<TcpStream> = (0..CONNECTIONS)
+        .map_while(|_| {
+            let mut stream = TcpStream::connect(&session.url).ok()?;
+            stream.write_all(b"P").ok()?;
+            Some(stream)
+        })
+        .collect();
+    assert_eq!(
+        slow.len(),
+        CONNECTIONS,
+        "connections held; stderr: {}",
+        session.stderr()
+    );
+    let answer = session
+        .try_send(None, "beside them")
+        .unwrap_or_else(|err| panic!("no answer ({err}); stderr: {}", session.stderr()));
+    assert!([200, 503].contains(&answer.status), "{}", answer.head);
+    drop(slow);
+    assert_ends_clean(&home, session);
+}
+
 /// The first request under `ulimit -v 100000`, which aborted the installed binary.
 fn the_first_request_under_a_tight_limit(binary: &Path) {
     let home = Home::new();
@@ -179,6 +205,24 @@ fn the_first_request_under_a_tight_limit(binary: &Path) {
 #[test]
 fn the_test_build_never_aborts_under_ulimit_v_262144() {
     the_mixes_never_abort(Path::new(mur_bin()));
+}
+
+/// Needs the door's bounded workers (issue 30 point 2): today each waiting connection holds a
+/// thread, and the thousandth does not fit.
+#[test]
+fn the_test_build_holds_a_thousand_slow_connections_under_ulimit_v_262144() {
+    a_thousand_slow_connections(Path::new(mur_bin()));
+}
+
+#[test]
+fn the_installed_binary_holds_a_thousand_slow_connections_under_ulimit_v_262144() {
+    match installed() {
+        Ok(bin) => a_thousand_slow_connections(&bin),
+        Err(why) => skipped(
+            "the_installed_binary_holds_a_thousand_slow_connections_under_ulimit_v_262144",
+            &why,
+        ),
+    }
 }
 
 #[test]
