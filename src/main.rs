@@ -19,7 +19,7 @@ use mur::cli::Failure;
 /// build (issue 26, measured in docs/benchmarks.md). The glibc build keeps glibc's allocator.
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOCATOR: mur::sys::alloc::Allocator = mur::sys::alloc::Allocator;
+static ALLOCATOR: mur::sys::alloc::Allocator = mur::sys::alloc::ALLOCATOR;
 
 const VERSION: &str = concat!(
     "mur ",

@@ -29,14 +29,20 @@
 //! when it empties. Each thread that allocates owns at least one segment, whose size is fixed when
 //! mimalloc is compiled (`MI_SEGMENT_SHIFT`): install.sh builds it with 4 MiB segments instead
 //! of 32 MiB, which bounds what each thread maps. And a block of 128 KiB or more is not
-//! mimalloc's at all but a mapping of its own ([`Allocator`]), so that a large block another
+//! mimalloc's at all but a mapping of its own (`mapped.rs`), so that a large block another
 //! thread frees is unmapped at once rather than when the thread that allocated it next
 //! allocates.
 
-#[cfg(target_env = "musl")]
+#[cfg(all(target_os = "linux", any(target_env = "musl", test)))]
 mod mapped;
+
+/// The static build's global allocator: mimalloc, with a mapping of its own for each large
+/// block (`mapped.rs`).
 #[cfg(target_env = "musl")]
-pub use mapped::Allocator;
+pub type Allocator = mapped::Mapped<mimalloc::MiMalloc>;
+/// The one value of [`Allocator`], for `#[global_allocator]`.
+#[cfg(target_env = "musl")]
+pub const ALLOCATOR: Allocator = mapped::Mapped(mimalloc::MiMalloc);
 
 #[cfg(target_env = "musl")]
 use std::ffi::{c_int, c_long};

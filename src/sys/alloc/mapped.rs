@@ -1,6 +1,7 @@
 //! The static build's global allocator: mimalloc for blocks under [`MAPPED_FROM`], and a
 //! mapping of its own for each block from there up — as glibc does with its threshold fixed
-//! (the module above).
+//! (the module above). [`Mapped`] wraps any allocator so; the static build's is
+//! `Mapped(MiMalloc)`, and the tests wrap the system's.
 //!
 //! Why: mimalloc keeps a large block in a segment of the thread that allocated it, and a block
 //! another thread frees goes back only when that thread next allocates. A door worker parses a
@@ -16,32 +17,30 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 
-use mimalloc::MiMalloc;
-
 /// Blocks of this many bytes or more are mapped on their own.
 pub const MAPPED_FROM: usize = 128 << 10;
 /// The alignment every mapping has, whatever the page size (at least 4 KiB on Linux).
 const MAP_ALIGN: usize = 4096;
 
-/// mimalloc, with a mapping of its own for each large block (see the module's doc).
-pub struct Allocator;
+/// The allocator `.0` for small blocks, with a mapping of its own for each large block (see the
+/// module's doc).
+pub struct Mapped<A>(pub A);
 
 /// Whether a block of `layout` is mapped on its own.
 fn mapped(layout: &Layout) -> bool {
     layout.size() >= MAPPED_FROM && layout.align() <= MAP_ALIGN
 }
 
-// SAFETY: each method keeps `GlobalAlloc`'s contract: small blocks are mimalloc's, which keeps
-// it; a large block is a fresh anonymous mapping of at least its size (zeroed, aligned to a
+// SAFETY: each method keeps `GlobalAlloc`'s contract: small blocks are `.0`'s, which keeps it; a large block is a fresh anonymous mapping of at least its size (zeroed, aligned to a
 // page), unmapped only by `dealloc` or moved by `realloc`, which by the invariant above receive
 // exactly the blocks mapped here; a failure is a null pointer, the old block left as it was.
-unsafe impl GlobalAlloc for Allocator {
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Mapped<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if mapped(&layout) {
             map(layout.size())
         } else {
             // SAFETY: the caller's promises about `layout` are passed on.
-            unsafe { MiMalloc.alloc(layout) }
+            unsafe { self.0.alloc(layout) }
         }
     }
 
@@ -51,7 +50,7 @@ unsafe impl GlobalAlloc for Allocator {
             map(layout.size())
         } else {
             // SAFETY: as in `alloc`.
-            unsafe { MiMalloc.alloc_zeroed(layout) }
+            unsafe { self.0.alloc_zeroed(layout) }
         }
     }
 
@@ -61,8 +60,8 @@ unsafe impl GlobalAlloc for Allocator {
             // (the invariant), which nothing uses once it is freed.
             unsafe { libc::munmap(ptr.cast(), layout.size()) };
         } else {
-            // SAFETY: mimalloc's block, freed with its layout.
-            unsafe { MiMalloc.dealloc(ptr, layout) }
+            // SAFETY: `.0`'s block, freed with its layout.
+            unsafe { self.0.dealloc(ptr, layout) }
         }
     }
 
@@ -73,8 +72,8 @@ unsafe impl GlobalAlloc for Allocator {
         match (mapped(&layout), mapped(&new)) {
             // SAFETY: a mapping of `layout.size()` bytes, moved as a whole.
             (true, true) => unsafe { remap(ptr, layout.size(), new_size) },
-            // SAFETY: mimalloc's block, with its layout.
-            (false, false) => unsafe { MiMalloc.realloc(ptr, layout, new_size) },
+            // SAFETY: `.0`'s block, with its layout.
+            (false, false) => unsafe { self.0.realloc(ptr, layout, new_size) },
             _ => {
                 // SAFETY: `new` is a valid non-zero layout (above); the old block is live for
                 // `layout.size()` bytes and the new one for `new_size`, and they are distinct.
@@ -124,5 +123,64 @@ unsafe fn remap(ptr: *mut u8, old: usize, new: usize) -> *mut u8 {
         std::ptr::null_mut()
     } else {
         p.cast()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::alloc::System;
+
+    fn layout(size: usize, align: usize) -> Layout {
+        Layout::from_size_align(size, align).unwrap()
+    }
+
+    /// Whether the `len` bytes at `p` read as `byte`s.
+    ///
+    /// # Safety
+    /// `p` must be live for `len` bytes.
+    unsafe fn all(p: *const u8, len: usize, byte: u8) -> bool {
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(p, len) }
+            .iter()
+            .all(|b| *b == byte)
+    }
+
+    /// A large block through every move: zeroed, grown (mremap), shrunk below the threshold
+    /// (into the inner allocator), grown back above it (a new mapping); its bytes kept each time.
+    #[test]
+    fn a_large_block_keeps_its_bytes_through_every_move() {
+        let a = Mapped(System);
+        let (large, larger, small) = (MAPPED_FROM, 4 * MAPPED_FROM, 1000);
+        // SAFETY: every block is used within its size and freed once, with its layout.
+        unsafe {
+            let p = a.alloc_zeroed(layout(large, 8));
+            assert!(!p.is_null() && (p as usize).is_multiple_of(MAP_ALIGN));
+            assert!(all(p, large, 0));
+            p.write_bytes(7, large);
+            let p = a.realloc(p, layout(large, 8), larger);
+            assert!(!p.is_null() && all(p, large, 7));
+            p.write_bytes(9, larger);
+            let p = a.realloc(p, layout(larger, 8), small);
+            assert!(!p.is_null() && all(p, small, 9));
+            let p = a.realloc(p, layout(small, 8), large);
+            assert!(!p.is_null() && all(p, small, 9));
+            a.dealloc(p, layout(large, 8));
+        }
+    }
+
+    /// An alignment past a page's is the inner allocator's, and kept.
+    #[test]
+    fn a_large_block_aligned_past_a_page_is_the_inner_allocators() {
+        let a = Mapped(System);
+        let wide = layout(MAPPED_FROM, 4 * MAP_ALIGN);
+        assert!(!mapped(&wide) && mapped(&layout(MAPPED_FROM, 8)));
+        assert!(!mapped(&layout(MAPPED_FROM - 1, 8)));
+        // SAFETY: allocated and freed with the same layout.
+        unsafe {
+            let p = a.alloc(wide);
+            assert!(!p.is_null() && (p as usize).is_multiple_of(4 * MAP_ALIGN));
+            a.dealloc(p, wide);
+        }
     }
 }
