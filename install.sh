@@ -254,9 +254,9 @@ case $target in
             ;;
         esac
     fi
-    # mimalloc with 4 MiB segments rather than 32 MiB: every thread that allocates maps at
-    # least one, which under an address-space limit (ulimit -v) is what runs out first
-    # (src/sys/alloc.rs).
+    # mimalloc with 4 MiB segments rather than 32 MiB (the least mimalloc 2 allows with its
+    # 64 KiB slices): every thread that allocates maps at least one, which under an
+    # address-space limit (ulimit -v) is what runs out first (src/sys/alloc.rs).
     eval "cflags=\${$cflags_var:-}"
     eval "$cflags_var=\"\${cflags:+\$cflags }-DMI_SEGMENT_SHIFT=22\""
     export "${cflags_var?}"
