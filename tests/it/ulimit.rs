@@ -30,6 +30,14 @@ const TIGHT_KIB: u64 = 100_000;
 /// Point 6's connections, each with one blocking `message/send` on it.
 const CONNECTIONS: usize = 1000;
 
+/// One test of this module at a time: until the door's workers are bounded, a session under
+/// load starts a thread per waiting request, each with its stack and its allocator's segment, so
+/// a session starved of CPU by another's thousand connections maps more than it would alone.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// `mur run --json` (the embedded echo capsule) of `binary`, its address space limited to
 /// `kib` KiB.
 fn limited(home: &Home, binary: &Path, kib: u64) -> Session {
@@ -159,6 +167,7 @@ fn assert_ends_clean(home: &Home, mut session: Session) {
 
 /// Point 6's mixes, one after the other on one session of `binary` under `ulimit -v 262144`.
 fn the_mixes_never_abort(binary: &Path) {
+    let _turn = one_at_a_time();
     let home = Home::new();
     let session = limited(&home, binary, LIMIT_KIB);
     let (answered, refused) = a_thousand_connections(&session.url);
@@ -172,6 +181,7 @@ fn the_mixes_never_abort(binary: &Path) {
 /// [`CONNECTIONS`] connections each holding one byte of a head (a thread per waiting connection
 /// would need 4 MiB or more of address space each), and a request beside them still answered.
 fn a_thousand_slow_connections(binary: &Path) {
+    let _turn = one_at_a_time();
     let home = Home::new();
     let session = limited(&home, binary, LIMIT_KIB);
     let slow: Vec<TcpStream> = (0..CONNECTIONS)
@@ -197,6 +207,7 @@ fn a_thousand_slow_connections(binary: &Path) {
 
 /// The first request under `ulimit -v 100000`, which aborted the installed binary.
 fn the_first_request_under_a_tight_limit(binary: &Path) {
+    let _turn = one_at_a_time();
     let home = Home::new();
     let session = limited(&home, binary, TIGHT_KIB);
     assert_ends_clean(&home, session);
