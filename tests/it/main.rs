@@ -58,3 +58,4 @@ mod streaming;
 mod supervision;
 mod tasks_rich;
 mod token;
+mod ulimit;
