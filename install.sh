@@ -254,6 +254,12 @@ case $target in
             ;;
         esac
     fi
+    # mimalloc with 4 MiB segments rather than 32 MiB (the least mimalloc 2 allows with its
+    # 64 KiB slices): every thread that allocates maps at least one, which under an
+    # address-space limit (ulimit -v) is what runs out first (src/sys/alloc.rs).
+    eval "cflags=\${$cflags_var:-}"
+    eval "$cflags_var=\"\${cflags:+\$cflags }-DMI_SEGMENT_SHIFT=22\""
+    export "${cflags_var?}"
     printf '%s: compiling C for %s with %s\n' "$prog" "$target" "$cc" >&2
     ;;
 esac

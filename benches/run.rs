@@ -19,7 +19,9 @@
 //! `cargo bench --bench run -- WORD...` runs only the sections whose name contains one of the
 //! words (`-- hand cli` runs `handler` and `clients`), and its summary shows only what they
 //! measured; no word runs them all. The sections, in the order they run: `readiness`, `idle`,
-//! `door`, `handler`, `streaming`, `memory`, `mixes`, `clients`, `glibc` (see [`SECTIONS`]).
+//! `door`, `handler`, `streaming`, `memory`, `mixes`, `clients`, `glibc`, `figures` (see
+//! [`SECTIONS`]; `figures` is issue 30's, against nginx and bd1cd4f's door: see
+//! `run/figures.rs`).
 //!
 //! `MUR_RUN_BENCH_BEFORE=/path/to/mur` names a binary to compare with (say, one built from the
 //! commit before a change): the `handler` section then runs a session of each and interleaves
@@ -78,6 +80,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
+#[path = "run/figures.rs"]
+mod figures;
 #[path = "run/mixes.rs"]
 mod mixes;
 /// The integration tests' support code: its event-stream reader. The bench uses a little of it.
@@ -127,7 +131,7 @@ const TEXT: &str = "ping";
 
 /// The sections, in the order they run: the name a filter word is matched against, and what it
 /// measures (shown with the usage).
-const SECTIONS: [(&str, &str); 9] = [
+const SECTIONS: [(&str, &str); 10] = [
     (
         "readiness",
         "spawn of `mur run --json` to its readiness line, and SIGTERM to exit",
@@ -163,6 +167,10 @@ const SECTIONS: [(&str, &str); 9] = [
     (
         "glibc",
         "the installed binary's door beside the glibc build's; fails below 0.9x",
+    ),
+    (
+        "figures",
+        "issue 30's figures beside nginx and bd1cd4f's door: rates, syscalls, threads, RSS",
     ),
 ];
 
@@ -235,6 +243,9 @@ fn main() {
     }
     if only.runs("glibc") {
         guard_against_glibc(&home);
+    }
+    if only.runs("figures") {
+        figures::report(&home);
     }
 
     let left = leftovers(home.root());

@@ -87,7 +87,7 @@ impl<K: Kind> Id<K> {
         let millis = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let mut uuid = crate::sys::random::bytes::<16>()?;
+        let mut uuid = crate::sys::random::batched::<16>()?;
         uuid[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
         uuid[6] = 0x70 | (uuid[6] & 0x0f);
         uuid[8] = 0x80 | (uuid[8] & 0x3f);

@@ -12,13 +12,14 @@ use std::process::ExitCode;
 use mur::applets::{APPLETS, Applet};
 use mur::cli::Failure;
 
-/// The static (musl) build's allocator: mimalloc. musl's own malloc hands freed memory back to the
+/// The static (musl) build's allocator: mimalloc, with a mapping of its own for each large block
+/// (`sys::alloc`). musl's own malloc hands freed memory back to the
 /// kernel while other threads run, and the door's threads allocate on every request: under load
 /// its TLB shootdowns and futex wake-ups made the installed binary's door 7x slower than the glibc
 /// build (issue 26, measured in docs/benchmarks.md). The glibc build keeps glibc's allocator.
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: mur::sys::alloc::Allocator = mur::sys::alloc::ALLOCATOR;
 
 const VERSION: &str = concat!(
     "mur ",

@@ -3,8 +3,9 @@
 //! [`Members`] holds every started member; every return path of the launch and its `Drop` stop
 //! them: lifelines closed, up to 25 s each to end, SIGKILL to what is left (a peer's process
 //! group; the entry member alone, as it shares the launcher's group), reap. No member is sent
-//! SIGTERM. A member is registered with the panic hook from its spawn until it is reaped, so
-//! under `panic = "abort"` the hook SIGKILLs exactly the members still unreaped.
+//! SIGTERM. A member is registered with the panic hook from its spawn until it has exited, and
+//! only then reaped ([`Registered::reap`], the one way to reap it), so under `panic = "abort"`
+//! the hook SIGKILLs exactly the members still running, and never a number already handed on.
 //!
 //! Lifelines and channels: each member inherits the read ends of two pipes of its own
 //! ([`MemberPipes`], `pipe2(O_CLOEXEC)`, all created before the first spawn and cleared of
@@ -21,7 +22,7 @@ use crate::id::FormationId;
 use crate::json::channel::env;
 use crate::process::{self, Sent, Stoppable};
 use crate::sys::child::signal_group;
-use crate::sys::panic_kill::{self, Kill};
+use crate::sys::panic_kill::{Kill, Registered};
 use crate::sys::pidref::PidRef;
 use crate::sys::pipe;
 use crate::sys::spawn::{self, Spec};
@@ -33,12 +34,12 @@ pub const MEMBER_STOP_GRACE: Duration = Duration::from_secs(25);
 struct Started {
     name: String,
     entry: bool,
-    held: PidRef,
+    /// Its handle, registered with the panic hook until it is reaped (which only this does).
+    process: Registered,
     /// The write end of its lifeline; dropping it is how the member is told to end.
     lifeline: Option<OwnedFd>,
     /// The write end of its channel.
     channel: Option<OwnedFd>,
-    slot: Option<usize>,
     reaped: bool,
 }
 
@@ -54,8 +55,7 @@ impl Started {
         Self {
             name: name.to_string(),
             entry,
-            slot: panic_kill::register(kill),
-            held,
+            process: Registered::new(held, kill),
             lifeline: Some(lifeline),
             channel: Some(channel),
             reaped: false,
@@ -63,17 +63,14 @@ impl Started {
     }
 
     fn exited(&self) -> bool {
-        self.held.wait_child_exit(Duration::ZERO)
+        self.process.held().wait_child_exit(Duration::ZERO)
     }
 
-    /// Wait for the member's process, and forget it in the panic registry.
+    /// Wait for the member's process to exit, forget it in the panic registry, reap it (in
+    /// that order: [`Registered::reap`]).
     fn reap(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        let status = spawn::wait(self.held.pid());
         self.reaped = true;
-        if let Some(slot) = self.slot.take() {
-            panic_kill::unregister(slot);
-        }
-        status
+        self.process.reap()
     }
 
     /// If the member has exited: reap it, forget it in the panic registry, and give its exit
@@ -98,14 +95,14 @@ impl Stoppable for Started {
     /// A peer with its whole process group; the entry member, which shares ours, alone.
     fn signal(&self, signal: libc::c_int) -> Sent {
         process::sent(if self.entry {
-            self.held.signal_child(signal)
+            self.process.held().signal_child(signal)
         } else {
-            signal_group(self.held.pid(), signal)
+            signal_group(self.process.held().pid(), signal)
         })
     }
 
     fn wait_gone(&self, timeout: Duration) -> bool {
-        self.held.wait_child_exit(timeout)
+        self.process.held().wait_child_exit(timeout)
     }
 }
 
@@ -147,7 +144,7 @@ impl Members {
             .list
             .iter()
             .filter(|m| !m.reaped && !m.exited())
-            .map(|m| (m.name.clone(), m.held.pid()))
+            .map(|m| (m.name.clone(), m.process.held().pid()))
             .collect();
         for member in &mut self.list {
             member.lifeline = None;
@@ -162,7 +159,7 @@ impl Members {
             // A peer's whole group is SIGKILLed even once its leader has gone: what it left.
             let _ = process::stop(member, Some(deadline), false, deadline);
             if !member.entry {
-                let _ = signal_group(member.held.pid(), libc::SIGKILL);
+                let _ = signal_group(member.process.held().pid(), libc::SIGKILL);
             }
             let _ = member.reap();
         }
@@ -198,7 +195,7 @@ impl Members {
         let entry = self.list.last_mut().expect("the entry was started last");
         debug_assert!(entry.entry);
         // Woken at once by the entry's exit where the kernel has pidfds.
-        crate::sys::wake::wait(entry.held.pidfd(), timeout);
+        crate::sys::wake::wait(entry.process.held().pidfd(), timeout);
         entry.reap_if_exited()
     }
 }

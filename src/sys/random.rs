@@ -54,6 +54,38 @@ pub fn bytes<const N: usize>() -> Result<[u8; N], String> {
     Ok(buf)
 }
 
+/// How many kernel bytes a thread draws at once for [`batched`].
+const BATCH: usize = 512;
+
+thread_local! {
+    /// This thread's unused kernel bytes for [`batched`] and how many of them are spent.
+    static DRAWN: std::cell::RefCell<([u8; BATCH], usize)> =
+        const { std::cell::RefCell::new(([0; BATCH], BATCH)) };
+}
+
+/// `N` random bytes from the kernel drawn [`BATCH`] at a time per thread: for ids, of which a
+/// busy door mints two a request (a task's and its context's) — one `getrandom(2)` each was two
+/// system calls of about nine per answered request. Each byte is handed out once, never again;
+/// keys ([`bytes`]) are never drawn from a batch, so a key's bytes never sat in memory before it.
+/// A child forked from this process inherits the unused bytes: only a child that execs (all of
+/// mur's do) may call this safely, which is why keys do not use it.
+pub fn batched<const N: usize>() -> Result<[u8; N], String> {
+    const { assert!(N <= BATCH) };
+    DRAWN.with(|drawn| {
+        let (pool, spent) = &mut *drawn.borrow_mut();
+        if BATCH - *spent < N {
+            fill(pool)?;
+            *spent = 0;
+        }
+        let mut out = [0u8; N];
+        out.copy_from_slice(&pool[*spent..*spent + N]);
+        // Spent bytes are wiped: nothing handed out stays behind to be read twice.
+        pool[*spent..*spent + N].fill(0);
+        *spent += N;
+        Ok(out)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -62,6 +94,15 @@ mod tests {
         let b = super::bytes::<32>().unwrap();
         assert_ne!(a, b);
         assert_ne!(a, [0u8; 32]);
+    }
+
+    /// Batched draws never hand out the same bytes twice, across refills too.
+    #[test]
+    fn batched_draws_are_each_fresh() {
+        let draws: Vec<[u8; 16]> = (0..100).map(|_| super::batched::<16>().unwrap()).collect();
+        let distinct: std::collections::HashSet<_> = draws.iter().collect();
+        assert_eq!(distinct.len(), draws.len(), "100 draws over three refills");
+        assert!(draws.iter().all(|d| *d != [0u8; 16]));
     }
 
     /// Longer than one `getentropy` call may give (256 bytes): filled across several draws.

@@ -21,7 +21,17 @@ pub fn mur_bin() -> &'static str {
 /// A `mur ARGS…` command with `HOME` set to `home`, a minimal environment (`PATH`, `LC_ALL=C`:
 /// nothing of the test process's own leaks in), run from `cwd`, stdin closed unless set later.
 pub fn mur_command(home: &std::path::Path, cwd: &std::path::Path, args: &[&str]) -> Command {
-    let mut command = Command::new(mur_bin());
+    binary_command(std::path::Path::new(mur_bin()), home, cwd, args)
+}
+
+/// [`mur_command`] for another build of `mur` at `binary` (the installed static one).
+pub fn binary_command(
+    binary: &std::path::Path,
+    home: &std::path::Path,
+    cwd: &std::path::Path,
+    args: &[&str],
+) -> Command {
+    let mut command = Command::new(binary);
     command
         .args(args)
         .env_clear()

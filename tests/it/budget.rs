@@ -154,7 +154,7 @@ fn a_body_is_counted_before_it_is_read_and_refused_unread_when_the_budget_is_ful
 /// 127 concurrent requests of 1 MiB of `data` (half a million zeros: the costliest tree) to the
 /// public echo door at `url`, each answered within its deadline, a result or a 503 refusal:
 /// `(answered, refused)`.
-fn a_hundred_and_twenty_seven_data_parts(url: &str) -> (usize, usize) {
+pub(crate) fn a_hundred_and_twenty_seven_data_parts(url: &str) -> (usize, usize) {
     let zeros = vec!["0"; 500_000].join(",");
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"message/send","params":{{"message":{{"kind":"message","messageId":"m","role":"user","parts":[{{"kind":"data","data":[{zeros}]}}]}}}}}}"#

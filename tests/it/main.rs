@@ -59,3 +59,4 @@ mod streaming;
 mod supervision;
 mod tasks_rich;
 mod token;
+mod ulimit;
