@@ -557,9 +557,9 @@ fn watch_the_door(url: &str, pid: u32, watch: &Watch) {
     }
 }
 
-/// Workers the door's pool keeps when idle (mur's `net::pool::EAGER`, started as its first
-/// requests came): the pool, not connection threads lingering. Those above it leave after 10 s
-/// idle; a thread per connection (the flood makes over a thousand) would show far more.
+/// Threads the flood may leave beyond those before it: none should be, the door's workers being
+/// a fixed few started with it (mur's `net/server/worker.rs`); a thread per connection (the
+/// flood makes over a thousand) would show far more.
 const POOL_KEEPS: u64 = 4;
 
 /// The thread count of `pid` once its connection threads are gone (within 15 s) or the last
