@@ -19,7 +19,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::Poll;
 
 use serde_json::{Value, json};
 
@@ -27,7 +26,7 @@ use super::auth::{self, Caller, DoorAuth};
 use super::budget::{Budget, Charge};
 use super::control::Control;
 use super::feed::Feed;
-use super::tasks::{Canceled, Engine, Lookup, Settled, Taken};
+use super::tasks::{Engine, Lookup, Taken};
 use super::watch::Watch;
 use crate::a2a::card::{CardFacts, CardFor, DOOR_EXTENSION_URI, agent_card};
 use crate::a2a::error::RpcError;
@@ -35,7 +34,7 @@ use crate::a2a::params;
 use crate::a2a::quote::quoted;
 use crate::a2a::rpc::{self, Method, Op};
 use crate::a2a::stream::Trail;
-use crate::a2a::task::{State, Task, View};
+use crate::a2a::task::View;
 use crate::a2a::version::Generation;
 use crate::id::SessionId;
 use crate::json::strict::Refusal;
@@ -403,62 +402,6 @@ impl Door {
             Op::Watch => Err(RpcError::new(rpc::INTERNAL_ERROR, "not a plain answer")),
         };
         value.map(Answered::Value)
-    }
-
-    /// `murmur.StopSession` as the original runtime means it: an account, not a shutdown. Every
-    /// live task is canceled (all at once, each answered once its processes are gone) and the
-    /// answer names the ones this call moved to `canceled` — so a second call names none. The
-    /// session goes on: ending the process is the caller's signal, as the original's `mur stop`
-    /// sends right after; a method that ended its own process would race its answer out of it.
-    fn stop_session(&self) -> Later {
-        let live = self.engine.live();
-        // Every cancel is asked at once (none waits); the answer once each has settled.
-        let mut asks: Vec<(String, Option<Settled>)> = live
-            .into_iter()
-            .filter_map(|id| match self.engine.cancel(&id, None).ok()? {
-                Canceled::Done(task) => (task.state == State::Canceled).then_some((id, None)),
-                Canceled::Cancelling(settled) => Some((id, Some(settled))),
-            })
-            .collect();
-        let session = self.session_id.to_string();
-        Box::new(move |waker| {
-            let mut pending = false;
-            asks.retain_mut(|(_, ask)| match ask.as_ref().map(|s| s.poll(waker)) {
-                None => true,
-                Some(Poll::Pending) => {
-                    pending = true;
-                    true
-                }
-                Some(Poll::Ready(task)) => {
-                    *ask = None;
-                    task.state == State::Canceled
-                }
-            });
-            if pending {
-                return Poll::Pending;
-            }
-            let canceled: Vec<&str> = asks.iter().map(|(id, _)| id.as_str()).collect();
-            let account = json!({"session_id": session, "canceled": canceled, "residue": []});
-            Poll::Ready(Ok(account))
-        })
-    }
-
-    /// `tasks/cancel`, `CancelTask`: the task once canceled — at once if it was queued or
-    /// waiting for input; once its turn has ended, its processes gone, if it was running.
-    fn cancel(
-        &self,
-        params: &Value,
-        viewer: Option<&str>,
-        generation: Generation,
-    ) -> Result<Answered, RpcError> {
-        let asked = params::task_ref(params)?;
-        let render = move |task: Task| task.render(generation, View::FULL);
-        match lookup(self.engine.cancel(&asked.id, viewer), &asked.id, generation)? {
-            Canceled::Done(task) => Ok(Answered::Value(render(task))),
-            Canceled::Cancelling(settled) => Ok(Answered::Later(Box::new(move |waker| {
-                settled.poll(waker).map(|task| Ok(render(task)))
-            }))),
-        }
     }
 
     fn request_stop(&self) {

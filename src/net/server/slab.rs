@@ -403,3 +403,84 @@ impl Claim<'_> {
             .expect("a claimed entry holds its connection")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+
+    /// A served connection's entry, claimed: our client end, and the claim.
+    fn open<'a>(slab: &'a Slab, listener: &TcpListener) -> (TcpStream, Claim<'a>) {
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (served, peer) = listener.accept().unwrap();
+        served.set_nonblocking(true).unwrap();
+        let fd = served.as_raw_fd();
+        let conn = Box::new(Conn::new(served, peer));
+        let claim = slab.insert(conn, fd, false, 2).ok().unwrap();
+        (client, claim)
+    }
+
+    fn wait(doing: Doing) -> Then {
+        Then::Arm {
+            watch: Watch::Edge,
+            doing,
+            due: None,
+        }
+    }
+
+    #[test]
+    fn a_report_while_served_is_kept_for_one_more_turn_and_a_stale_key_finds_nothing() {
+        let (slab, poller) = (Slab::new(2), Poller::new().unwrap());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (_client, mut claim) = open(&slab, &listener);
+        let key = claim.key;
+        assert!(
+            slab.release(&mut claim, wait(Doing::Idle), &poller)
+                .is_none()
+        );
+        drop(claim);
+        let read = Event {
+            key,
+            readable: true,
+            ..Event::default()
+        };
+        let mut claim = slab.claim(key, &read).expect("idle: claimed");
+        assert!(slab.claim(key, &read).is_none(), "served: not twice");
+        slab.wake(key, &poller);
+        let missed = slab.release(&mut claim, wait(Doing::Idle), &poller);
+        let missed = missed.expect("woken while served: once more");
+        assert!(missed.readable && missed.writable, "{missed:?}");
+        assert!(slab.release(&mut claim, Then::Close, &poller).is_none());
+        drop(claim);
+        assert!(slab.claim(key, &read).is_none(), "closed: a stale key");
+        slab.wake(key, &poller);
+        assert_eq!(slab.open(), 0);
+    }
+
+    #[test]
+    fn at_the_bound_the_longest_idle_gives_way_and_busy_ones_never_do() {
+        let (slab, poller) = (Slab::new(2), Poller::new().unwrap());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (_a, mut idle) = open(&slab, &listener);
+        let (_b, mut answering) = open(&slab, &listener);
+        let (idle_key, answering_key) = (idle.key, answering.key);
+        slab.release(&mut idle, wait(Doing::Idle), &poller);
+        slab.release(&mut answering, wait(Doing::Answering), &poller);
+        drop((idle, answering));
+        let _c = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (served, addr) = listener.accept().unwrap();
+        let fd = served.as_raw_fd();
+        let third = slab.insert(Box::new(Conn::new(served, addr)), fd, false, 2);
+        assert!(third.is_err(), "full");
+        let mut victim = slab.claim_victim().expect("the idle one gives way");
+        assert_eq!(victim.key, idle_key);
+        slab.release(&mut victim, Then::Close, &poller);
+        drop(victim);
+        assert!(
+            slab.claim_victim().is_none(),
+            "the answering one never does"
+        );
+        assert!(slab.claim(answering_key, &Event::default()).is_some());
+    }
+}
