@@ -1,9 +1,9 @@
 //! The door's HTTP/1.1 server: non-blocking std sockets on one readiness set, served by a fixed
 //! handful of workers that each wait on the set themselves (leader/followers), `httparse` for
 //! heads. No thread waits for a client or for the engine: a connection lives in a slab entry
-//! ([`slab`]) with its buffers and its state; a wait (a blocking `message/send`, a stream's next
+//! (`slab.rs`) with its buffers and its state; a wait (a blocking `message/send`, a stream's next
 //! event) is a [`std::task::Waker`] the engine fires, which re-arms the connection so that one
-//! worker polls it again ([`worker`]).
+//! worker polls it again (`worker.rs`).
 //!
 //! Every bound is enforced here, before a handler sees anything, so a bad request costs its own
 //! connection and never the door:
@@ -15,7 +15,7 @@
 //! | body the handler does not admit when its head arrives ([`Handler::admit`]: the token, the session's memory budget) | its refusal, body never read |
 //! | request not complete 10 s after its first byte | 408, connection closed |
 //! | malformed head, bad or duplicate `Content-Length`, `Transfer-Encoding` | 400 / 501, closed |
-//! | 1,024 connections open at once (streams count) | the one idle longest gives way ([`slab`]); if every one is answering, the new one gets 503 (a few [`slab::REFUSALS`] slots beyond the bound carry refusals; past those, it is closed) |
+//! | 1,024 connections open at once (streams count) | the one idle longest gives way (`slab.rs`); if every one is answering, the new one gets 503 (64 entries beyond the bound carry such refusals; past those, it is closed) |
 //! | an answer its client does not read for 10 s | connection closed |
 //!
 //! An idle keep-alive connection is closed after the same 10 s without a byte. A refused request

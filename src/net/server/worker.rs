@@ -84,7 +84,7 @@ struct Server {
 }
 
 /// Serve connections on `listener` until `stop` says so. Returns once the door has stopped and
-/// every answer in hand has been written (for at most [`ANSWER_GRACE`]); the connections left
+/// every answer in hand has been written (for at most 2 s, `ANSWER_GRACE`); the connections left
 /// are closed.
 pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper>) {
     // Room for every connection, and for what a session opens besides (best effort: with less,
