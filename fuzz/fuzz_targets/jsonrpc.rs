@@ -8,6 +8,7 @@
 #![no_main]
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::task::{Poll, Waker};
 
 use libfuzzer_sys::fuzz_target;
 use mur::id::SessionId;
@@ -54,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
     let headers = version
         .map(|v| vec![("a2a-version".to_string(), v.to_vec())])
         .unwrap_or_default();
-    let response = door.handle(Request {
+    let mut response = door.handle(Request {
         method: "POST".into(),
         path: "/".into(),
         headers,
@@ -63,10 +64,14 @@ fuzz_target!(|data: &[u8]| {
         keep_alive: true,
         hold: None,
     });
+    // An answer that waits (a blocking send): the echo capsule settles at once.
+    if let Some(mut deferred) = response.deferred.take() {
+        response = ready(|waker| deferred.poll(waker));
+    }
     assert_eq!(response.status, 200);
     // A stream (the echo capsule settles at once, so it ends): each piece one JSON-RPC answer.
     let bodies: Vec<Vec<u8>> = match response.stream {
-        Some(mut stream) => std::iter::from_fn(|| stream.next())
+        Some(mut stream) => std::iter::from_fn(|| ready(|waker| stream.poll_next(waker)))
             .map(|piece| {
                 let text = String::from_utf8(piece).expect("events are UTF-8");
                 let data = text.strip_prefix("data: ").expect("a data line");
@@ -97,4 +102,15 @@ fn check(body: &[u8], version: Option<&[u8]>) {
         answer["id"],
         serde_json::Value::Null | serde_json::Value::String(_) | serde_json::Value::Number(_)
     ));
+}
+
+/// What `poll` gives once it is ready, polled again and again: what the door's server would
+/// wait for with a waker, here only ever a moment away (the echo capsule).
+fn ready<T>(mut poll: impl FnMut(&Waker) -> Poll<T>) -> T {
+    loop {
+        if let Poll::Ready(out) = poll(Waker::noop()) {
+            return out;
+        }
+        std::thread::yield_now();
+    }
 }
