@@ -4,7 +4,7 @@
 //! Every `POST /` passes the same steps in order, and the first refusal answers it:
 //!
 //! 1. at an authenticated door, the bearer token (401) — from the head, before a byte of the
-//!    body is reserved or read ([`admit`]), so an unauthenticated caller learns nothing else and
+//!    body is reserved or read (`admit`), so an unauthenticated caller learns nothing else and
 //!    costs nothing more;
 //! 2. the body is JSON (-32700) with a JSON-RPC 2.0 envelope (-32600);
 //! 3. `A2A-Version` names a generation the door speaks (-32009);
@@ -123,7 +123,7 @@ pub struct Door {
     pub addr: String,
     pub engine: Arc<Engine>,
     /// The share of the engine's budget requests without a valid token draw on
-    /// ([`Budget::guests`]; who is a guest: [`admit`]).
+    /// ([`Budget::guests`]; who is a guest: `door::admit`).
     pub guests: Arc<Budget>,
     pub auth: Option<DoorAuth>,
     pub control: Option<Arc<Control>>,

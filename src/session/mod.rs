@@ -241,7 +241,7 @@ fn session(options: &Options) -> Result<i32, String> {
     drop(record_guard);
     drop(control_guard);
     log::close();
-    let _ = server.join();
+    server.join();
     Ok(ending.exit_code())
 }
 
@@ -289,24 +289,20 @@ fn door(
     })
 }
 
-/// Serve `door` on `listener` from its own thread; the thread, and what stops it.
+/// Serve `door` on `listener` from the door's own threads; them, and what stops them.
 fn start_door(
     listener: TcpListener,
     door: &Arc<door::Door>,
 ) -> Result<
     (
-        std::thread::JoinHandle<()>,
+        crate::net::server::Serving,
         Arc<crate::net::server::Stopper>,
     ),
     String,
 > {
     let stop_door = crate::net::server::Stopper::new()?;
-    let (door, stop) = (door.clone(), stop_door.clone());
-    let server = std::thread::Builder::new()
-        .name("door".into())
-        .spawn(move || crate::net::server::serve(listener, door, stop))
-        .map_err(|err| format!("cannot start the door: {err}"))?;
-    Ok((server, stop_door))
+    let serving = crate::net::server::start(listener, door.clone(), stop_door.clone())?;
+    Ok((serving, stop_door))
 }
 
 /// The main thread's watch while the door serves: what ends the session, looked for every

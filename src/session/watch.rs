@@ -148,7 +148,7 @@ impl Watch {
     }
 
     /// The next SSE bytes of the stream: a frame, or a `: keep-alive` comment when
-    /// [`HEARTBEAT`] has passed since the last write; `Ready(None)` when the stream is over
+    /// `HEARTBEAT` has passed since the last write; `Ready(None)` when the stream is over
     /// (the session closed, or this watcher fell behind and was cut); `Pending` with `waker`
     /// stored in the engine's feed of this watcher, fired when a sighting arrives or the feed
     /// ends. Never sleeps; a heartbeat is seen by the poll its stream gets at least every

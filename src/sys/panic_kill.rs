@@ -66,7 +66,7 @@ pub struct Registered {
 }
 
 impl Registered {
-    /// Register `held` (an unreaped child of ours) to be killed as `kill` says. Past [`SLOTS`]
+    /// Register `held` (an unreaped child of ours) to be killed as `kill` says. Past `SLOTS`
     /// members it is held unregistered: the hook cannot reach it, which is only less thorough.
     pub fn new(held: PidRef, kill: Kill) -> Self {
         let value = match kill {

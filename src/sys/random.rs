@@ -63,7 +63,7 @@ thread_local! {
         const { std::cell::RefCell::new(([0; BATCH], BATCH)) };
 }
 
-/// `N` random bytes from the kernel drawn [`BATCH`] at a time per thread: for ids, of which a
+/// `N` random bytes from the kernel drawn `BATCH` at a time per thread: for ids, of which a
 /// busy door mints two a request (a task's and its context's) — one `getrandom(2)` each was two
 /// system calls of about nine per answered request. Each byte is handed out once, never again;
 /// keys ([`bytes`]) are never drawn from a batch, so a key's bytes never sat in memory before it.

@@ -350,11 +350,14 @@ fn a_task_whose_thread_cannot_be_spawned_fails_instead_of_hanging() {
     }
     let home = Home::new();
     let manifest = nobodys_capsule(&home, "cap");
-    // Three threads: the session's main thread, its door and its one-shot task waiter; the
-    // task's own thread is the fourth, and the kernel refuses it.
+    // The session's threads before its task's, started in this order: main, the stderr
+    // writer, the door's workers (two per core, four to eight: net/server/worker.rs) and the
+    // one-shot task waiter; the task's own thread is the next, and the kernel refuses it.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    let door_workers = (2 * cores).clamp(4, 8);
     let out = run_as_nobody(
         &home,
-        3,
+        2 + door_workers + 1,
         &["run", manifest.to_str().unwrap(), "--task", "hi"],
     );
     out.expect_code(1);

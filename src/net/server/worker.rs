@@ -28,7 +28,7 @@
 //!   write), so one worker comes back to poll it ([`Slab::wake`]). The engine fires wakers after
 //!   releasing its own lock.
 //!
-//! Threads: [`workers`] in all, the thread [`serve`] runs on among them. None is ever started
+//! Threads: [`workers_wanted`] in all, started by [`start`] before it returns. None is ever started
 //! for a client, and none waits anywhere but in `epoll_wait` or on work.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -60,7 +60,7 @@ const ONCE_READ: Watch = Watch::Once {
 
 /// How many workers: two per core, at least four (a handler's CPU work on one does not hold the
 /// door), at most eight.
-pub(super) fn workers() -> usize {
+pub(super) fn workers_wanted() -> usize {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     (2 * cores).clamp(4, 8)
 }
@@ -83,24 +83,28 @@ struct Server {
     me: Weak<Server>,
 }
 
-/// Serve connections on `listener` until `stop` says so. Returns once the door has stopped and
-/// every answer in hand has been written (for at most 2 s, `ANSWER_GRACE`); the connections left
-/// are closed.
-pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper>) {
+/// A door being served: its workers, joined by [`Serving::join`].
+pub struct Serving {
+    server: Arc<Server>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// Start serving connections on `listener` until `stop` says so: every worker is started before
+/// this returns (the door's threads are there, and counted, before anything else of the session
+/// starts), fewer if the kernel gives fewer threads; `Err` if not one could be started, or
+/// there is no readiness set to wait on.
+pub fn start(
+    listener: TcpListener,
+    handler: Arc<dyn Handler>,
+    stop: Arc<Stopper>,
+) -> Result<Serving, String> {
     // Room for every connection, and for what a session opens besides (best effort: with less,
     // an accept fails with EMFILE and is tried again at the next sweep).
     crate::sys::socket::open_files_limit((MAX_CONNECTIONS + REFUSALS) as u64 + 256);
-    let ready = listener.set_nonblocking(true).and_then(|()| Poller::new());
-    let poller = match ready {
-        Ok(poller) => poller,
-        Err(_) => {
-            // Nothing to serve with: wait to be stopped.
-            while !stop.is_stopped() {
-                let _ = crate::sys::poll::poll_fds(&[stop.read.as_raw_fd()], SWEEP_EVERY);
-            }
-            return;
-        }
-    };
+    let poller = listener
+        .set_nonblocking(true)
+        .and_then(|()| Poller::new())
+        .map_err(|err| format!("cannot wait on the door's connections: {err}"))?;
     let server = Arc::new_cyclic(|me| Server {
         handler,
         stop,
@@ -113,30 +117,48 @@ pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>, stop: Arc<Stopper
         accept_paused: AtomicBool::new(false),
         me: me.clone(),
     });
-    let listening = (server.poller)
+    (server.poller)
         .add(server.listener.as_raw_fd(), LISTENER, ONCE_READ)
         .and_then(|()| {
             let stopped = server.stop.read.as_raw_fd();
             server.poller.add(stopped, STOPPED, Watch::Always)
-        });
-    if listening.is_err() {
-        return;
-    }
-    let others: Vec<_> = (1..workers())
-        .filter_map(|n| {
-            let server = server.clone();
-            std::thread::Builder::new()
-                .name(format!("door-{n}"))
-                .stack_size(WORKER_STACK)
-                .spawn(move || server.work())
-                .ok()
         })
-        .collect();
-    server.work();
-    for worker in others {
-        let _ = worker.join();
+        .map_err(|err| format!("cannot wait on the door's connections: {err}"))?;
+    let mut workers = Vec::new();
+    let mut refused = None;
+    for n in 0..workers_wanted() {
+        let name = match n {
+            0 => "door".to_string(),
+            n => format!("door-{n}"),
+        };
+        let worker = server.clone();
+        match std::thread::Builder::new()
+            .name(name)
+            .stack_size(WORKER_STACK)
+            .spawn(move || worker.work())
+        {
+            Ok(handle) => workers.push(handle),
+            Err(err) => {
+                refused = Some(err);
+                break;
+            }
+        }
     }
-    server.wind_down();
+    match (workers.is_empty(), refused) {
+        (true, Some(err)) => Err(format!("cannot start the door: {err}")),
+        _ => Ok(Serving { server, workers }),
+    }
+}
+
+impl Serving {
+    /// Wait until the door has stopped, then finish on this thread the answers in hand (for at
+    /// most 2 s, `ANSWER_GRACE`) and close the connections left.
+    pub fn join(self) {
+        for worker in self.workers {
+            let _ = worker.join();
+        }
+        self.server.wind_down();
+    }
 }
 
 impl Server {

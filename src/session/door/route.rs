@@ -62,7 +62,7 @@ impl Door {
 impl Handler for Door {
     /// Every request is decided from its head: its route, its caller (the token checked here,
     /// once), the body it may have, counted in the budget — or refused then, its body never read
-    /// ([`Door::admitted`]).
+    /// (`Door::admitted`).
     fn admit(&self, request: &Request, body_len: usize) -> Result<Option<Hold>, Response> {
         Ok(Some(Box::new(self.admitted(request, body_len)?)))
     }

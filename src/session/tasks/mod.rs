@@ -8,7 +8,7 @@
 //! Running handlers are the [`Supervisor`]'s: started, registered and ended there, under its own
 //! lock, so this engine's lock is never held across a spawn or a wait. The engine's own lock is
 //! a leaf held only for memory: what may wait — a wake-up, a log line, a thread's start, a
-//! directory's rename — is left due under it and done once it is released ([`outbox`]).
+//! directory's rename — is left due under it and done once it is released (`outbox`).
 
 mod ending;
 mod live;
