@@ -173,19 +173,23 @@ pub fn stderr_dropped() -> u64 {
         .map_or(0, |q| q.dropped.load(Ordering::Relaxed))
 }
 
-/// The session is ending: wait at most `wait` for its queued lines to be written, then write
-/// directly again (what an applet says last, after the session, is never dropped — it may wait
-/// on stderr, as any command's last words do).
+/// The session is ending: wait at most `wait` for its queued lines to be written; if they were,
+/// write directly again (what an applet says last, after the session, is then never dropped).
+/// If they were not, the writer thread is still inside a write to a stderr nobody reads —
+/// holding std's stderr lock — so a direct write would wait on it forever and the session would
+/// never exit: lines go on being queued (and dropped when the queue is full).
 pub fn drain_stderr(wait: std::time::Duration) {
     let Some(queue) = STDERR.get() else {
         return;
     };
     let pending = queue.pending.lock().unwrap_or_else(|p| p.into_inner());
-    let _ = queue
+    let (pending, _) = queue
         .written
         .wait_timeout_while(pending, wait, |n| *n > 0)
         .unwrap_or_else(|p| p.into_inner());
-    queue.direct.store(true, Ordering::Release);
+    if *pending == 0 {
+        queue.direct.store(true, Ordering::Release);
+    }
 }
 
 /// The applet a diagnostic is said under. A `mur run` that `mur formation` started (its

@@ -31,6 +31,9 @@ pub struct Event {
     pub writable: bool,
     /// The peer closed (at least its sending side), or the socket failed.
     pub hangup: bool,
+    /// The socket can neither send nor receive any more (reset, failed, or closed both ways):
+    /// unlike [`Event::hangup`], never a mere half-close, after which the peer may still read.
+    pub gone: bool,
 }
 
 /// The most events one wait hands out: a worker takes a few ready connections per system call,
@@ -145,6 +148,7 @@ mod imp {
                 readable: e.events & libc::EPOLLIN as u32 != 0,
                 writable: e.events & libc::EPOLLOUT as u32 != 0,
                 hangup: e.events & hung != 0,
+                gone: e.events & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0,
             }));
             Ok(())
         }
@@ -288,6 +292,8 @@ mod imp {
                 readable: e.filter == libc::EVFILT_READ,
                 writable: e.filter == libc::EVFILT_WRITE,
                 hangup: e.flags & (libc::EV_EOF | libc::EV_ERROR) != 0,
+                gone: e.flags & libc::EV_ERROR != 0
+                    || (e.filter == libc::EVFILT_WRITE && e.flags & libc::EV_EOF != 0),
             }));
             Ok(())
         }

@@ -285,3 +285,26 @@ fn refusals_while_every_slot_answers_are_delivered_and_accepting_goes_on() {
         status_on(&mut probe) == Some(200)
     });
 }
+
+/// A client may send its request, shut its sending side (`nc -N`, Go's `CloseWrite`) and read
+/// the answer: a blocking send that half-closed is answered once its task ends, not dropped.
+#[test]
+fn a_blocking_send_whose_client_half_closed_is_still_answered() {
+    let home = Home::new();
+    let gate = Gate::new(&home);
+    let session = home.start(&[&gated(&home, &gate, 4)]);
+    let mut sender = blocked_send(&session.url, "half");
+    sender.shutdown(std::net::Shutdown::Write).unwrap();
+    wait_until(WAIT, "the message taken", || tasks_known(&session) == 1);
+    // The door has seen the half-close by now (it read the request before the task was known).
+    thread::sleep(Duration::from_millis(200));
+    gate.open();
+    sender.set_read_timeout(Some(WAIT)).unwrap();
+    let mut answer = Vec::new();
+    let _ = sender.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("\"completed\""),
+        "the answer reaches a client that shut only its sending side: {answer:?}"
+    );
+}

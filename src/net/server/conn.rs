@@ -92,6 +92,8 @@ pub(super) struct Conn {
     unread: bool,
     /// The peer has hung up (at least its sending side): its end is read for, whatever else.
     hung_up: bool,
+    /// The socket is gone both ways (reset, failed): nothing written would be read.
+    gone: bool,
     /// What is still to be written, from `sent` on.
     out: Vec<u8>,
     sent: usize,
@@ -133,6 +135,7 @@ impl Conn {
             buf: Vec::new(),
             unread: false,
             hung_up: false,
+            gone: false,
             out: Vec::new(),
             sent: 0,
             phase: Phase::Head,
@@ -173,6 +176,7 @@ impl Conn {
         // bytes that arrived before it but whose report has not been handled yet.
         self.unread |= event.readable || event.hangup || !event.writable;
         self.hung_up |= event.hangup;
+        self.gone |= event.gone;
         let mut pieces = 0;
         loop {
             let step = match self.flush() {
@@ -381,8 +385,10 @@ impl Conn {
                 let keep_alive = *keep_alive;
                 self.answer(response, keep_alive, ctx)
             }
-            // The client has gone: its answer goes with it.
-            Poll::Pending if self.hung_up => Step::Wait(Then::Close),
+            // The client has gone: its answer goes with it. Only gone, not half-closed: a client
+            // may send its request, shut its sending side and read the answer (`nc -N`, Go's
+            // CloseWrite), so a blocking send waits on for it (and its task runs on anyway).
+            Poll::Pending if self.gone => Step::Wait(Then::Close),
             Poll::Pending => arm(Doing::Answering, Some(tick())),
         }
     }

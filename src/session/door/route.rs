@@ -7,7 +7,7 @@ use super::Door;
 use super::admit::{Admitted, Route};
 use super::cors::allow_origin;
 use crate::a2a::card::CardFor;
-use crate::net::server::{Handler, Hold, Request, Response};
+use crate::net::server::{Deferred, Handler, Hold, Request, Response};
 use crate::session::budget::Charge;
 
 impl Door {
@@ -92,8 +92,15 @@ impl Handler for Door {
         }
         let mut response = self.route(&request, route, &charge);
         // A written answer stays counted until it has gone to the socket, however slowly its
-        // client reads; a stream counts what it writes itself.
-        if response.stream.is_none() && response.hold.is_none() {
+        // client reads; a stream counts what it writes itself; an answer given later is
+        // counted when it is given (a task's whole answer, rendered once per waiter).
+        if let Some(later) = response.deferred.take() {
+            charge.set(0);
+            response.deferred = Some(Box::new(Counted {
+                later,
+                charge: Some(charge),
+            }));
+        } else if response.stream.is_none() && response.hold.is_none() {
             charge.set(response.body.len());
             response.hold = Some(Box::new(charge));
         }
@@ -101,5 +108,26 @@ impl Handler for Door {
             allow_origin(&mut response, origin);
         }
         response
+    }
+}
+
+/// A deferred answer counted in its request's charge once it is given, until it is written.
+struct Counted {
+    later: Box<dyn Deferred>,
+    charge: Option<Charge>,
+}
+
+impl Deferred for Counted {
+    fn poll(&mut self, waker: &std::task::Waker) -> std::task::Poll<Response> {
+        self.later.poll(waker).map(|mut response| {
+            if let Some(charge) = self.charge.take()
+                && response.stream.is_none()
+                && response.hold.is_none()
+            {
+                charge.set(response.body.len());
+                response.hold = Some(Box::new(charge));
+            }
+            response
+        })
     }
 }
