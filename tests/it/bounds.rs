@@ -64,27 +64,8 @@ fn answer_head(stream: &mut TcpStream) -> HttpAnswer {
     parse_answer(&bytes).expect("an HTTP answer")
 }
 
-/// A blocking `message/send` of `text` as `token`: the task it answers.
-fn send(session: &Session, token: &str, text: &str) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message":
-        {"kind": "message", "messageId": "m", "role": "user", "parts": [{"kind": "text", "text": text}]}}});
-    let answer = http(
-        &session.url,
-        "POST",
-        "/",
-        Some(token),
-        body.to_string().as_bytes(),
-    )
-    .unwrap();
-    assert_eq!(answer.status, 200, "{}", answer.head);
-    let task: Value = serde_json::from_slice(&answer.body).unwrap();
-    assert_eq!(task["result"]["status"]["state"], "completed", "{task}");
-    task["result"].clone()
-}
-
-/// `tasks/get` of `id` as `token`: the JSON-RPC answer (HTTP 200 asserted).
-fn get(session: &Session, token: &str, id: &str) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": id}});
+/// The JSON-RPC answer to `body` sent as `token` (HTTP 200 asserted).
+fn rpc(session: &Session, token: &str, body: &Value) -> Value {
     let answer = http(
         &session.url,
         "POST",
@@ -95,6 +76,21 @@ fn get(session: &Session, token: &str, id: &str) -> Value {
     .unwrap();
     assert_eq!(answer.status, 200, "{}", answer.head);
     serde_json::from_slice(&answer.body).unwrap()
+}
+
+/// A blocking `message/send` of `text` as `token`: the task it answers.
+fn send(session: &Session, token: &str, text: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message":
+        {"kind": "message", "messageId": "m", "role": "user", "parts": [{"kind": "text", "text": text}]}}});
+    let task = rpc(session, token, &body);
+    assert_eq!(task["result"]["status"]["state"], "completed", "{task}");
+    task["result"].clone()
+}
+
+/// `tasks/get` of `id` as `token`: the JSON-RPC answer (HTTP 200 asserted).
+fn get(session: &Session, token: &str, id: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": id}});
+    rpc(session, token, &body)
 }
 
 /// 140 heads announcing 1 MB on `POST /` at an authenticated door, without a token or with a

@@ -321,9 +321,14 @@ impl Slab {
 
     /// The keys of idle entries whose `due` has passed, claimed: for the timer to serve.
     pub(super) fn claim_due(&self, now: Instant, each: &mut dyn FnMut(Claim<'_>)) {
+        self.claim_idle(&|sched| sched.due.is_some_and(|due| due <= now), each);
+    }
+
+    /// Claim every idle entry `wanted` says so of, one at a time, for `each`.
+    fn claim_idle(&self, wanted: &dyn Fn(&Sched) -> bool, each: &mut dyn FnMut(Claim<'_>)) {
         for (index, entry) in self.entries.iter().enumerate() {
             let mut sched = lock(&entry.sched);
-            if sched.state != State::Idle || sched.due.is_none_or(|due| due > now) {
+            if sched.state != State::Idle || !wanted(&sched) {
                 continue;
             }
             sched.state = State::Busy;
@@ -374,19 +379,7 @@ impl Slab {
 
     /// Claim every entry in use (the door has stopped and no other worker runs).
     pub(super) fn claim_all(&self, each: &mut dyn FnMut(Claim<'_>)) {
-        for (index, entry) in self.entries.iter().enumerate() {
-            let mut sched = lock(&entry.sched);
-            if sched.state != State::Idle {
-                continue;
-            }
-            sched.state = State::Busy;
-            let key = key_of(index, sched.generation);
-            drop(sched);
-            each(Claim {
-                key,
-                conn: lock(&entry.conn),
-            });
-        }
+        self.claim_idle(&|_| true, each);
     }
 }
 
