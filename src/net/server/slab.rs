@@ -256,6 +256,18 @@ impl Slab {
         let mut sched = lock(&entry.sched);
         let (watch, arm) = match then {
             Then::Close => return self.free_entry(claim, sched, poller),
+            // Others go first: given back idle, then reported again. Armed under the lock (as a
+            // waker arms), so the worker the report goes to finds it idle and claims it —
+            // armed after, claimed, that worker would only mark it woken and this one serve it
+            // again — and no sweep can free it between the two.
+            Then::Again if sched.state != State::Woken && sched.added => {
+                sched.state = State::Idle;
+                if poller.rearm(sched.fd, claim.key, Watch::Edge).is_err() {
+                    sched.state = State::Busy;
+                    return self.free_entry(claim, sched, poller);
+                }
+                return None;
+            }
             Then::Again => (Watch::Edge, true),
             Then::Arm { watch, doing, due } => {
                 if sched.doing != doing {
