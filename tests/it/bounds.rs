@@ -93,6 +93,15 @@ fn get(session: &Session, token: &str, id: &str) -> Value {
     rpc(session, token, &body)
 }
 
+/// A guarded session of `mib` MiB, the operator's token, and the id of a task it has finished.
+fn with_a_finished_task(home: &Home, mib: u64) -> (Session, String, String) {
+    let session = guarded(home, mib);
+    let operator = home.token(&[&session.id]);
+    let kept = send(&session, &operator, "kept");
+    let id = kept["id"].as_str().unwrap().to_string();
+    (session, operator, id)
+}
+
 /// 140 heads announcing 1 MB on `POST /` at an authenticated door, without a token or with a
 /// forged one, held open without their bodies (they would fill the default 128 MiB budget if
 /// counted): each is refused 401 from its head alone, while the operator is answered and a
@@ -100,10 +109,7 @@ fn get(session: &Session, token: &str, id: &str) -> Value {
 #[test]
 fn anonymous_heads_never_refuse_the_operator_nor_evict_a_finished_task() {
     let home = Home::new();
-    let session = guarded(&home, 128);
-    let operator = home.token(&[&session.id]);
-    let kept = send(&session, &operator, "kept");
-    let id = kept["id"].as_str().unwrap().to_string();
+    let (session, operator, id) = with_a_finished_task(&home, 128);
     let forged = format!("Bearer {}x", &operator[..operator.len() - 1]);
     let mut anonymous: Vec<TcpStream> = (0..140)
         .map(|n| {
@@ -136,10 +142,7 @@ fn anonymous_heads_never_refuse_the_operator_nor_evict_a_finished_task() {
 #[test]
 fn small_anonymous_bodies_hold_only_their_share() {
     let home = Home::new();
-    let session = guarded(&home, 16);
-    let operator = home.token(&[&session.id]);
-    let kept = send(&session, &operator, "kept");
-    let id = kept["id"].as_str().unwrap().to_string();
+    let (session, operator, id) = with_a_finished_task(&home, 16);
     let mut anonymous: Vec<TcpStream> = (0..600)
         .map(|n| {
             let mut stream = connect(&session.url);
@@ -215,11 +218,8 @@ fn anonymous_bodies_on_every_route_are_never_held() {
 #[test]
 fn a_refused_request_evicts_no_finished_task() {
     let home = Home::new();
-    let session = guarded(&home, 16);
-    let operator = home.token(&[&session.id]);
+    let (session, operator, id) = with_a_finished_task(&home, 16);
     let bearer = format!("Bearer {operator}");
-    let kept = send(&session, &operator, "kept");
-    let id = kept["id"].as_str().unwrap().to_string();
     let pending: Vec<TcpStream> = (0..15)
         .map(|_| {
             let mut stream = connect(&session.url);

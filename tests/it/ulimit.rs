@@ -30,9 +30,8 @@ const TIGHT_KIB: u64 = 100_000;
 /// Point 6's connections, each with one blocking `message/send` on it.
 const CONNECTIONS: usize = 1000;
 
-/// One test of this module at a time: until the door's workers are bounded, a session under
-/// load starts a thread per waiting request, each with its stack and its allocator's segment, so
-/// a session starved of CPU by another's thousand connections maps more than it would alone.
+/// One test of this module at a time: each opens a thousand connections, and a session starved
+/// of CPU by another's holds more of its requests at once than it would alone.
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     ONE.lock().unwrap_or_else(|p| p.into_inner())
@@ -218,22 +217,26 @@ fn the_test_build_never_aborts_under_ulimit_v_262144() {
     the_mixes_never_abort(Path::new(mur_bin()));
 }
 
-/// Needs the door's bounded workers (issue 30 point 2): today each waiting connection holds a
-/// thread, and the thousandth does not fit.
+/// A thread per waiting connection would not fit here: the door's workers are a fixed few.
 #[test]
 fn the_test_build_holds_a_thousand_slow_connections_under_ulimit_v_262144() {
     a_thousand_slow_connections(Path::new(mur_bin()));
 }
 
+/// Run `check` on the installed binary, or record why `test` could not.
+fn on_installed(test: &str, check: fn(&Path)) {
+    match installed() {
+        Ok(bin) => check(&bin),
+        Err(why) => skipped(test, &why),
+    }
+}
+
 #[test]
 fn the_installed_binary_holds_a_thousand_slow_connections_under_ulimit_v_262144() {
-    match installed() {
-        Ok(bin) => a_thousand_slow_connections(&bin),
-        Err(why) => skipped(
-            "the_installed_binary_holds_a_thousand_slow_connections_under_ulimit_v_262144",
-            &why,
-        ),
-    }
+    on_installed(
+        "the_installed_binary_holds_a_thousand_slow_connections_under_ulimit_v_262144",
+        a_thousand_slow_connections,
+    );
 }
 
 #[test]
@@ -241,24 +244,18 @@ fn the_test_build_answers_under_ulimit_v_100000() {
     the_first_request_under_a_tight_limit(Path::new(mur_bin()));
 }
 
-/// On a loaded machine this needs the door's bounded workers too: starved of CPU, today's pool
-/// starts a thread per request still being read (26 seen), each mapping a 4 MiB allocator
-/// segment and a stack, and the 127 parts then no longer fit.
 #[test]
 fn the_installed_binary_never_aborts_under_ulimit_v_262144() {
-    match installed() {
-        Ok(bin) => the_mixes_never_abort(&bin),
-        Err(why) => skipped(
-            "the_installed_binary_never_aborts_under_ulimit_v_262144",
-            &why,
-        ),
-    }
+    on_installed(
+        "the_installed_binary_never_aborts_under_ulimit_v_262144",
+        the_mixes_never_abort,
+    );
 }
 
 #[test]
 fn the_installed_binary_answers_under_ulimit_v_100000() {
-    match installed() {
-        Ok(bin) => the_first_request_under_a_tight_limit(&bin),
-        Err(why) => skipped("the_installed_binary_answers_under_ulimit_v_100000", &why),
-    }
+    on_installed(
+        "the_installed_binary_answers_under_ulimit_v_100000",
+        the_first_request_under_a_tight_limit,
+    );
 }

@@ -1,16 +1,21 @@
 use super::*;
 use crate::a2a::message::Part;
 
-#[test]
-fn a_blocking_caller_gets_its_task_even_after_it_was_evicted_from_memory() {
-    let engine = Engine::new(
+/// An engine of the embedded echo capsule, with defaults.
+fn echo_engine() -> Arc<Engine> {
+    Engine::new(
         Capsule::Echo,
         Lifecycle::default(),
         Vec::new(),
         Arc::new(Vec::new),
         None,
         None,
-    );
+    )
+}
+
+#[test]
+fn a_blocking_caller_gets_its_task_even_after_it_was_evicted_from_memory() {
+    let engine = echo_engine();
     let first = engine
         .submit("op", None, Message::user_text("first"), false)
         .unwrap();
@@ -34,14 +39,7 @@ fn a_blocking_caller_gets_its_task_even_after_it_was_evicted_from_memory() {
 #[test]
 fn a_watcher_is_told_each_instant_task_its_start_its_text_and_its_end() {
     use std::task::Poll;
-    let engine = Engine::new(
-        Capsule::Echo,
-        Lifecycle::default(),
-        Vec::new(),
-        Arc::new(Vec::new),
-        None,
-        None,
-    );
+    let engine = echo_engine();
     let watcher = engine.observe();
     let taken = engine
         .submit("op", None, Message::user_text("hi"), false)
