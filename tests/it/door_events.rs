@@ -67,12 +67,14 @@ fn epoll_calls() -> Option<&'static [&'static str]> {
 /// Whether every door thread of `pid` is waiting in `epoll_wait` at one look
 /// (`/proc/PID/task/TID/syscall` names the call a blocked thread is in).
 fn every_door_thread_in_epoll(pid: u32, calls: &[&str]) -> bool {
-    door_threads(pid).iter().all(|tid| {
-        let call =
-            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).unwrap_or_default();
-        let number = call.split_whitespace().next().unwrap_or("");
-        calls.contains(&number)
-    })
+    let door = door_threads(pid);
+    !door.is_empty()
+        && door.iter().all(|tid| {
+            let call = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall"))
+                .unwrap_or_default();
+            let number = call.split_whitespace().next().unwrap_or("");
+            calls.contains(&number)
+        })
 }
 
 /// A blocking `message/send` written to a new connection, its answer not read yet.
@@ -139,17 +141,23 @@ fn watchers_and_blocked_senders_hold_no_thread_and_the_door_waits_only_in_epoll(
     // One task runs (concurrency 1): its thread is the only one the waits may add.
     let named: Vec<String> = threads(pid).into_iter().map(|(_, n)| n).collect();
     assert!(
-        door <= DOOR_THREADS && now <= before + 1,
+        (1..=DOOR_THREADS).contains(&door) && now <= before + 1,
         "{door} door threads, {now} threads ({before} before): {named:?}"
     );
-    if let Some(calls) = epoll_calls() {
-        let deadline = Instant::now() + WAIT;
-        while !every_door_thread_in_epoll(pid, calls) {
-            assert!(
-                Instant::now() < deadline,
-                "a door thread waits elsewhere than in epoll_wait: {named:?}"
-            );
-            thread::sleep(Duration::from_millis(50));
+    match epoll_calls() {
+        None => common::skip::skipped(
+            "door_events::watchers_and_blocked_senders_hold_no_thread_and_the_door_waits_only_in_epoll",
+            "its epoll_wait part: this architecture's system call numbers are not known to the test",
+        ),
+        Some(calls) => {
+            let deadline = Instant::now() + WAIT;
+            while !every_door_thread_in_epoll(pid, calls) {
+                assert!(
+                    Instant::now() < deadline,
+                    "a door thread waits elsewhere than in epoll_wait: {named:?}"
+                );
+                thread::sleep(Duration::from_millis(50));
+            }
         }
     }
     gate.open();
@@ -188,6 +196,13 @@ fn two_thousand_slow_loris_connections_hold_no_thread_and_a_real_request_is_answ
     let pid = session.pid;
     card_answered(&session);
     let before = status_field(pid, "Threads").unwrap() as usize;
+    if room_for_connections(2000) <= 1100 {
+        common::skip::skipped(
+            "door_events::two_thousand_slow_loris_connections_hold_no_thread_and_a_real_request_is_answered",
+            "too few descriptors for more connections than the door's bound (raise ulimit -n)",
+        );
+        return;
+    }
     let loris: Vec<TcpStream> = (0..room_for_connections(2000))
         .filter_map(|_| {
             let mut stream = TcpStream::connect(&session.url).ok()?;
@@ -204,7 +219,7 @@ fn two_thousand_slow_loris_connections_hold_no_thread_and_a_real_request_is_answ
     let now = status_field(pid, "Threads").unwrap() as usize;
     let door = door_threads(pid).len();
     assert!(
-        door <= DOOR_THREADS && now <= before,
+        (1..=DOOR_THREADS).contains(&door) && now <= before,
         "{door} door threads, {now} threads ({before} before)"
     );
     drop(loris);
@@ -232,9 +247,9 @@ fn refusals_while_every_slot_answers_are_delivered_and_accepting_goes_on() {
     let session = home.start(&[&gated(&home, &gate, 2048)]);
     let slots = 1024;
     if room_for_connections(slots + 100) < slots + 100 {
-        eprintln!(
-            "skipped: too few descriptors for {} connections",
-            slots + 100
+        common::skip::skipped(
+            "door_events::refusals_while_every_slot_answers_are_delivered_and_accepting_goes_on",
+            "too few descriptors for every slot and a hundred more (raise ulimit -n)",
         );
         return;
     }

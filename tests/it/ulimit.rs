@@ -150,7 +150,7 @@ fn read_answer(connection: TcpStream) -> (u16, Vec<u8>) {
     (status, body)
 }
 
-/// The session still answers, ends on SIGTERM with exit 0, said nothing about memory, and left
+/// The session still answers, ends on SIGTERM with exit 143, said nothing about memory, and left
 /// no record nor task directory.
 fn assert_ends_clean(home: &Home, mut session: Session) {
     let task = session.send(None, "still here", true);

@@ -67,9 +67,10 @@ fn the_hook_never_reads_a_reaped_member() {
     let done = Arc::new(AtomicBool::new(false));
     let stop = Arc::clone(&done);
     let observer = std::thread::spawn(move || {
-        let mut reaped_seen = 0;
+        let (mut reaped_seen, mut looked) = (0, 0);
         while !stop.load(Ordering::SeqCst) {
             each_registered(|value| {
+                looked += 1;
                 // SAFETY: signal 0 sends nothing; it asks whether the number names a process.
                 let rc = unsafe { libc::kill(-value, 0) };
                 if value < 0
@@ -80,11 +81,13 @@ fn the_hook_never_reads_a_reaped_member() {
                 }
             });
         }
-        reaped_seen
+        (reaped_seen, looked)
     });
     for _ in 0..300 {
         registered("true", &[]).reap().unwrap();
     }
     done.store(true, Ordering::SeqCst);
-    assert_eq!(observer.join().unwrap(), 0, "the hook read reaped members");
+    let (reaped_seen, looked) = observer.join().unwrap();
+    assert!(looked > 0, "the observer never saw a registered member");
+    assert_eq!(reaped_seen, 0, "the hook read reaped members");
 }
