@@ -16,22 +16,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
-use std::time::{Duration, Instant};
 
 use crate::a2a::stream::Event;
 
 /// How far behind a reader may fall, in [`Event::weight`] bytes.
 pub const BUFFER: usize = 1 << 20;
-
-/// What a reader gets next.
-#[derive(Debug)]
-pub enum Next {
-    Event(Arc<Event>),
-    /// Nothing within the wait: time for a keep-alive comment.
-    Idle,
-    /// The stream is over: its last event was read, or the reader fell too far behind.
-    End,
-}
 
 /// What a [`Bounded`] queue carries: how much each item weighs against [`BUFFER`], and whether
 /// it is the last.
@@ -213,29 +202,10 @@ impl Feed {
         self.queue.poll_next(waker)
     }
 
-    /// The next event, waiting at most `wait` for one: for readers that are not door workers.
-    /// Built on [`Feed::poll_next`] with a parking waker.
-    pub fn next(&self, wait: Duration) -> Next {
-        let next = |polled| match polled {
-            Poll::Ready(Some(event)) => Some(Next::Event(event)),
-            Poll::Ready(None) => Some(Next::End),
-            Poll::Pending => None,
-        };
-        let waker = super::parking::waker();
-        if let Some(now) = next(self.poll_next(&waker)) {
-            return now;
-        }
-        let until = Instant::now() + wait;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Next::Idle;
-            }
-            std::thread::park_timeout(left);
-            if let Some(now) = next(self.poll_next(&waker)) {
-                return now;
-            }
-        }
+    /// The next event, waiting for it; `None` once the stream is over: for readers that are
+    /// not door workers. Built on [`Feed::poll_next`] with a parking waker.
+    pub fn next(&self) -> Option<Arc<Event>> {
+        super::parking::block_on(|waker| self.poll_next(waker))
     }
 }
 
@@ -256,7 +226,7 @@ mod tests {
     #[test]
     fn events_arrive_in_order_and_the_settled_status_ends_the_feed() {
         let feed = Feed::new("t".into(), "c".into());
-        assert!(matches!(feed.next(Duration::from_millis(1)), Next::Idle));
+        assert!(feed.poll_next(Waker::noop()).is_pending());
         assert!(feed.push(chunk("a"), &mut Vec::new()));
         let done = Arc::new(Event::Status {
             state: State::Completed,
@@ -270,14 +240,14 @@ mod tests {
         );
         assert!(!feed.push(chunk("late"), &mut Vec::new()));
         assert!(matches!(
-            feed.next(Duration::ZERO),
-            Next::Event(e) if matches!(*e, Event::Artifact { .. })
+            feed.poll_next(Waker::noop()),
+            Poll::Ready(Some(e)) if matches!(*e, Event::Artifact { .. })
         ));
         assert!(matches!(
-            feed.next(Duration::ZERO),
-            Next::Event(e) if matches!(*e, Event::Status { .. })
+            feed.poll_next(Waker::noop()),
+            Poll::Ready(Some(e)) if matches!(*e, Event::Status { .. })
         ));
-        assert!(matches!(feed.next(Duration::ZERO), Next::End));
+        assert!(matches!(feed.poll_next(Waker::noop()), Poll::Ready(None)));
     }
 
     #[test]
@@ -294,7 +264,7 @@ mod tests {
             101,
             "one copy, a pointer per reader"
         );
-        let Next::Event(read) = feeds[0].next(Duration::ZERO) else {
+        let Poll::Ready(Some(read)) = feeds[0].poll_next(Waker::noop()) else {
             panic!("an event was queued")
         };
         assert!(Arc::ptr_eq(&read, &big));
@@ -350,13 +320,17 @@ mod tests {
         let feed = Arc::new(Feed::new("t".into(), "c".into()));
         let pusher = feed.clone();
         let thread = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(std::time::Duration::from_millis(50));
             let mut wakes = Vec::new();
             pusher.push(chunk("a"), &mut wakes);
             wakes.into_iter().for_each(Waker::wake);
         });
-        // A hang guard: the wait would end Idle after a minute if the push never woke it.
-        assert!(matches!(feed.next(Duration::from_secs(60)), Next::Event(_)));
+        // A hang guard: the reader waits on a thread of its own, given a minute to be woken.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = feed.clone();
+        std::thread::spawn(move || tx.send(reader.next().is_some()));
+        let woken = rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(woken, Ok(true), "the push never woke the reader");
         thread.join().unwrap();
     }
 
@@ -369,6 +343,6 @@ mod tests {
             pushed += 1;
             assert!(pushed < 100, "the buffer is bounded");
         }
-        assert!(matches!(feed.next(Duration::ZERO), Next::End));
+        assert!(matches!(feed.poll_next(Waker::noop()), Poll::Ready(None)));
     }
 }

@@ -6,14 +6,10 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
-use super::feed::Next;
 use super::tasks::Engine;
 use crate::a2a::message::{Content, Message};
 use crate::a2a::stream::Event;
 use crate::a2a::task::State;
-
-/// How long the reader waits for an event before looking again (nothing else to do meanwhile).
-const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How the task ended: its state, and the status message's text (why it failed, or the
 /// question it asks).
@@ -44,12 +40,7 @@ fn run(engine: &Arc<Engine>, text: String) -> TaskEnd {
     };
     let mut out = Printer::default();
     let mut ended = None;
-    loop {
-        let happened = match feed.next(WAIT) {
-            Next::Event(happened) => happened,
-            Next::Idle => continue,
-            Next::End => break,
-        };
+    while let Some(happened) = feed.next() {
         match &*happened {
             Event::Artifact { parts, .. } => {
                 for part in parts {

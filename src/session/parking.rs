@@ -7,7 +7,7 @@
 //! caller polls again in a loop, so that costs a poll, never a missed event.
 
 use std::sync::Arc;
-use std::task::{Wake, Waker};
+use std::task::{Poll, Wake, Waker};
 use std::thread::Thread;
 
 struct Unpark(Thread);
@@ -25,4 +25,15 @@ impl Wake for Unpark {
 /// A waker that unparks the calling thread.
 pub fn waker() -> Waker {
     Waker::from(Arc::new(Unpark(std::thread::current())))
+}
+
+/// What `poll` gives once it is ready, this thread parked between polls.
+pub fn block_on<T>(mut poll: impl FnMut(&Waker) -> Poll<T>) -> T {
+    let waker = waker();
+    loop {
+        match poll(&waker) {
+            Poll::Ready(ready) => return ready,
+            Poll::Pending => std::thread::park(),
+        }
+    }
 }

@@ -57,16 +57,7 @@ impl Settled {
     /// Wait until the task settles, parking this thread: for threads that are not door workers
     /// (a one-shot task's reader, main). A door worker never waits: it polls.
     pub fn wait(&self) -> Task {
-        let waker = super::super::parking::waker();
-        if let Poll::Ready(task) = self.poll(&waker) {
-            return task;
-        }
-        loop {
-            match self.poll(&waker) {
-                Poll::Ready(task) => return task,
-                Poll::Pending => std::thread::park(),
-            }
-        }
+        super::super::parking::block_on(|waker| self.poll(waker))
     }
 
     /// Settle with `task`; the wakers to fire once the caller's locks are released. A second
