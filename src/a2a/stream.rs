@@ -213,6 +213,34 @@ impl Trail {
     }
 }
 
+/// When an event stream last said something, and the comment that keeps it alive once it has
+/// been silent for 15 s (proxies and clients close a connection quiet for long): one rule for
+/// every stream the door writes.
+pub struct Heartbeat(std::time::Instant);
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Self(std::time::Instant::now())
+    }
+}
+
+impl Heartbeat {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+    /// Something was written now.
+    pub fn wrote(&mut self) {
+        self.0 = std::time::Instant::now();
+    }
+
+    /// The keep-alive comment, if it is due (counted as written).
+    pub fn due(&mut self) -> Option<Vec<u8>> {
+        (self.0.elapsed() >= Self::EVERY).then(|| {
+            self.wrote();
+            b": keep-alive\n\n".to_vec()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Poll, Waker};
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -31,13 +30,10 @@ use super::feed::Sight;
 use super::tasks::{Engine, Sightings};
 use crate::a2a::card::STREAM_EXTENSION_URI;
 use crate::a2a::message::{Content, Part};
-use crate::a2a::stream::Event;
+use crate::a2a::stream::{Event, Heartbeat};
 use crate::a2a::task::{State, status_json};
 use crate::a2a::version::Generation;
 use crate::net::server::BodyStream;
-
-/// How long a watch may be silent before a comment line keeps it alive.
-const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// One observer's stream.
 pub struct Watch {
@@ -55,7 +51,7 @@ pub struct Watch {
     last_id: u64,
     /// Carrier messages written, for their message ids.
     carriers: u64,
-    written: Instant,
+    heartbeat: Heartbeat,
 }
 
 impl Watch {
@@ -75,7 +71,7 @@ impl Watch {
             pending: VecDeque::new(),
             last_id: 0,
             carriers: 0,
-            written: Instant::now(),
+            heartbeat: Heartbeat::default(),
         }
     }
 
@@ -148,7 +144,7 @@ impl Watch {
     }
 
     /// The next SSE bytes of the stream: a frame, or a `: keep-alive` comment when
-    /// `HEARTBEAT` has passed since the last write; `Ready(None)` when the stream is over
+    /// the stream has been silent for long ([`Heartbeat`]); `Ready(None)` when the stream is over
     /// (the session closed, or this watcher fell behind and was cut); `Pending` with `waker`
     /// stored in the engine's feed of this watcher, fired when a sighting arrives or the feed
     /// ends. Never sleeps; a heartbeat is seen by the poll its stream gets at least every
@@ -156,7 +152,7 @@ impl Watch {
     pub fn poll_frame(&mut self, waker: &Waker) -> Poll<Option<Vec<u8>>> {
         loop {
             if let Some((event_id, result)) = self.pending.pop_front() {
-                self.written = Instant::now();
+                self.heartbeat.wrote();
                 let answer = json!({"jsonrpc": "2.0", "id": self.id, "result": result});
                 let id_line = event_id.map(|n| format!("id: {n}\n")).unwrap_or_default();
                 return Poll::Ready(Some(format!("{id_line}data: {answer}\n\n").into_bytes()));
@@ -176,11 +172,12 @@ impl Watch {
                 Poll::Ready(None) if self.feed.lost() => return Poll::Ready(None),
                 Poll::Ready(None) => self.close(),
                 Poll::Pending if self.stopping.load(Ordering::Acquire) => self.close(),
-                Poll::Pending if self.written.elapsed() >= HEARTBEAT => {
-                    self.written = Instant::now();
-                    return Poll::Ready(Some(b": keep-alive\n\n".to_vec()));
+                Poll::Pending => {
+                    return match self.heartbeat.due() {
+                        Some(beat) => Poll::Ready(Some(beat)),
+                        None => Poll::Pending,
+                    };
                 }
-                Poll::Pending => return Poll::Pending,
             }
         }
     }

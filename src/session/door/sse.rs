@@ -8,18 +8,14 @@
 
 use std::sync::Arc;
 use std::task::{Poll, Waker};
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::super::budget::Charge;
 use super::super::feed::Feed;
-use crate::a2a::stream::{Event, Trail};
+use crate::a2a::stream::{Event, Heartbeat, Trail};
 use crate::a2a::version::Generation;
 use crate::net::server::BodyStream;
-
-/// How long a stream may be silent before a comment line keeps it alive.
-const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// Server-sent events, each a JSON-RPC answer to the request that asked.
 pub(super) enum Sse {
@@ -38,7 +34,7 @@ pub(super) struct FeedStream {
     /// Counts, in the session's budget, the event this reader is writing now.
     charge: Charge,
     /// When a piece was last handed out, for the heartbeat.
-    written: Instant,
+    heartbeat: Heartbeat,
 }
 
 impl Sse {
@@ -55,7 +51,7 @@ impl Sse {
             generation,
             trail,
             charge,
-            written: Instant::now(),
+            heartbeat: Heartbeat::default(),
         }))
     }
 }
@@ -80,11 +76,12 @@ impl BodyStream for Sse {
         let happened = match stream.feed.poll_next(waker) {
             Poll::Ready(Some(happened)) => happened,
             Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Pending if stream.written.elapsed() >= HEARTBEAT => {
-                stream.written = Instant::now();
-                return Poll::Ready(Some(b": keep-alive\n\n".to_vec()));
+            Poll::Pending => {
+                return match stream.heartbeat.due() {
+                    Some(beat) => Poll::Ready(Some(beat)),
+                    None => Poll::Pending,
+                };
             }
-            Poll::Pending => return Poll::Pending,
         };
         // Writing an event costs this reader its own copy, its tree and its bytes: about three
         // times its weight, asked first of the readers' share of the budget. A reader the share
@@ -98,7 +95,7 @@ impl BodyStream for Sse {
         let happened = stream.trail.shape(Event::clone(&happened));
         let (feed, generation) = (&stream.feed, stream.generation);
         let result = happened.render(&feed.task_id, &feed.context_id, generation);
-        stream.written = Instant::now();
+        stream.heartbeat.wrote();
         Poll::Ready(Some(event(
             &json!({"jsonrpc": "2.0", "id": stream.id, "result": result}),
         )))
