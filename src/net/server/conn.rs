@@ -21,7 +21,7 @@ use super::{
     BUSY_LINGER, BodyStream, Deferred, Handler, Hold, LINGER_BYTES, LINGER_TIME, REQUEST_DEADLINE,
     Request, Response, STREAM_TICK,
 };
-use crate::sys::epoll::{Event, Watch};
+use crate::sys::epoll::Event;
 
 /// The most a worker reads from a socket at once.
 const CHUNK: usize = 8192;
@@ -119,11 +119,7 @@ enum Step {
 /// Wait for the socket (edge-triggered: only after reading, or writing, until it would
 /// block), a waker, or `due`.
 fn arm(doing: Doing, due: Option<Instant>) -> Step {
-    Step::Wait(Then::Arm {
-        watch: Watch::Edge,
-        doing,
-        due,
-    })
+    Step::Wait(Then::Arm { doing, due })
 }
 
 impl Conn {

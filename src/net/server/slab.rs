@@ -87,9 +87,9 @@ struct Entry {
 /// What a worker does with an entry it served.
 pub(super) enum Then {
     Close,
-    /// Wait as `watch` says; `doing` for the bound; `due` when to look again regardless.
+    /// Wait for the socket's next report (it is edge-watched from its first arming on);
+    /// `doing` for the bound; `due` when to look again regardless.
     Arm {
-        watch: Watch,
         doing: Doing,
         due: Option<Instant>,
     },
@@ -164,11 +164,10 @@ impl Slab {
         conn: Box<Conn>,
         fd: RawFd,
         refusal: bool,
-        bound: usize,
     ) -> Result<Claim<'_>, Box<Conn>> {
         let (count, limit) = match refusal {
             true => (&self.refusing, REFUSALS),
-            false => (&self.open, bound),
+            false => (&self.open, self.entries.len() - REFUSALS),
         };
         if count.fetch_add(1, Ordering::AcqRel) >= limit {
             count.fetch_sub(1, Ordering::AcqRel);
@@ -254,7 +253,7 @@ impl Slab {
         let (index, _) = split(claim.key);
         let entry = &self.entries[index];
         let mut sched = lock(&entry.sched);
-        let (watch, arm) = match then {
+        match then {
             Then::Close => return self.free_entry(claim, sched, poller),
             // Others go first: given back idle, then reported again. Armed under the lock (as a
             // waker arms), so the worker the report goes to finds it idle and claims it —
@@ -268,30 +267,27 @@ impl Slab {
                 }
                 return None;
             }
-            Then::Again => (Watch::Edge, true),
-            Then::Arm { watch, doing, due } => {
+            // Woken meanwhile (served again below), or never watched yet (added below).
+            Then::Again => {}
+            Then::Arm { doing, due } => {
                 if sched.doing != doing {
                     (sched.doing, sched.since) = (doing, Instant::now());
                 }
                 sched.due = due;
-                // An edge-watched socket stays armed.
-                (watch, !sched.added || watch != Watch::Edge)
             }
-        };
+        }
         if sched.state == State::Woken {
             return Some(woken(&mut sched));
         }
-        if arm {
-            // Armed without the lock: a socket armed for bytes already there fires at once,
+        // An edge-watched socket stays armed: only its first wait adds it.
+        if !sched.added {
+            // Added without the lock: a socket added with bytes already there fires at once,
             // and the worker it goes to must not wait on this lock meanwhile. The entry stays
             // claimed (no sweep or eviction takes it, so its descriptor stays its own); an
             // event or a wake that comes first marks it woken, as while it was served.
-            let (fd, added) = (sched.fd, sched.added);
+            let fd = sched.fd;
             drop(sched);
-            let armed = match added {
-                true => poller.rearm(fd, claim.key, watch),
-                false => poller.add(fd, claim.key, watch),
-            };
+            let armed = poller.add(fd, claim.key, Watch::Edge);
             sched = lock(&entry.sched);
             if armed.is_err() {
                 // A socket that cannot be watched would never be served again.
@@ -422,16 +418,12 @@ mod tests {
         served.set_nonblocking(true).unwrap();
         let fd = served.as_raw_fd();
         let conn = Box::new(Conn::new(served, peer));
-        let claim = slab.insert(conn, fd, false, 2).ok().unwrap();
+        let claim = slab.insert(conn, fd, false).ok().unwrap();
         (client, claim)
     }
 
     fn wait(doing: Doing) -> Then {
-        Then::Arm {
-            watch: Watch::Edge,
-            doing,
-            due: None,
-        }
+        Then::Arm { doing, due: None }
     }
 
     #[test]
@@ -476,7 +468,7 @@ mod tests {
         let _c = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (served, addr) = listener.accept().unwrap();
         let fd = served.as_raw_fd();
-        let third = slab.insert(Box::new(Conn::new(served, addr)), fd, false, 2);
+        let third = slab.insert(Box::new(Conn::new(served, addr)), fd, false);
         assert!(third.is_err(), "full");
         let mut victim = slab.claim_victim().expect("the idle one gives way");
         assert_eq!(victim.key, idle_key);

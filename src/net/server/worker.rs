@@ -253,14 +253,13 @@ impl Server {
             self.make_room();
         }
         let conn = Box::new(Conn::new(stream, peer));
-        let conn = match self.slab.insert(conn, fd, false, MAX_CONNECTIONS) {
+        let conn = match self.slab.insert(conn, fd, false) {
             Ok(mut claim) => {
                 let waker = self.waker(claim.key);
                 claim.conn().set_waker(waker);
                 // Added edge-watched: reported at once (it has room to write), and served
                 // then — by whichever worker, its request likely there by that time.
                 let idle = Then::Arm {
-                    watch: Watch::Edge,
                     doing: Doing::Idle,
                     due: Some(Instant::now() + REQUEST_DEADLINE),
                 };
@@ -271,7 +270,7 @@ impl Server {
             }
             Err(conn) => Box::new(conn.into_refused()),
         };
-        if let Ok(claim) = self.slab.insert(conn, fd, true, MAX_CONNECTIONS) {
+        if let Ok(claim) = self.slab.insert(conn, fd, true) {
             self.serve_claimed(claim, Event::default());
         }
     }
