@@ -8,8 +8,11 @@
 //!   a link mid-run redirects nothing.
 //! - **Only a home the effective uid owns is trusted** (as ssh's `StrictModes`). A directory
 //!   owned by another uid is refused with a message naming the path, its owner and the fix, and
-//!   never re-moded. One the effective uid owns is held at `0700`: re-moded (`fchmod`) when found
-//!   anything else, which also takes away group and other write.
+//!   never re-moded. The directories mur makes and names (`~/.murmur`, and `running`, `tasks`…
+//!   inside any home) are held at `0700`: re-moded (`fchmod`) when found anything else, which
+//!   also takes away group and other write. A `$MURMUR_HOME` mur did not create is the user's
+//!   own directory, perhaps a shared one (`/tmp`): it is never re-moded, and refused unless it is
+//!   already `0700`.
 //! - Readers (`ps`, `stop`, `token`) create nothing: a missing home or running directory is an
 //!   empty machine. A running directory that cannot be re-moded (a read-only filesystem) is read
 //!   as it is, with a warning.
@@ -169,26 +172,57 @@ fn hold_for_reader(dir: &Dir, applet: Option<&str>) -> Result<(), HomeError> {
     }
 }
 
-/// `~/.murmur`, opened without following a link and checked by [`hold`]; created first when
-/// `create` (else `Ok(None)` when missing).
+/// `~/.murmur`, opened without following a link; created first when `create` (else `Ok(None)`
+/// when missing). A `$MURMUR_HOME` mur did not create here must already be private: one owned by
+/// another uid is refused by [`trust`], and one of any mode but `0700` is refused too, never
+/// re-moded ([`private_as_found`]). Callers then [`hold`] (or [`trust`]) it: `~/.murmur`, whose
+/// name is mur's, and a `$MURMUR_HOME` just made are held at `0700`.
 fn murmur(create: bool) -> Result<Option<Dir>, HomeError> {
     let path = location().map_err(HomeError::Unusable)?;
+    let mut made = false;
     if create {
         // Created 0700 (less the umask); `hold` then sets exactly 0700.
         match std::fs::DirBuilder::new()
             .mode(PRIVATE_DIR_MODE)
             .create(&path)
         {
+            Ok(()) => made = true,
             Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => {
                 return Err(HomeError::Unusable(format!(
                     "{}: cannot create: {err}",
                     path.display()
                 )));
             }
-            _ => {}
+            Err(_) => {}
         }
     }
-    opened(&path, || Dir::open(&path))
+    let home = opened(&path, || Dir::open(&path))?;
+    if let Some(home) = &home
+        && !made
+        && std::env::var_os("MURMUR_HOME").is_some()
+    {
+        private_as_found(home)?;
+    }
+    Ok(home)
+}
+
+/// A `$MURMUR_HOME` found in place: owned by the effective uid ([`trust`]) and exactly `0700`,
+/// else [`HomeError::Untrusted`] saying what to do. It may be a directory others share
+/// (`MURMUR_HOME=/tmp`): taking their access away (as [`hold`] would) is not mur's to do, and
+/// keeping tokens where they may look is not either.
+fn private_as_found(home: &Dir) -> Result<(), HomeError> {
+    let mode = trust(home)?;
+    if mode == PRIVATE_DIR_MODE {
+        return Ok(());
+    }
+    let path = home.path().display();
+    Err(HomeError::Untrusted(format!(
+        "MURMUR_HOME is {path}, mode {mode:04o}, not 0700: mur keeps tokens only in a private \
+         directory and never changes the mode of one it did not create; set MURMUR_HOME to a \
+         directory mur may create (e.g. {path}/mur-{uid}), or, if {path} is yours alone, \
+         chmod 700 {path}",
+        uid = crate::sys::proc::euid(),
+    )))
 }
 
 /// `~/.murmur/<name>` (`running`, `formations`, `tasks`…), created if missing, opened through

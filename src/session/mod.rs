@@ -12,6 +12,7 @@ pub mod control;
 pub mod door;
 pub mod feed;
 pub mod handler;
+mod hidden;
 pub mod log;
 pub mod member;
 pub mod one_shot;
@@ -28,7 +29,7 @@ pub mod watch;
 use std::ffi::OsString;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -188,7 +189,9 @@ fn session(options: &Options) -> Result<i32, String> {
     let session_id = SessionId::mint()?;
     open_log(options, &session_id, lifeline.is_some())?;
     let mut tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
-    let (dirs, unsandboxed) = prepare_handlers(&mut declared, &session_id)?;
+    let formation_dir = crate::mounted::named(options.formation_dir.as_deref());
+    let (dirs, unsandboxed) =
+        prepare_handlers(&mut declared, &session_id, formation_dir.as_deref())?;
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
     let (listener, addr) = listen(options)?;
     let door = door(&declared, &session_id, &addr, &engine, &mut tokens);
@@ -245,11 +248,13 @@ fn session(options: &Options) -> Result<i32, String> {
     Ok(ending.exit_code())
 }
 
-/// A handler capsule's task directories and its handlers' sandbox, put in place in `declared`;
-/// why the handlers run unsandboxed, if they do. The embedded echo needs neither.
+/// A handler capsule's task directories and its handlers' sandbox (hiding `formation_dir`, a
+/// member's mounted material, when it has one), put in place in `declared`; why the handlers run
+/// unsandboxed, if they do. The embedded echo needs neither.
 fn prepare_handlers(
     declared: &mut Declared,
     session_id: &SessionId,
+    formation_dir: Option<&Path>,
 ) -> Result<(Option<SessionTasks>, Option<String>), String> {
     let Capsule::Handler {
         workdir, sandbox, ..
@@ -259,7 +264,13 @@ fn prepare_handlers(
     };
     let dirs = task_dirs(session_id)?;
     let dir = declared.capsule_dir.as_deref();
-    let (policy, why) = sandbox::apply(workdir, &declared.sandbox, dir, dirs.as_ref())?;
+    let (policy, why) = sandbox::apply(
+        workdir,
+        &declared.sandbox,
+        dir,
+        dirs.as_ref(),
+        formation_dir,
+    )?;
     *sandbox = policy;
     Ok((dirs, why))
 }

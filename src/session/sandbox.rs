@@ -6,10 +6,14 @@
 //! across domains, and mur is not dumpable; docs/sandbox.md says what root still reads there);
 //! the device nodes `DEVICES`; read and run the capsule directory and mur's own binary
 //! (`$MUR formation call`); everything in the workdir, the task's directory and the session's
-//! private `TMPDIR`; and what `sandbox.read`/`write` declare. Never the murmur home: a
-//! declaration containing it is refused, and a workdir or capsule directory containing it is
-//! granted entry by entry around it (Landlock grants whole hierarchies, with no exceptions
-//! carved out), which the session says at its start.
+//! private `TMPDIR`; and what `sandbox.read`/`write` declare. Never a place that holds a token
+//! or a key ([`super::hidden`]: every murmur home mur knows, a formation member's directory): a
+//! declaration containing or inside one is refused, and any other tree containing one — a
+//! system directory, the workdir, the capsule directory — is granted entry by entry around it
+//! (Landlock grants whole hierarchies, with no exceptions carved out), which the session says at
+//! its start for the workdir and capsule directory. Before the first task, a thread entering the
+//! very domain a handler gets tries to open each of them ([`linux::probe`]): one it can open
+//! stops the start.
 //!
 //! The home is always somewhere an unsandboxed handler could read every session's tokens; so a
 //! session whose kernel has no Landlock says so (stderr, and its record for `mur ps -v`), and one
@@ -18,6 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::hidden::Place;
 use super::taskdir::SessionTasks;
 use crate::json::sandbox::{Mode, Sandbox};
 #[cfg(target_os = "linux")]
@@ -43,11 +48,13 @@ struct Places<'a> {
     workdir: &'a Path,
     /// The session's `TMPDIR`, when it has one.
     tmpdir: Option<PathBuf>,
+    /// What no handler may reach ([`super::hidden::places`]).
+    hidden: Vec<Place>,
 }
 
-/// Prepare the sandbox `declared` asks for. The `Err`: a declaration containing the murmur home
-/// or naming nothing, `"required"` on a kernel without Landlock, or a ruleset that cannot be
-/// made — the session does not start.
+/// Prepare the sandbox `declared` asks for. The `Err`: a declaration containing or inside a
+/// hidden place, or naming nothing, `"required"` on a kernel without Landlock, a ruleset that
+/// cannot be made, or one under which a hidden place can be opened — the session does not start.
 fn prepare(declared: &Sandbox, places: Places<'_>) -> Result<Setup, String> {
     if declared.mode == Mode::Off {
         crate::cli::warn(
@@ -57,9 +64,7 @@ fn prepare(declared: &Sandbox, places: Places<'_>) -> Result<Setup, String> {
         );
         return Ok(unsandboxed("off: the manifest sets sandbox to false"));
     }
-    let murmur_home = crate::home::location()?;
-    let murmur_home = std::fs::canonicalize(&murmur_home).unwrap_or(murmur_home);
-    let checked = check_declared(declared, &murmur_home)?;
+    let checked = check_declared(declared, &places.hidden)?;
     let abi = match kernel_abi() {
         Ok(abi) => abi,
         Err(why) if declared.mode == Mode::Required => {
@@ -78,7 +83,7 @@ fn prepare(declared: &Sandbox, places: Places<'_>) -> Result<Setup, String> {
             return Ok(unsandboxed(&format!("unavailable: {why}")));
         }
     };
-    let policy = build(abi, declared, &places, &murmur_home, &checked)?;
+    let policy = build(abi, declared, &places, &checked)?;
     Ok(Setup {
         policy: Some(policy),
         unsandboxed: None,
@@ -86,10 +91,10 @@ fn prepare(declared: &Sandbox, places: Places<'_>) -> Result<Setup, String> {
 }
 
 /// Each path `declared` names, resolved (`~`, links): the `Err` names the key of one that does
-/// not exist, or that contains or is inside the murmur home.
+/// not exist, or that contains or is inside a `hidden` place.
 fn check_declared(
     declared: &Sandbox,
-    murmur_home: &Path,
+    hidden: &[Place],
 ) -> Result<Vec<(&'static str, PathBuf)>, String> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let declared_paths = declared.declared(home.as_deref().filter(|h| h.is_absolute()))?;
@@ -97,19 +102,21 @@ fn check_declared(
     for (key, written, path) in declared_paths {
         let real = std::fs::canonicalize(&path)
             .map_err(|err| format!("{key}: {}: {err}", written.display()))?;
-        let (contains, inside) = (
-            murmur_home.starts_with(&real) || murmur_home.starts_with(&path),
-            real.starts_with(murmur_home),
-        );
-        if contains || inside {
-            let relation = if contains { "contains" } else { "is inside" };
-            return Err(format!(
-                "{key}: {} {relation} the murmur home {}, which no handler may reach \
-                 (its records hold every session's tokens; Landlock grants whole trees): \
-                 declare the directories beside it instead",
-                written.display(),
-                murmur_home.display()
-            ));
+        for Place { path: place, what } in hidden {
+            let (contains, inside) = (
+                place.starts_with(&real) || place.starts_with(&path),
+                real.starts_with(place),
+            );
+            if contains || inside {
+                let relation = if contains { "contains" } else { "is inside" };
+                return Err(format!(
+                    "{key}: {} {relation} {what} {}, which no handler may reach (it holds tokens \
+                     or keys; Landlock grants whole trees): declare the directories beside it \
+                     instead",
+                    written.display(),
+                    place.display()
+                ));
+            }
         }
         checked.push((key, real));
     }
@@ -117,13 +124,15 @@ fn check_declared(
 }
 
 /// Prepare the sandbox of the handlers run in `workdir` as `declared` asks (a private `TMPDIR` in
-/// `tasks`, the session's task directory, when it has one): the policy they are started under, or
-/// none and why they run unsandboxed. The embedded echo runs no handler and asks for none.
+/// `tasks`, the session's task directory, when it has one; `formation_dir` hidden with every
+/// murmur home): the policy they are started under, or none and why they run unsandboxed. The
+/// embedded echo runs no handler and asks for none.
 pub fn apply(
     workdir: &Path,
     declared: &Sandbox,
     capsule_dir: Option<&Path>,
     tasks: Option<&SessionTasks>,
+    formation_dir: Option<&Path>,
 ) -> Result<(Option<Arc<Policy>>, Option<String>), String> {
     let tmpdir = match tasks.map(SessionTasks::scratch).transpose() {
         Ok(tmpdir) => tmpdir,
@@ -136,6 +145,7 @@ pub fn apply(
         capsule_dir: capsule_dir.unwrap_or(workdir),
         workdir,
         tmpdir,
+        hidden: super::hidden::places(formation_dir)?,
     };
     let setup = prepare(declared, places)?;
     Ok((setup.policy.map(Arc::new), setup.unsandboxed))
@@ -169,7 +179,7 @@ mod linux {
     use std::io;
     use std::path::{Path, PathBuf};
 
-    use super::Places;
+    use super::{Place, Places};
     use crate::json::sandbox::Sandbox;
     use crate::sys::landlock::{self, Held, Ruleset};
 
@@ -214,9 +224,9 @@ mod linux {
         abi: u32,
         declared: &Sandbox,
         places: &Places<'_>,
-        murmur_home: &Path,
         checked: &[(&str, PathBuf)],
     ) -> Result<Policy, String> {
+        let hidden = &places.hidden;
         let proc = landlock::READ_FILE | landlock::READ_DIR;
         let defaults = SYSTEM
             .iter()
@@ -237,7 +247,7 @@ mod linux {
             {
                 continue;
             }
-            let _ = grant(&mut rules, &real, access, murmur_home);
+            let _ = grant(&mut rules, &real, access, hidden);
             granted.push((real, access));
         }
         let mut wanted: Vec<(PathBuf, u64)> = places
@@ -253,26 +263,31 @@ mod linux {
             wanted.push((path.clone(), access));
         }
         for (path, access) in wanted {
-            grant(&mut rules, &path, access, murmur_home)
+            grant(&mut rules, &path, access, hidden)
                 .map_err(|err| format!("sandbox: cannot allow {}: {err}", path.display()))?;
         }
         for (what, path, access) in [
             ("capsule directory", places.capsule_dir, landlock::READ_EXEC),
             ("workdir", places.workdir, landlock::ALL),
         ] {
-            if murmur_home.starts_with(path) {
+            let inside: Vec<String> = hidden
+                .iter()
+                .filter(|place| place.path.starts_with(path))
+                .map(|place| format!("{} {}", place.what, place.path.display()))
+                .collect();
+            if !inside.is_empty() {
                 crate::cli::warn(
                     "run",
                     &format!(
-                        "sandbox: the {what} {} contains the murmur home {}: handlers may use what \
-                         is in it but not list it or add to it directly (a {what} elsewhere gives \
-                         them all of it)",
+                        "sandbox: the {what} {} contains {}: handlers may use what is in it but \
+                         not list it or add to it directly (a {what} elsewhere gives them all of \
+                         it)",
                         path.display(),
-                        murmur_home.display()
+                        inside.join(" and "),
                     ),
                 );
             }
-            grant(&mut rules, path, access, murmur_home).map_err(|err| {
+            grant(&mut rules, path, access, hidden).map_err(|err| {
                 format!("sandbox: cannot allow the {what} {}: {err}", path.display())
             })?;
         }
@@ -290,36 +305,65 @@ mod linux {
                 ),
             );
         }
-        policy
+        let ruleset = policy
             .ruleset(None)
             .map_err(|err| format!("sandbox: the Landlock ruleset cannot be made: {err}"))?;
+        match probe(&ruleset, hidden) {
+            Ok(None) => {}
+            Ok(Some(open)) => {
+                return Err(format!(
+                    "sandbox: a handler could open {} {}, which holds tokens or keys; the \
+                     session does not start (report this: mur grants no tree that contains it)",
+                    open.what,
+                    open.path.display()
+                ));
+            }
+            Err(err) => {
+                return Err(format!(
+                    "sandbox: the handlers' domain cannot be entered ({err}); the session does \
+                     not start"
+                ));
+            }
+        }
         Ok(policy)
     }
 
-    /// Hold `path` for `access`; a path containing the murmur home is granted entry by entry around
-    /// it (the entries on the way to it recursively, links there never followed), the home never.
+    /// Hold `path` for `access`; a path containing a `hidden` place is granted entry by entry
+    /// around it (the entries on the way to it recursively, links there never followed), the
+    /// place never.
     fn grant(
         rules: &mut Vec<(Held, u64)>,
         path: &Path,
         access: u64,
-        murmur_home: &Path,
+        hidden: &[Place],
     ) -> io::Result<()> {
-        if !murmur_home.starts_with(path) {
+        let holds = |tree: &Path| hidden.iter().any(|place| place.path.starts_with(tree));
+        if !holds(path) {
             rules.extend(Held::open(path, true)?.map(|held| (held, access)));
             return Ok(());
         }
-        if path == murmur_home {
+        if hidden.iter().any(|place| place.path == path) {
             return Ok(());
         }
         for entry in std::fs::read_dir(path)? {
             let child = entry?.path();
-            if murmur_home.starts_with(&child) {
-                grant(rules, &child, access, murmur_home)?;
+            if holds(&child) {
+                grant(rules, &child, access, hidden)?;
             } else {
                 rules.extend(Held::open(&child, false)?.map(|held| (held, access)));
             }
         }
         Ok(())
+    }
+
+    /// The first of `hidden` a handler in a domain of `ruleset` can open, tried for real
+    /// ([`landlock::first_open`]). `Ok(None)` is the kernel's own word that the rules hide them
+    /// all, whatever `grant` got wrong; the `Err`, that the domain cannot be entered (so no
+    /// handler could start in it either).
+    fn probe(ruleset: &Ruleset, hidden: &[Place]) -> io::Result<Option<Place>> {
+        let paths: Vec<&Path> = hidden.iter().map(|place| place.path.as_path()).collect();
+        let first = landlock::first_open(ruleset, &paths)?;
+        Ok(first.map(|at| hidden[at].clone()))
     }
 
     impl Policy {
@@ -381,7 +425,6 @@ fn build(
     _abi: u32,
     _declared: &Sandbox,
     _places: &Places<'_>,
-    _murmur_home: &Path,
     _checked: &[(&str, PathBuf)],
 ) -> Result<Policy, String> {
     Err("there is no Landlock on this system".into())

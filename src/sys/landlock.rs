@@ -234,6 +234,46 @@ pub fn restrict(ruleset: RawFd) -> Result<(), libc::c_int> {
     Ok(())
 }
 
+/// The index of the first of `paths` that a thread in a domain of `ruleset` can open for
+/// reading (a directory for listing), never waiting on one (a FIFO); `None` when it opens none.
+///
+/// A thread of ours enters the domain — Landlock restricts the calling thread alone — tries each,
+/// and ends. The call returns only once the kernel has released that thread (its
+/// `/proc/self/task` entry gone, up to a second): until then it counts against `RLIMIT_NPROC`,
+/// and a session started under a tight limit must not lose a thread of its own to a check that
+/// has ended. The `Err`: no thread, or the domain cannot be entered.
+pub fn first_open(ruleset: &Ruleset, paths: &[&Path]) -> io::Result<Option<usize>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fd = ruleset.raw_fd();
+    let (first, tid) = std::thread::scope(|scope| {
+        let probe = std::thread::Builder::new()
+            .name("landlock-probe".into())
+            .spawn_scoped(scope, move || -> io::Result<(Option<usize>, usize)> {
+                // SAFETY: gettid takes nothing and cannot fail.
+                let tid = unsafe { raw::call(libc::SYS_gettid, [0; 6]) }
+                    .map_err(io::Error::from_raw_os_error)?;
+                restrict(fd).map_err(io::Error::from_raw_os_error)?;
+                let opens = |path: &&Path| {
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                        .open(path)
+                        .is_ok()
+                };
+                Ok((paths.iter().position(opens), tid))
+            })?;
+        probe
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the probe thread panicked")))
+    })?;
+    let entry = format!("/proc/self/task/{tid}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while Path::new(&entry).exists() && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    Ok(first)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

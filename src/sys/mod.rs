@@ -27,4 +27,5 @@ pub mod signal;
 pub mod socket;
 pub mod spawn;
 pub mod tty;
+pub mod user;
 pub mod wake;

@@ -498,6 +498,47 @@ impl Scratch {
     }
 }
 
+/// `MURMUR_HOME` at a directory mur did not create — a shared one like `/tmp` (1777), or a
+/// private-looking 0750 — is refused by every applet, `run` included, and keeps its mode; one mur
+/// creates, and one already 0700, are used.
+#[test]
+fn a_murmur_home_mur_did_not_create_is_refused_unless_private_and_never_remoded() {
+    let s = Scratch::new("shared-home");
+    let shared = s.outside();
+    let capsule = capsule(&s.root);
+    let task = ["run", capsule.to_str().unwrap(), "--task", "hi"];
+    for mode in [0o1777, 0o750] {
+        set_mode(&shared, mode);
+        let said = format!("mode {mode:04o}, not 0700");
+        for args in [
+            &task[..],
+            &["ps"],
+            &["stop", "--all"],
+            &["token"],
+            &["logs", "@1"],
+        ] {
+            let out = s.mur_with(Some(&s.home()), Some(&shared), args);
+            expect_refusal(&out, &["MURMUR_HOME", &shared.display().to_string(), &said]);
+            assert_eq!(mode_of(&shared), mode, "{args:?} re-moded MURMUR_HOME");
+        }
+        assert_eq!(
+            fs::read_dir(&shared).unwrap().count(),
+            0,
+            "nothing is made in a refused home"
+        );
+    }
+    // The fix the refusal names: a directory mur may create inside it.
+    let inside = shared.join("mur");
+    let out = s.mur_with(Some(&s.home()), Some(&inside), &task);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(mode_of(&inside), 0o700);
+    assert_eq!(mode_of(&shared), 0o750);
+    // One already private is the user's choice, used as it is.
+    set_mode(&shared, 0o700);
+    let out = s.mur_with(Some(&s.home()), Some(&shared), &task);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 #[test]
 fn murmur_home_overrides_home_and_works_with_home_unset() {
     let s = Scratch::new("murmur-home");

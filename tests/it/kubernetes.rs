@@ -366,3 +366,84 @@ fn members_started_from_their_emitted_configuration_call_each_other() {
 fn podman_kube_play_runs_the_review_formation() {
     kube::podman::run_review();
 }
+
+/// A member's handler cannot open its mounted Secret — the door key with which it could mint a
+/// token as any peer, the token for each callee — even where the directory sits inside a tree
+/// the handler is granted (here its capsule directory, as `/etc` held the Secret once): that
+/// tree is granted around it. And a member whose manifest declares a tree holding it does not
+/// start.
+#[test]
+fn a_members_handler_cannot_open_its_mounted_secret() {
+    if !crate::sandbox::has_landlock("a_members_handler_cannot_open_its_mounted_secret", 1) {
+        return;
+    }
+    let home = Home::new();
+    let project = fresh_dir("mur-kube-probe");
+    for member in ["lead", "reviewer", "summarizer"] {
+        let from = repo().join("examples/review").join(member);
+        std::fs::create_dir(project.join(member)).unwrap();
+        for file in ["murmur.json", "handler.sh"] {
+            std::fs::copy(from.join(file), project.join(member).join(file)).unwrap();
+        }
+    }
+    std::fs::copy(
+        repo().join("examples/review/roster.json"),
+        project.join("roster.json"),
+    )
+    .unwrap();
+    let probe = r#"#!/bin/sh
+dir=$(cat)
+for what in door-key token.reviewer token.summarizer formation-id; do
+    if cat "$dir/$what" >/dev/null 2>&1; then echo "$what: read"; else echo "$what: refused"; fi
+done
+if ls "$dir" >/dev/null 2>&1; then echo "list: read"; else echo "list: refused"; fi
+"#;
+    common::home::write_script(&project.join("lead/handler.sh"), probe);
+    let places = kube::Places::loopback();
+    let emitted = Emitted::of(&home, &project, &[]);
+    let mut member = kube::Member::write(&emitted, "lead", &places);
+    let inside = project.join("lead/formation");
+    std::fs::rename(&member.dir, &inside).unwrap();
+    member.dir = inside.clone();
+
+    let session = common::session::Session::spawn(member.command(&home, &places, &emitted));
+    let record = home.record(&session.id);
+    let operator = format!("Bearer {}", record["door_token"].as_str().unwrap());
+    let task = common::formation::send_text(inside.to_str().unwrap());
+    let answer = common::http::post(&places.address("lead"), Some(&operator), &task);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let said = common::session::artifact_text(&answer.json()["result"]);
+    for what in [
+        "door-key",
+        "token.reviewer",
+        "token.summarizer",
+        "formation-id",
+        "list",
+    ] {
+        assert!(said.contains(&format!("{what}: refused")), "{said}");
+    }
+    drop(session);
+
+    // Declared: refused at the start, naming the directory.
+    let manifest = project.join("lead/murmur.json");
+    let mut declared: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    declared["sandbox"] = json!({"read": [project.join("lead")]});
+    std::fs::write(&manifest, declared.to_string()).unwrap();
+    std::fs::rename(&inside, project.join("kept")).unwrap();
+    let emitted = Emitted::of(&home, &project, &[]);
+    let mut member = kube::Member::write(&emitted, "lead", &places);
+    std::fs::rename(&member.dir, &inside).unwrap();
+    member.dir = inside.clone();
+    let out = run(
+        member.command(&home, &places, &emitted),
+        common::run::MUR_DEADLINE,
+    );
+    out.expect_code(1);
+    let said = format!(
+        "sandbox.read: {} contains the formation directory {}",
+        project.join("lead").display(),
+        std::fs::canonicalize(&inside).unwrap().display()
+    );
+    assert!(out.stderr.contains(&said), "{}", out.stderr);
+}

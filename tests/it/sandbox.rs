@@ -62,7 +62,7 @@ fn landlock_abi() -> Option<i64> {
 }
 
 /// Whether this kernel has Landlock of at least `abi`; says the test skipped when not.
-fn has_landlock(test: &str, abi: i64) -> bool {
+pub fn has_landlock(test: &str, abi: i64) -> bool {
     let found = landlock_abi();
     if found.is_some_and(|found| found >= abi) {
         return true;
@@ -322,6 +322,49 @@ fn a_handler_writes_in_its_workdir_task_directory_and_tmpdir_and_nowhere_else() 
     assert!(
         !Path::new(line).exists(),
         "TMPDIR {line} outlived its session"
+    );
+}
+
+/// Every murmur home mur knows is hidden, not only the session's own: a session kept in
+/// `$MURMUR_HOME`, whose handler runs in `~`, cannot read the sessions of the default
+/// `~/.murmur` (their operator tokens), nor list it.
+#[test]
+fn a_handler_of_a_session_kept_elsewhere_cannot_read_the_default_home() {
+    if !has_landlock(
+        "a_handler_of_a_session_kept_elsewhere_cannot_read_the_default_home",
+        1,
+    ) {
+        return;
+    }
+    let home = Home::new();
+    let other = other_session(&home);
+    let body = r#"other=$(cat)
+try default-record cat "$HOME/.murmur/running/$other.json"
+try default-home ls "$HOME/.murmur"
+try workdir-file cat ./kept/note
+"#;
+    let probe = probe_capsule(&home, "probe", None, body);
+    std::fs::write(home.dir("kept").join("note"), "mine\n").unwrap();
+    let elsewhere = home.dir("elsewhere").join("murmur");
+    let mut command = home.command(&["run", &probe, "--task", &other.id]);
+    command.env("MURMUR_HOME", &elsewhere);
+    let out = run(command, MUR_DEADLINE);
+    out.expect_code(0);
+    assert_outcomes(
+        &out.stdout,
+        &[
+            ("default-record", "EACCES"),
+            ("default-home", "EACCES"),
+            ("workdir-file", "allowed"),
+        ],
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "the default murmur home {}",
+            home.murmur().display()
+        )),
+        "said at the start: {}",
+        out.stderr
     );
 }
 

@@ -13,7 +13,7 @@
 //! - Uid 65532, non-root, read-only root filesystem, no privilege escalation, every capability
 //!   dropped; writable state (the murmur home `/var/murmur/home`, task directories, the
 //!   workdir `/var/murmur`, `/tmp`) on `emptyDir` volumes; the Secret at
-//!   `/etc/murmur/formation` (`MURMUR_FORMATION_DIR`), mode 0400.
+//!   `/run/murmur/formation` (`MURMUR_FORMATION_DIR`), mode 0400.
 //! - `Recreate`: a session's tasks live in its memory, so two copies of a member never serve
 //!   at once.
 
