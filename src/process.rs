@@ -59,11 +59,16 @@ pub struct Target {
 /// A recorded start of `""` (what a writer that could not read its own start time stores) never
 /// matches a token the host reports.
 pub fn check(pid: u32, start: &str) -> Result<(), NotSignallable> {
+    identify(pid, start)?;
+    may_signal(pid).map_err(NotSignallable::Refused)
+}
+
+/// Layers 1 and 2 alone: whether `pid` is held by the process that started at `start`, with no
+/// word on whether mur may signal it ([`check`] adds that).
+pub fn identify(pid: u32, start: &str) -> Result<(), NotSignallable> {
     match proc::holder(pid) {
         Holder::Gone => Err(NotSignallable::Gone(format!("no process holds pid {pid}"))),
-        Holder::Started(token) if token == start => {
-            may_signal(pid).map_err(NotSignallable::Refused)
-        }
+        Holder::Started(token) if token == start => Ok(()),
         Holder::Started(_) => Err(NotSignallable::Gone(format!(
             "pid {pid} is held by a process that started at another time"
         ))),

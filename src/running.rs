@@ -240,9 +240,10 @@ pub enum Liveness {
 }
 
 /// Layers 1 and 2 alone: local and cheap, no network. `None` means the process is the recorded
-/// one and only the door probe can say more.
+/// one and only the door probe can say more. Whether mur may signal it is not asked: pid 1 of a
+/// container is a live session there, though `mur stop` only asks it at its door.
 pub fn process_liveness(record: &RunningRecord) -> Option<Liveness> {
-    match process::check(record.pid, &record.process_start) {
+    match process::identify(record.pid, &record.process_start) {
         Ok(()) => None,
         Err(NotSignallable::Gone(why)) => Some(Liveness::Gone(why)),
         Err(NotSignallable::Refused(why)) => Some(Liveness::Unreachable(why)),
@@ -423,6 +424,15 @@ pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
 }
 
 impl Entry {
+    /// Whether its file is still in the directory it was read through: a session removes its
+    /// own as its last act before it exits. Read through the directory's descriptor; a listing
+    /// that fails says it still is.
+    pub fn still_recorded(&self) -> bool {
+        self.dir
+            .names()
+            .map_or(true, |names| names.contains(&self.name))
+    }
+
     /// An entry for `record`, read from `name` in `dir`.
     pub fn new(dir: &Dir, name: impl Into<OsString>, record: RunningRecord) -> Self {
         let name = name.into();

@@ -31,7 +31,7 @@ Records whose process is gone, and files that are not records, are removed on
 the way past; how many is said on stderr (-v: one line each, with the reason).
 A live process whose door does not answer is kept and shown as 'unreachable',
 with the reason on a line of its own after the table:
-  unreachable ses_0199...: pid 1 (init) is never signalled
+  unreachable ses_0199...: the door at 127.0.0.1:8080 answers for session ses_01a9...
 
 Columns: SESSION CAPSULE STATUS DETACHED UPTIME [FORMATION] URL
   STATUS     running, or unreachable (live process, door not answering as it)

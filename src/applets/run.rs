@@ -15,7 +15,7 @@ Usage: mur run [MANIFEST|DIR] [--task TEXT|-] [-d] [--json] [--workdir DIR]
                [--bind ADDR] [--port N] [--advertise-url URL]
                [--capsule-sha256 HEX] [--formation-dir DIR]
 
-Run one capsule session: an A2A door (HTTP/1.1, JSON-RPC 2.0, A2A 0.3) on
+Run one capsule session: an A2A door (HTTP/1.1, JSON-RPC 2.0, A2A 1.0 and 0.3) on
 loopback whose tasks are run by the capsule's handler, listed by 'mur ps' for
 as long as it runs, ended by 'mur stop', ^C or SIGTERM.
 
@@ -71,8 +71,10 @@ never signalled, only reaped once it exits. Without a subreaper (macOS) only
 the handler's process group is reached.
 
 An authenticated door's tokens are never printed: 'mur token' prints them.
-When NOTIFY_SOCKET is set, READY=1 is sent to it once the door listens and the
-record is written (systemd Type=notify).
+When NOTIFY_SOCKET is set (systemd Type=notify), READY=1 is sent to it once the
+door listens and the record is written, STATUS= as its tasks change ('2 tasks
+running, 0 queued, 0 waiting for input, 17 ended': systemctl status shows it),
+and STOPPING=1 when it winds down.
 
 Exit status: 143 after SIGTERM, SIGHUP, session/stop or
 lifeline EOF, 130 after SIGINT (live tasks canceled, record removed; a second
@@ -87,6 +89,10 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let original = args.clone();
     let (mut options, manifest, detach) = parse(args)?;
     options.source = source(manifest)?;
+    // A session keeps its record, log and task directories in the murmur home: with none to
+    // name, that is said once, here, and nothing starts — not a warning per thing that needs it
+    // and a failure after.
+    crate::home::location().map_err(Failure::Failed)?;
     // Said by the command the user ran (the launcher under -d, not the session it starts, whose
     // stderr is gone once it is up), so a script run from the wrong directory is not silent.
     if matches!(options.source, Source::Embedded) && !options.detach {

@@ -69,7 +69,7 @@ this user does not own); 2 on a usage error (no ADDR and no --all, both, or an
 const DOOR_GRACE: Duration = Duration::from_secs(2);
 /// How often a session that cannot be pinned (pid 1 of its container) is looked for after its
 /// door was asked.
-const GONE_POLL: Duration = Duration::from_millis(50);
+const GONE_POLL: Duration = Duration::from_millis(10);
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let asked = parse(args)?;
@@ -289,10 +289,14 @@ fn asked_only(
     };
     let give_up = deadline.max(until);
     loop {
-        if matches!(
-            process::check(record.pid, &record.process_start),
-            Err(NotSignallable::Gone(_))
-        ) {
+        // Gone, or its record removed by the session itself: its last act before it exits
+        // (as pid 1 of a container, it waits for this `mur stop` to have seen that).
+        if !entry.still_recorded()
+            || matches!(
+                process::check(record.pid, &record.process_start),
+                Err(NotSignallable::Gone(_))
+            )
+        {
             forget(entry);
             out.line(&format!("stopped: {label}  {method}"));
             return true;

@@ -15,6 +15,7 @@ pub mod handler;
 mod hidden;
 pub mod log;
 pub mod member;
+mod notify;
 pub mod one_shot;
 mod parking;
 pub mod pump;
@@ -187,15 +188,21 @@ fn session(options: &Options) -> Result<i32, String> {
     let lifeline = inherited_lifeline()?;
     let member = inherited_membership(options, &declared)?;
     let session_id = SessionId::mint()?;
-    open_log(options, &session_id, lifeline.is_some())?;
+    // A start that fails leaves nothing behind: what can fail is done before the log and the
+    // task directories exist (the port first: the commonest failure), or removes them.
+    let (listener, addr) = listen(options)?;
     let mut tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
     let formation_dir = crate::mounted::named(options.formation_dir.as_deref());
     let (dirs, unsandboxed) =
         prepare_handlers(&mut declared, &session_id, formation_dir.as_deref())?;
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
-    let (listener, addr) = listen(options)?;
+    let undo = || engine.finish();
+    open_log(options, &session_id, lifeline.is_some()).inspect_err(|_| undo())?;
     let door = door(&declared, &session_id, &addr, &engine, &mut tokens);
-    let (server, stop_door) = start_door(listener, &door)?;
+    let (server, stop_door) = start_door(listener, &door).inspect_err(|_| {
+        undo();
+        log::close();
+    })?;
 
     let pid = std::process::id();
     let mut record = RunningRecord {
@@ -223,7 +230,8 @@ fn session(options: &Options) -> Result<i32, String> {
     let (control_guard, record_guard) =
         write_files(running.as_ref(), &record, tokens.control_token.as_ref());
     let lifeline_closed = lifeline.map(watch_lifeline).transpose()?;
-    announce(options, &record);
+    let mut notifier = notify::Notifier::from_env();
+    announce(options, &record, notifier.as_ref());
     let one_shot = options
         .task
         .clone()
@@ -236,16 +244,37 @@ fn session(options: &Options) -> Result<i32, String> {
         lifeline_closed.as_deref(),
         one_shot.as_ref(),
         (record_guard.as_ref(), &mut record),
+        notifier.as_mut(),
     );
 
+    if let Some(notifier) = notifier.as_mut() {
+        notifier.stopping();
+    }
     door.stop_requested.store(true, Ordering::Release);
     wind_down(&engine);
     stop_door.stop();
     drop(record_guard);
     drop(control_guard);
+    if std::process::id() == 1 {
+        await_witnesses();
+    }
     log::close();
     server.join();
     Ok(ending.exit_code())
+}
+
+/// How long pid 1 waits for the other `mur` commands of its namespace before it exits.
+const WITNESS_GRACE: Duration = Duration::from_secs(1);
+
+/// As pid 1 of a container: once the record is gone, wait (up to [`WITNESS_GRACE`]) for the
+/// other `mur` commands running there to end before exiting. When pid 1 exits the kernel kills
+/// everything left in its pid namespace: a `podman exec CTR mur stop @1` waiting to see the
+/// record go would die unreported (exit 137) instead of saying so and exiting 0.
+fn await_witnesses() {
+    let until = Instant::now() + WITNESS_GRACE;
+    while Instant::now() < until && !crate::sys::proc::others_running_this_program().is_empty() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// A handler capsule's task directories and its handlers' sandbox (hiding `formation_dir`, a
@@ -270,7 +299,8 @@ fn prepare_handlers(
         dir,
         dirs.as_ref(),
         formation_dir,
-    )?;
+    )
+    .inspect_err(|_| dirs.iter().for_each(SessionTasks::remove))?;
     *sandbox = policy;
     Ok((dirs, why))
 }
@@ -326,8 +356,12 @@ fn serve(
     lifeline_closed: Option<&AtomicBool>,
     one_shot: Option<&std::sync::mpsc::Receiver<one_shot::TaskEnd>>,
     (guard, record): (Option<&RecordGuard>, &mut RunningRecord),
+    mut notifier: Option<&mut notify::Notifier>,
 ) -> Ending {
     loop {
+        if let Some(notifier) = notifier.as_deref_mut() {
+            notifier.status(engine.tally().to_string());
+        }
         if let Some(caught) = signal::caught_termination() {
             return Ending::Signal(caught);
         }
@@ -557,8 +591,8 @@ fn write_files(
 }
 
 /// The readiness line: one JSON line on stdout with `--json`, a human line on stderr otherwise;
-/// and `READY=1` to `NOTIFY_SOCKET` where systemd asks for it. Never a token.
-fn announce(options: &Options, record: &RunningRecord) {
+/// and `READY=1` to the service manager where it asks for it. Never a token.
+fn announce(options: &Options, record: &RunningRecord, notifier: Option<&notify::Notifier>) {
     use std::io::Write;
     if options.json {
         let mut line = json!({
@@ -586,10 +620,7 @@ fn announce(options: &Options, record: &RunningRecord) {
             ),
         );
     }
-    if let Some(socket) = std::env::var_os("NOTIFY_SOCKET") {
-        let path = std::path::Path::new(&socket);
-        if let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() {
-            let _ = sock.send_to(b"READY=1", path);
-        }
+    if let Some(notifier) = notifier {
+        notifier.ready();
     }
 }

@@ -96,6 +96,24 @@ pub fn self_and_ancestors() -> &'static [u32] {
     })
 }
 
+/// The other processes this process can see that run the same program as it does (their
+/// `/proc/PID/exe` is its own): other `mur` commands, where `/proc` is the pid namespace's own.
+/// Empty where there is no `/proc` or it cannot be read.
+pub fn others_running_this_program() -> Vec<u32> {
+    let (Ok(me), Ok(entries)) = (
+        std::fs::read_link("/proc/self/exe"),
+        std::fs::read_dir("/proc"),
+    ) else {
+        return Vec::new();
+    };
+    let own = std::process::id();
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != own)
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == me))
+        .collect()
+}
+
 /// Make this process non-dumpable: no core file, and no same-user `ptrace` or
 /// `/proc/<pid>/mem` read of the keys and tokens it holds only in memory (a formation's master
 /// key, a member's door key and call tokens). Best effort; a no-op where unsupported.

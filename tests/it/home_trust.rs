@@ -586,6 +586,21 @@ fn a_relative_murmur_home_or_no_home_at_all_is_a_clear_error() {
         let out = s.mur_with(home, None, &["ps"]);
         expect_refusal(&out, &["MURMUR_HOME", "HOME "]);
     }
+    // `mur run`, in the foreground, detached, with a handler or the embedded echo: the one
+    // error, said once, and nothing started.
+    let cap = capsule(&s.root);
+    let cap = cap.to_str().unwrap();
+    for args in [
+        &["run", cap, "--task", "hi"][..],
+        &["run", "--task", "hi"],
+        &["run", cap, "-d", "--port", "0"],
+    ] {
+        let out = s.mur_with(None, None, args);
+        expect_refusal(&out, &["neither MURMUR_HOME nor HOME is set"]);
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: said once, alone: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: {:?}", out.stdout);
+    }
 }
 
 #[test]

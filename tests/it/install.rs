@@ -89,7 +89,7 @@ fn file_says(path: &Path) -> Option<String> {
 }
 
 /// Run `/bin/mur ARGS` chrooted into `root`, with nothing in the environment but what the
-/// container recipe sets: `HOME=/data`, `PATH=/bin`.
+/// container recipe sets: `HOME=/data`, `PATH=/bin`, in its `WORKDIR /data/work`.
 fn in_chroot(root: &Path, args: &[&str]) -> Output {
     let root = std::ffi::CString::new(root.as_os_str().as_encoded_bytes()).unwrap();
     let mut command = Command::new("/bin/mur");
@@ -102,7 +102,7 @@ fn in_chroot(root: &Path, args: &[&str]) -> Output {
     // (chroot(2), chdir(2)) on memory prepared before the fork.
     unsafe {
         command.pre_exec(move || {
-            if libc::chroot(root.as_ptr()) != 0 || libc::chdir(c"/".as_ptr()) != 0 {
+            if libc::chroot(root.as_ptr()) != 0 || libc::chdir(c"/data/work".as_ptr()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -268,6 +268,7 @@ fn assert_runs_in_an_empty_chroot(mur: &Path) -> TempDir {
         .mode(0o700)
         .create(root.path().join("data"))
         .unwrap();
+    fs::create_dir(root.path().join("data/work")).unwrap();
     let names = |dir: &Path| -> Vec<_> {
         let mut names: Vec<_> = fs::read_dir(dir)
             .unwrap()
@@ -346,6 +347,7 @@ fn assert_runs_a_capsule_with_a_handler(root: &Path) {
     for line in [
         "FROM scratch",
         "ENV HOME=/data PATH=/bin",
+        "WORKDIR /data/work",
         "COPY examples/shout /capsule",
         "--install\", \"-s\", \"/bin\"",
         "ENTRYPOINT [\"/bin/mur\", \"run\", \"/capsule\"",
@@ -382,6 +384,11 @@ fn assert_runs_a_capsule_with_a_handler(root: &Path) {
     assert!(
         out.status.success() && out.stdout == b"HELLO\n",
         "examples/shout in the container tree, its handler under busybox sh\n{}",
+        show(&out)
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("sandbox"),
+        "the recipe's layout leaves the sandbox nothing to warn about\n{}",
         show(&out)
     );
 }
@@ -460,6 +467,20 @@ fn the_installed_musl_binary_is_at_most_one_and_three_quarters_mib() {
         size <= 7 << 18,
         "the musl binary is {size} bytes, over 1.75 MiB\n{}",
         show(&out)
+    );
+    // The README's figure is this build's, not one written by hand long ago.
+    let readme =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let said = readme
+        .split("static binary (about ")
+        .nth(1)
+        .and_then(|rest| rest.split(" MiB").next())
+        .and_then(|mib| mib.parse::<f64>().ok())
+        .expect("README says 'static binary (about N.N MiB'");
+    let mib = size as f64 / f64::from(1 << 20);
+    assert!(
+        (said - mib).abs() <= 0.05,
+        "README says about {said} MiB; the binary is {mib:.2} MiB ({size} bytes): update README.md"
     );
 }
 

@@ -1173,6 +1173,49 @@ fn readiness_reaches_notify_socket_after_the_record_is_written() {
     assert!(home.record_path(&session.id).exists());
 }
 
+/// What `systemctl status` shows: a `STATUS=` line as the session's tasks change (sent only
+/// changed), then `STOPPING=1` when it winds down; to an abstract socket (`@name`) too, as
+/// systemd names one.
+#[test]
+fn the_service_manager_hears_the_tasks_and_the_stop() {
+    use std::os::linux::net::SocketAddrExt;
+    let home = Home::new();
+    let name = format!("mur-test-notify-{}", std::process::id());
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let socket = std::os::unix::net::UnixDatagram::bind_addr(&address).unwrap();
+    socket.set_read_timeout(Some(WAIT)).unwrap();
+    let mut command = home.command(&["run", "--json"]);
+    command.env("NOTIFY_SOCKET", format!("@{name}"));
+    let mut session = Session::spawn(command);
+    let mut heard = Vec::new();
+    let next = || {
+        let mut buf = [0u8; 256];
+        let n = socket.recv(&mut buf).expect("a notification");
+        String::from_utf8(buf[..n].to_vec()).unwrap()
+    };
+    heard.push(next());
+    heard.push(next());
+    assert_eq!(heard[0], "READY=1");
+    assert_eq!(
+        heard[1],
+        "STATUS=0 tasks running, 0 queued, 0 waiting for input, 0 ended"
+    );
+    let answer = common::http::post(&session.url, None, &common::session::send_body("hi"));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let ended = next();
+    assert_eq!(
+        ended, "STATUS=0 tasks running, 0 queued, 0 waiting for input, 1 ended",
+        "{heard:?}"
+    );
+    session.signal(libc::SIGTERM);
+    let stopping = next();
+    assert!(
+        stopping.starts_with("STOPPING=1\nSTATUS=stopping"),
+        "{stopping:?}"
+    );
+    assert_eq!(session.wait_exit(WAIT).code(), Some(143));
+}
+
 #[test]
 fn files_are_private_even_under_umask_000() {
     let home = Home::new();
@@ -1695,4 +1738,44 @@ fn the_door_points_a_stray_request_at_the_card() {
         "{}",
         nowhere.text()
     );
+}
+
+/// A start that fails leaves nothing in the murmur home: not a log, not a task directory, not a
+/// `TMPDIR` — whether the port is taken (the commonest failure) or the sandbox refuses what the
+/// manifest declares.
+#[test]
+fn a_start_that_fails_leaves_nothing_behind() {
+    let home = Home::new();
+    let capsule = home.write_capsule(
+        "cap",
+        json!({"name": "cap", "version": "1"}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let capsule = capsule.to_str().unwrap();
+    let serving = home.start(&[capsule]);
+    let port = serving.url.rsplit(':').next().unwrap().to_string();
+    let before = |dir: &str| common::home::list_dir(&home.murmur().join(dir));
+    let (logs, tasks) = (before("logs"), before("tasks"));
+
+    let out = home.mur(&["run", capsule, "--port", &port, "--task", "hi"]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("Address already in use"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(before("logs"), logs, "a log was left");
+    assert_eq!(before("tasks"), tasks, "task directories were left");
+
+    let refused = home.write_capsule(
+        "refused",
+        json!({"name": "refused", "version": "1", "sandbox": {"write": ["~"]}}),
+        Some("#!/bin/sh\ncat\n"),
+    );
+    let out = home.mur(&["run", refused.to_str().unwrap(), "--task", "hi"]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("sandbox.write"), "{}", out.stderr);
+    assert_eq!(before("logs"), logs, "a log was left");
+    assert_eq!(before("tasks"), tasks, "task directories were left");
+    drop(serving);
 }

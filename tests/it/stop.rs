@@ -638,7 +638,7 @@ fn capsule_names_address_sessions_and_ambiguity_lists_the_candidates() {
 /// Issue 21: a session mur may not signal — pid 1, as when it is its container's init — is
 /// still asked at its door (`session/stop`, operator token): asking is not signalling. Here the
 /// door takes the request but pid 1 (this machine's init) does not go, so the record is kept and
-/// `mur stop` exits 1 saying both; `mur ps` shows the reason in its table.
+/// `mur stop` exits 1 saying both; `mur ps` shows it running, as it is.
 #[test]
 fn a_pid_1_session_is_asked_at_its_door_whatever_its_pid() {
     let home = Home::patient();
@@ -659,12 +659,14 @@ fn a_pid_1_session_is_asked_at_its_door_whatever_its_pid() {
     r["door_token"] = json!(token);
     let path = home.write_record(&r);
 
+    // Alive, its start time matching and its door answering as it: `running`, though mur never
+    // signals it.
     let ps = home.mur(&["ps"]);
     ps.expect_code(0);
     assert!(
         ps.stdout
             .lines()
-            .any(|l| l.starts_with(&format!("unreachable {id}: ")) && l.contains("pid 1")),
+            .any(|l| l.starts_with(&id) && l.contains("running")),
         "{}",
         ps.stdout
     );
@@ -749,23 +751,48 @@ fn a_pid_1_session_in_its_own_pid_namespace_is_stopped_through_its_door() {
         .expect("unshare's child: the session, pid 1 inside");
 
     let target = pid1.to_string();
-    let mut stop = std::process::Command::new("nsenter");
-    stop.args(["-t", &target])
-        .args(nsenter)
-        .arg("--")
-        .args([common::run::mur_bin(), "stop", "--timeout", "5", "@1"])
-        .env_clear()
-        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .current_dir(home.path());
-    let stopped = common::run::run(stop, Duration::from_secs(30));
+    // `mur ARGS` run inside the namespace, as `podman exec CTR mur ARGS` would.
+    let inside = |args: &[&str]| {
+        let mut inside = std::process::Command::new("nsenter");
+        inside
+            .args(["-t", &target])
+            .args(nsenter)
+            .arg("--")
+            .arg(common::run::mur_bin())
+            .args(args)
+            .env_clear()
+            .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .current_dir(home.path());
+        common::run::run(inside, Duration::from_secs(30))
+    };
+    // There it is a live session like any other: pid 1 is never signalled, but it is alive, its
+    // start time matches and its door answers as it.
+    let ps = inside(&["ps"]);
+    ps.expect_code(0);
+    assert!(
+        ps.stdout.contains(&id) && ps.stdout.contains("running"),
+        "{}{}",
+        ps.stdout,
+        ps.stderr
+    );
+    assert!(!ps.stdout.contains("unreachable"), "{}", ps.stdout);
+    // Asked at its door, it removes its record and waits for this `mur stop` to see that
+    // before its exit ends the namespace (which would kill the stop, exit 137, unreported).
+    let stopped = inside(&["stop", "--timeout", "5", "@1"]);
     let status = common::run::wait_child(&mut session, WAIT).expect("the session ended");
     assert_eq!(status.code(), Some(143), "an orderly stop: {status:?}");
-    assert!(
-        stopped.code() == Some(0) || stopped.status.signal() == Some(libc::SIGKILL),
+    assert_eq!(
+        stopped.code(),
+        Some(0),
         "stop: {:?}\n{}{}",
         stopped.status,
         stopped.stdout,
         stopped.stderr
+    );
+    assert!(
+        stopped.stdout.contains(&format!("stopped: {id}")),
+        "{}",
+        stopped.stdout
     );
     assert!(
         !stopped.stderr.contains("never signalled"),

@@ -166,6 +166,8 @@ struct Tasks {
     finished: Store,
     queue: VecDeque<String>,
     running: u32,
+    /// Every task that has ended since the session started, for [`Engine::tally`].
+    ended: u64,
     stopping: bool,
     /// The next task's arrival number.
     next_seq: u64,
@@ -547,6 +549,7 @@ impl Engine {
 /// can hold megabytes — its waiters woken once the lock is released. Its directory leaves its
 /// path and is recycled then too ([`outbox::Due`]).
 fn insert_finished(tasks: &mut Tasks, mut entry: LiveTask) {
+    tasks.ended += 1;
     if let Some(dir) = entry.dir.take() {
         tasks.out.due.retired.push(dir);
     }

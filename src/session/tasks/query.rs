@@ -99,6 +99,18 @@ impl Engine {
         }
     }
 
+    /// How many tasks run, wait and have ended: one look under the lock.
+    pub fn tally(&self) -> Tally {
+        let tasks = self.lock();
+        let (running, queued) = (tasks.running, tasks.queue.len());
+        Tally {
+            running,
+            queued,
+            waiting: tasks.by_id.len().saturating_sub(queued + running as usize),
+            ended: tasks.ended,
+        }
+    }
+
     /// The tasks still queued or running: what stopping the session cancels.
     pub fn live(&self) -> Vec<String> {
         let tasks = self.lock();
@@ -108,6 +120,31 @@ impl Engine {
             .filter(|(_, e)| !e.task.state.is_final())
             .map(|(id, _)| id.clone())
             .collect()
+    }
+}
+
+/// What the session's tasks are doing, at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub running: u32,
+    /// Queued behind the concurrency limit.
+    pub queued: usize,
+    /// Waiting for the caller's next message (input required).
+    pub waiting: usize,
+    /// Ended since the session started.
+    pub ended: u64,
+}
+
+impl std::fmt::Display for Tally {
+    /// The service manager's status line: `2 tasks running, 1 queued, 0 waiting for input, 17
+    /// ended`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = if self.running == 1 { "" } else { "s" };
+        write!(
+            f,
+            "{} task{plural} running, {} queued, {} waiting for input, {} ended",
+            self.running, self.queued, self.waiting, self.ended
+        )
     }
 }
 
