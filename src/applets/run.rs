@@ -11,7 +11,7 @@ pub const APPLET: Applet = Applet {
     name: "run",
     summary: "run one capsule session behind an A2A door",
     usage: "\
-Usage: mur run [MANIFEST|DIR] [--task TEXT|-] [-d] [--json] [--workdir DIR]
+Usage: mur run [MANIFEST|DIR] [--task TEXT|- [--out DIR]] [-d] [--json] [--workdir DIR]
                [--bind ADDR] [--port N] [--advertise-url URL]
                [--capsule-sha256 HEX] [--formation-dir DIR]
 
@@ -31,7 +31,11 @@ Options:
   --task TEXT     run this one task (given once), print its answer on stdout as the
                   handler writes it (each piece flushed at once), and exit
                   (0 if it completed, 1 otherwise, saying why on stderr);
-                  '-' reads it from stdin (one trailing newline dropped)
+                  '-' reads it from stdin (one trailing newline dropped).
+                  The answer's files (what the handler left in out/) are
+                  named on stderr, or written with --out
+  --out DIR       with --task: write the answer's files into DIR (each by
+                  its name in out/, mode 0600, replacing one of that name)
   -d, --detach    start the session in the background and return once its
                   record is written and its door answers as it, printing the
                   session id (with --json, the readiness line); exit 1 with
@@ -41,6 +45,9 @@ Options:
   --json          print one readiness line on stdout once the door listens:
                   {\"session_id\",\"url\",\"pid\",\"name\",\"version\",\"workdir\"}
                   (without it, a human line on stderr). Never a token.
+                  With --task: nothing streamed; one JSON object at the end,
+                  {\"task_id\",\"state\",\"answer\",\"reason\",\"files\"}, and
+                  nothing else on stdout
   --workdir DIR   the handler's working directory (default: the current one)
   --bind ADDR     listen address: an IP, or localhost (127.0.0.1, the default;
                   a wildcard only if given)
@@ -184,6 +191,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
         advertise_url: None,
         detach: false,
         formation_dir: None,
+        out: None,
     };
     let mut detach = false;
     let mut parser = lexopt::Parser::from_args(args);
@@ -216,6 +224,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
             lexopt::Arg::Long("formation-dir") => {
                 options.formation_dir = Some(parser.value()?.into());
             }
+            lexopt::Arg::Long("out") => options.out = Some(parser.value()?.into()),
             lexopt::Arg::Long("capsule-sha256") => {
                 let hex = cli::utf8(parser.value()?)?;
                 if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -228,6 +237,11 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
             lexopt::Arg::Value(path) if manifest.is_none() => manifest = Some(path.into()),
             other => return Err(other.unexpected().into()),
         }
+    }
+    if options.out.is_some() && options.task.is_none() {
+        return Err(Failure::Usage(
+            "--out DIR is where a --task's answer files go; give --task too".into(),
+        ));
     }
     Ok((options, manifest, detach))
 }

@@ -87,6 +87,8 @@ pub struct Options {
     /// `--formation-dir`: a formation member's mounted joining material (else
     /// `MURMUR_FORMATION_DIR`, else none).
     pub formation_dir: Option<PathBuf>,
+    /// `--out DIR`: where a `--task`'s answer files are written.
+    pub out: Option<PathBuf>,
 }
 
 /// What a capsule declares, whichever way it came.
@@ -235,7 +237,13 @@ fn session(options: &Options) -> Result<i32, String> {
     let one_shot = options
         .task
         .clone()
-        .map(|text| one_shot::start(&engine, text))
+        .map(|text| {
+            let output = one_shot::Output {
+                json: options.json,
+                out: options.out.clone(),
+            };
+            one_shot::start(&engine, text, output)
+        })
         .transpose()?;
 
     let ending = serve(
@@ -594,7 +602,8 @@ fn write_files(
 /// and `READY=1` to the service manager where it asks for it. Never a token.
 fn announce(options: &Options, record: &RunningRecord, notifier: Option<&notify::Notifier>) {
     use std::io::Write;
-    if options.json {
+    // A `--task`'s `--json` is its one result object, at the end ([`one_shot`]).
+    if options.json && options.task.is_none() {
         let mut line = json!({
             "session_id": record.session_id,
             "url": record.url,

@@ -429,7 +429,9 @@ fn write_capsules(env: &FormationFixture, plan: &Plan, pids: &Path) -> Vec<Strin
             &capsule_manifest("solo", false, true),
             Some(&worker_script(pids, "solo", "0.3")),
         );
-        return ["run", &dir.to_string_lossy(), "--json", "--task", "chaos"]
+        // No --json: with --task it is the one result at the end; the session is ready once
+        // its record is written (`Iteration::recorded`).
+        return ["run", &dir.to_string_lossy(), "--task", "chaos"]
             .map(str::to_string)
             .to_vec();
     }
@@ -629,7 +631,12 @@ impl<'a> Iteration<'a> {
 
     /// AfterReady: the readiness line, then (served) the task, then the victim.
     fn after_ready(&mut self, delay: Duration) -> Option<u32> {
-        match self.main.readiness(READY_WITHIN) {
+        let ready = if self.plan.formation() {
+            self.main.readiness(READY_WITHIN)
+        } else {
+            self.recorded(READY_WITHIN)
+        };
+        match ready {
             Some(ready) => self.ready = Some(ready),
             None => {
                 let status = self.main.try_status();
@@ -650,6 +657,24 @@ impl<'a> Iteration<'a> {
         };
         thread::sleep(delay);
         pid
+    }
+
+    /// A `mur run --task` is ready once its record is written (as its readiness line would be
+    /// printed, were there one): that record, when it appears `within`.
+    fn recorded(&self, within: Duration) -> Option<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let found = fs::read_dir(self.env.running())
+                .into_iter()
+                .flatten()
+                .filter_map(|entry| fs::read(entry.ok()?.path()).ok())
+                .filter_map(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                .find(|record| record["pid"] == self.main.pid);
+            if found.is_some() || Instant::now() >= deadline {
+                return found;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// A member's pid from the readiness line (the session's, for `mur run`).

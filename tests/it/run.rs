@@ -1779,3 +1779,79 @@ fn a_start_that_fails_leaves_nothing_behind() {
     assert_eq!(before("tasks"), tasks, "task directories were left");
     drop(serving);
 }
+
+/// `--task`'s answer files: named on stderr when there is no `--out` (never dropped without a
+/// word), written into `--out DIR` by their `out/` names (a name that would leave DIR is not
+/// used); with `--json`, stdout is one JSON object — the answer, its state and files — and
+/// nothing else.
+#[test]
+fn a_tasks_files_are_named_or_written_and_json_is_one_object() {
+    let home = Home::new();
+    let capsule = home.write_capsule(
+        "files",
+        json!({"name": "files", "version": "1"}),
+        Some(
+            "#!/bin/sh\nread -r name\necho \"to $name\" > \"$MUR_TASK_DIR/out/card.txt\"\n\
+             echo '{\"n\": 1}' > \"$MUR_TASK_DIR/out/data.json\"\necho \"hello, $name\"\n",
+        ),
+    );
+    let capsule = capsule.to_str().unwrap();
+
+    let out = home.mur(&["run", capsule, "--task", "Ann"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "hello, Ann\n");
+    assert!(
+        out.stderr.contains("2 files not written")
+            && out.stderr.contains("card.txt (7 bytes)")
+            && out.stderr.contains("--out DIR"),
+        "{}",
+        out.stderr
+    );
+
+    let dir = home.dir("answers");
+    let out = home.mur(&[
+        "run",
+        capsule,
+        "--task",
+        "Bo",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "hello, Bo\n");
+    assert_eq!(fs::read_to_string(dir.join("card.txt")).unwrap(), "to Bo\n");
+    let data: Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("data.json")).unwrap()).unwrap();
+    assert_eq!(data, json!({"n": 1}));
+    assert!(out.stderr.contains("wrote "), "{}", out.stderr);
+
+    let out = home.mur(&[
+        "run",
+        capsule,
+        "--task",
+        "Cy",
+        "--json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    out.expect_code(0);
+    let said: Value = serde_json::from_str(&out.stdout).expect("one JSON object, nothing else");
+    assert_eq!(said["state"], "completed");
+    assert_eq!(said["answer"], "hello, Cy");
+    assert!(
+        said["task_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("tsk_")),
+        "{said}"
+    );
+    let files = said["files"].as_array().unwrap();
+    assert_eq!(files.len(), 2, "{said}");
+    assert!(files.iter().any(|f| f["name"] == "card.txt"
+        && f["bytes"] == 6
+        && f["path"] == dir.join("card.txt").display().to_string()));
+    assert_eq!(fs::read_to_string(dir.join("card.txt")).unwrap(), "to Cy\n");
+
+    let out = home.mur(&["run", capsule, "--out", dir.to_str().unwrap()]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("give --task too"), "{}", out.stderr);
+}
