@@ -1,5 +1,6 @@
-//! `mur run -d`: the session started in the background, and the command returning once it is
-//! up — its record written and its door answering as it — or failing with the reason.
+//! `mur run -d` and `mur formation -d`: the session (or the formation's launcher) started in the
+//! background, and the command returning once it is up — a session's record written and its
+//! door answering as it, a formation's every member ready — or failing with the reason.
 //!
 //! Why a new process (this binary again, `run … --json --detached-session`) rather than a fork:
 //! by the time a session runs it has threads, and a fork copies only one; a fresh process is
@@ -16,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use crate::cli::{Failure, Out, Outcome};
 
-/// The option by which `mur run -d` tells the session it starts that it is detached (read by
-/// `mur run`'s own parser).
+/// The option by which `mur run -d` (`mur formation -d`) tells the process it starts that it is
+/// detached (read by the applet's own parser).
 pub const DETACHED: &str = "detached-session";
 
 /// How long the session has to come up.
@@ -25,12 +26,31 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most of a failed session's stderr kept for the reason.
 const MAX_REASON: u64 = 16 * 1024;
 
-/// Start the session `args` (this `mur run`'s own arguments, `-d` among them) describe in the
-/// background; print its id (the readiness line with `json`) once it is up.
-pub fn start(args: Vec<OsString>, json: bool) -> Outcome {
+/// What is started in the background: the applet, what it is called in messages, how long it
+/// may take to be ready, and how its readiness line is checked — the id printed, or why it is
+/// not up.
+pub struct Detached {
+    pub applet: &'static str,
+    pub what: &'static str,
+    pub within: Duration,
+    pub check: fn(&serde_json::Value) -> Result<String, String>,
+}
+
+/// `mur run -d`'s: a session, up once its door answers as it.
+pub const SESSION: Detached = Detached {
+    applet: "run",
+    what: "session",
+    within: READY_TIMEOUT,
+    check: session_up,
+};
+
+/// Start what `args` (the applet's own arguments, `-d` among them) describe in the background;
+/// print its id (the readiness line with `json`) once it is up.
+pub fn start(detached: &Detached, args: Vec<OsString>, json: bool) -> Outcome {
+    let what = detached.what;
     let exe = std::env::current_exe()
         .map_err(|err| Failure::Failed(format!("cannot find this mur binary: {err}")))?;
-    let mut child_args: Vec<OsString> = vec!["run".into()];
+    let mut child_args: Vec<OsString> = vec![detached.applet.into()];
     child_args.extend(
         args.into_iter()
             .filter(|a| a != "-d" && a != "--detach" && a != "--json"),
@@ -44,7 +64,7 @@ pub fn start(args: Vec<OsString>, json: bool) -> Outcome {
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|err| Failure::Failed(format!("cannot start the session: {err}")))?;
+        .map_err(|err| Failure::Failed(format!("cannot start the {what}: {err}")))?;
     let (tx, rx) = mpsc::channel();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -56,27 +76,38 @@ pub fn start(args: Vec<OsString>, json: bool) -> Outcome {
         let _ = tx.send(line);
     });
     if spawned.is_err() {
-        return fail(&mut child, stderr, "no thread to read its readiness line");
-    }
-    let line = match rx.recv_timeout(READY_TIMEOUT) {
-        Ok(line) if line.ends_with('\n') => line,
-        Ok(_) => return fail(&mut child, stderr, "it ended before it was ready"),
-        Err(_) => return fail(&mut child, stderr, "it was not ready within 30 s; stopped"),
-    };
-    let ready: serde_json::Value = serde_json::from_str(&line)
-        .map_err(|_| Failure::Failed("the session printed no readiness line".into()))?;
-    let id = ready["session_id"].as_str().unwrap_or_default().to_string();
-    let url = ready["url"].as_str().unwrap_or_default().to_string();
-    if let Err(why) = answers(&id, &url) {
         return fail(
+            what,
             &mut child,
             stderr,
-            &format!("its door does not answer: {why}"),
+            "no thread to read its readiness line",
         );
     }
+    let line = match rx.recv_timeout(detached.within) {
+        Ok(line) if line.ends_with('\n') => line,
+        Ok(_) => return fail(what, &mut child, stderr, "it ended before it was ready"),
+        Err(_) => {
+            let why = format!("it was not ready within {:?}; stopped", detached.within);
+            return fail(what, &mut child, stderr, &why);
+        }
+    };
+    let ready: serde_json::Value = serde_json::from_str(&line)
+        .map_err(|_| Failure::Failed(format!("the {what} printed no readiness line")))?;
+    let id = match (detached.check)(&ready) {
+        Ok(id) => id,
+        Err(why) => return fail(what, &mut child, stderr, &why),
+    };
     let mut out = Out::default();
     out.line(if json { line.trim_end() } else { &id });
     Ok(0)
+}
+
+/// A session's readiness line checked: its id, once its door answers as it.
+fn session_up(ready: &serde_json::Value) -> Result<String, String> {
+    let id = ready["session_id"].as_str().unwrap_or_default();
+    let url = ready["url"].as_str().unwrap_or_default();
+    answers(id, url).map_err(|why| format!("its door does not answer: {why}"))?;
+    Ok(id.to_string())
 }
 
 /// Whether the door at `url` answers as session `id`, asked with the operator token from its
@@ -98,9 +129,14 @@ fn answers(id: &str, url: &str) -> Result<(), String> {
     }
 }
 
-/// The session did not come up: stop it if it still runs (our own child, in its own group),
-/// and fail with `why` and what it said on stderr.
-fn fail(child: &mut Child, stderr: Option<std::process::ChildStderr>, why: &str) -> Outcome {
+/// It did not come up: stop it if it still runs (our own child, in its own group), and fail
+/// with `why` and what it said on stderr.
+fn fail(
+    what: &str,
+    child: &mut Child,
+    stderr: Option<std::process::ChildStderr>,
+    why: &str,
+) -> Outcome {
     let _ = child.kill();
     let _ = child.wait();
     let mut said = String::new();
@@ -109,8 +145,8 @@ fn fail(child: &mut Child, stderr: Option<std::process::ChildStderr>, why: &str)
     }
     let said = said.trim_end();
     Err(Failure::Failed(if said.is_empty() {
-        format!("the session did not come up: {why}")
+        format!("the {what} did not come up: {why}")
     } else {
-        format!("the session did not come up: {why}:\n{said}")
+        format!("the {what} did not come up: {why}:\n{said}")
     }))
 }

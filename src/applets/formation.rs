@@ -12,7 +12,7 @@ pub const APPLET: Applet = Applet {
     name: "formation",
     summary: "launch a roster of capsules that may call each other, as one unit",
     usage: "\
-Usage: mur formation [ROSTER] [--task TEXT|-] [--json] [--ready-timeout SECS]
+Usage: mur formation [ROSTER] [--task TEXT|- | -d] [--json] [--ready-timeout SECS]
        mur formation ROSTER --emit kubernetes --image REF [--namespace NS]
                      [--advertise-domain DOMAIN]
        mur formation call PEER [TEXT|-]
@@ -43,6 +43,11 @@ Options:
                        formation's answer on stdout, and exit with its outcome;
                        '-' reads the task from stdin (one trailing
                        newline dropped)
+  -d, --detach         start the launcher in the background and return once
+                       every member is ready, printing the formation id (with
+                       --json, the readiness line); exit 1 with the reason if
+                       it does not come up. Stop it with 'mur stop FORMATION'.
+                       Not with --task.
   --json               print one line once the formation is ready:
                        {\"formation_id\",\"members\":[{\"name\",\"entry\",\"session_id\",\"url\",\"pid\"}]}
   --ready-timeout SECS how long each member has to come up (default 180;
@@ -102,9 +107,14 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         ready_timeout: launch::MEMBER_READY_TIMEOUT,
     };
     let mut kube = Kube::default();
+    let mut detach = false;
+    let original = args.clone();
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
+            lexopt::Arg::Short('d') | lexopt::Arg::Long("detach") => detach = true,
+            // Internal: this process is the launcher `-d` started (see `detached`).
+            lexopt::Arg::Long(super::detached::DETACHED) => {}
             lexopt::Arg::Long(flag @ ("emit" | "image" | "namespace" | "advertise-domain")) => {
                 let flag = flag.to_string();
                 kube.take(&flag, cli::utf8(parser.value()?)?)?;
@@ -131,6 +141,11 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             path
         };
     }
+    if kube.emit && detach {
+        return Err(Failure::Usage(
+            "--emit kubernetes writes manifests; it starts nothing to --detach".into(),
+        ));
+    }
     if kube.emit {
         return kube.emit(&options);
     }
@@ -138,6 +153,27 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         return Err(Failure::Usage(format!(
             "{flag} goes with --emit kubernetes"
         )));
+    }
+    if detach {
+        if options.task.is_some() {
+            return Err(Failure::Usage(
+                "--detach leaves a formation serving; --task runs one task in the foreground"
+                    .into(),
+            ));
+        }
+        let detached = super::detached::Detached {
+            applet: "formation",
+            what: "formation",
+            // Its peers come up together, then the entry: two waits of at most this each.
+            within: options.ready_timeout * 2 + std::time::Duration::from_secs(5),
+            check: |ready| {
+                ready["formation_id"]
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| "its readiness line names no formation".to_string())
+            },
+        };
+        return super::detached::start(&detached, original, options.json);
     }
     if options.task.as_deref() == Some("-") {
         options.task = Some(cli::task_from_stdin()?);

@@ -120,7 +120,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
                 "--detach runs a serving session; --task runs one task in the foreground".into(),
             ));
         }
-        return detached::start(original, options.json);
+        return detached::start(&detached::SESSION, original, options.json);
     }
     if options.task.as_deref() == Some("-") {
         options.task = Some(cli::task_from_stdin()?);

@@ -10,6 +10,12 @@
 //! member's own door key (to verify calls into itself) and one token per member it may call.
 //! Line 2 ([`Addresses`]), once every peer's door answers: where each of them is. Tokens and keys
 //! travel here and nowhere else — never argv, the environment, a file, stdout or stderr.
+//!
+//! A member's stdout is the launcher's too: it starts each with `mur run … --json` and reads
+//! its readiness line first. The entry given the formation's `--task` still prints that line
+//! (a member started with a lifeline, [`env::LIFELINE`], is a launched one), then its answer as
+//! it streams, which the launcher relays — where a `mur run --task --json` typed by a user
+//! prints one result object instead.
 
 use serde::{Deserialize, Serialize};
 

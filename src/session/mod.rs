@@ -231,15 +231,25 @@ fn session(options: &Options) -> Result<i32, String> {
     // session: it runs on, unaddressable (the seed's rule), and says so.
     let (control_guard, record_guard) =
         write_files(running.as_ref(), &record, tokens.control_token.as_ref());
+    // A `--task`'s `--json` is its one result object, at the end ([`one_shot`]) — except for a
+    // launched formation entry, whose launcher reads the readiness line and relays the answer
+    // as it streams (the channel's contract, `json::channel`).
+    let launched = lifeline.is_some();
+    let result_object = options.json && options.task.is_some() && !launched;
     let lifeline_closed = lifeline.map(watch_lifeline).transpose()?;
     let mut notifier = notify::Notifier::from_env();
-    announce(options, &record, notifier.as_ref());
+    announce(
+        options.json && !result_object,
+        options.task.is_some(),
+        &record,
+        notifier.as_ref(),
+    );
     let one_shot = options
         .task
         .clone()
         .map(|text| {
             let output = one_shot::Output {
-                json: options.json,
+                json: result_object,
                 out: options.out.clone(),
             };
             one_shot::start(&engine, text, output)
@@ -598,12 +608,17 @@ fn write_files(
     (control, guard)
 }
 
-/// The readiness line: one JSON line on stdout with `--json`, a human line on stderr otherwise;
-/// and `READY=1` to the service manager where it asks for it. Never a token.
-fn announce(options: &Options, record: &RunningRecord, notifier: Option<&notify::Notifier>) {
+/// The readiness line: one JSON line on stdout when `line`, else a human line on stderr unless
+/// the session runs a `task`; and `READY=1` to the service manager where it asks for it. Never a
+/// token.
+fn announce(
+    line: bool,
+    task: bool,
+    record: &RunningRecord,
+    notifier: Option<&notify::Notifier>,
+) {
     use std::io::Write;
-    // A `--task`'s `--json` is its one result object, at the end ([`one_shot`]).
-    if options.json && options.task.is_none() {
+    if line {
         let mut line = json!({
             "session_id": record.session_id,
             "url": record.url,
@@ -617,7 +632,7 @@ fn announce(options: &Options, record: &RunningRecord, notifier: Option<&notify:
         }
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-    } else if options.task.is_none() {
+    } else if !task {
         crate::cli::warn(
             "run",
             &format!(

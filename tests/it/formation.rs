@@ -356,6 +356,67 @@ fn mur_stop_by_formation_suffix_stops_the_launcher_and_names_every_member() {
     assert_all_gone(&env, &ready.pids());
 }
 
+/// `mur formation -d` returns once every member is ready, printing the formation's id (the
+/// readiness line with `--json`), the launcher serving on in the background; `mur stop` by that
+/// id ends it all. A roster that cannot come up fails the command, saying why.
+#[test]
+fn a_detached_formation_returns_once_ready_and_stops_by_its_id() {
+    let env = FormationFixture::new();
+    let roster = three_members(&env, LEAD);
+    let out = env.mur(&["formation", roster.to_str().unwrap(), "-d"]);
+    out.expect_code(0);
+    let frm = out.stdout.trim().to_string();
+    assert!(
+        frm.starts_with("frm_") && !frm.contains('\n'),
+        "{}",
+        out.stdout
+    );
+    let records = env.records();
+    assert_eq!(records.len(), 3, "every member recorded once it returned");
+    assert!(records.iter().all(|r| r["formation_id"] == frm.as_str()));
+    let ps = env.mur(&["ps"]);
+    assert!(
+        ps.stdout.contains(&frm) && ps.stdout.contains("3 running"),
+        "{}",
+        ps.stdout
+    );
+
+    let stop = env.mur(&["stop", &frm]);
+    stop.expect_code(0);
+    assert_eq!(
+        stop.stdout
+            .lines()
+            .filter(|l| l.starts_with("stopped: "))
+            .count(),
+        4,
+        "the launcher and its three members: {}",
+        stop.stdout
+    );
+    env.assert_nothing_running(GONE);
+    assert!(env.running_files().is_empty());
+
+    let json = env.mur(&["formation", roster.to_str().unwrap(), "-d", "--json"]);
+    json.expect_code(0);
+    let ready: Value = serde_json::from_str(&json.stdout).expect("the readiness line");
+    assert_eq!(
+        ready["members"].as_array().map(Vec::len),
+        Some(3),
+        "{ready}"
+    );
+    env.mur(&["stop", ready["formation_id"].as_str().unwrap()])
+        .expect_code(0);
+    env.assert_nothing_running(GONE);
+
+    let task = env.mur(&["formation", roster.to_str().unwrap(), "-d", "--task", "x"]);
+    task.expect_code(2);
+    let broken = env.roster(&json!({"members": [
+        {"name": "lead", "capsule": "nowhere", "entry": true},
+    ]}));
+    let out = env.mur(&["formation", broken.to_str().unwrap(), "-d"]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("nowhere"), "{}", out.stderr);
+}
+
 #[test]
 fn an_entry_member_killed_by_a_signal_ends_the_formation_with_128_plus_it() {
     let env = FormationFixture::new();
