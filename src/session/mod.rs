@@ -611,12 +611,7 @@ fn write_files(
 /// The readiness line: one JSON line on stdout when `line`, else a human line on stderr unless
 /// the session runs a `task`; and `READY=1` to the service manager where it asks for it. Never a
 /// token.
-fn announce(
-    line: bool,
-    task: bool,
-    record: &RunningRecord,
-    notifier: Option<&notify::Notifier>,
-) {
+fn announce(line: bool, task: bool, record: &RunningRecord, notifier: Option<&notify::Notifier>) {
     use std::io::Write;
     if line {
         let mut line = json!({
