@@ -7,10 +7,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::Applet;
-use crate::a2a::rpc::{TASK_NOT_CANCELABLE, TASK_NOT_FOUND, TASKS_CANCEL};
+use crate::a2a::rpc::{TASK_NOT_CANCELABLE, TASK_NOT_FOUND, TASKS_CANCEL, TASKS_GET};
 use crate::cli::{Failure, Out, Outcome};
 use crate::door_client::{self, CallError};
 use crate::net::client::Deadlines;
+use crate::running::Entry;
 use crate::secret::Secret;
 
 pub const APPLET: Applet = Applet {
@@ -25,7 +26,7 @@ state it ended in:
   tsk_0199...  canceled
 ADDR is @N, a full ses_ id, a capsule NAME or NAME@VERSION, or a suffix of at
 least 4 characters (see 'mur stop --help'); without it, the only running
-session. The call carries the session's operator token, read from its record
+session, or, when several run, the one that has the task (each is asked). The call carries the session's operator token, read from its record
 (never from the command line). A queued task, or one waiting for input, ends
 at once; a running one when its handler's processes have gone (SIGTERM, then
 SIGKILL 2 s later), so this can take a few seconds.
@@ -53,8 +54,9 @@ const CANCEL: Deadlines = Deadlines {
     response: Duration::from_secs(30),
 };
 
-/// The 1.0 name of `tasks/cancel`, for doors that speak only 1.0.
+/// The 1.0 names of `tasks/cancel` and `tasks/get`, for doors that speak only 1.0.
 const CANCEL_TASK: &str = "CancelTask";
+const GET_TASK: &str = "GetTask";
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let super::DoorArgs {
@@ -76,13 +78,42 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         Some(url) => (url.clone(), None, url),
         None => {
             let running = super::running("cancel")?;
-            let entry = super::one_session(address, &running)?;
+            let entry = match (address, running.as_slice()) {
+                (None, [_, _, ..]) => holder_of(&task_id, &running)?,
+                _ => super::one_session(address, &running)?,
+            };
             let record = &entry.record;
             let label = record.session_id.to_string();
             (record.url.clone(), record.door_token.clone(), label)
         }
     };
     cancel(&door, token.as_ref(), &task_id, &label, as_json)
+}
+
+/// The one running session that has task `task_id`: each door is asked for it (`tasks/get`, or
+/// `GetTask` at a door that speaks only 1.0) with its operator token, in turn. Task ids are
+/// unique, so `mur cancel TASK` needs no address when several sessions run.
+fn holder_of<'a>(task_id: &str, running: &'a [Entry]) -> Result<&'a Entry, Failure> {
+    running
+        .iter()
+        .find(|entry| {
+            door_client::call_either(
+                &entry.record.url,
+                entry.record.door_token.as_ref(),
+                [TASKS_GET, GET_TASK],
+                json!({"id": task_id}),
+                door_client::PROBE,
+            )
+            .is_ok()
+        })
+        .ok_or_else(|| {
+            Failure::Failed(format!(
+                "none of the {} running sessions has task {} (mur ps lists them; name one: \
+                 mur cancel ADDR TASK_ID)",
+                running.len(),
+                task_id.escape_debug()
+            ))
+        })
 }
 
 /// Ask the door at `door` to cancel `task_id`; print what became of it.

@@ -83,6 +83,37 @@ fn cancel_ends_one_task_with_the_records_token_and_leaves_the_session_running() 
     );
 }
 
+/// Task ids are unique, so `mur cancel TASK` needs no address while several sessions run: the
+/// one that has the task is found (each door asked with its own token) and cancels it; a task
+/// none has is said, naming how many were asked.
+#[test]
+fn cancel_finds_the_session_that_has_the_task() {
+    let home = Home::new();
+    let gate = home.dir("gate");
+    let auth = json!({"network": {"authentication": {"credentials": []}}});
+    let holder = home.start(&[&gated(&home, &gate, auth)]);
+    let _other = home.start(&[&gated(&home, &gate, json!({}))]);
+    let _newest = home.start(&[]);
+    let operator = home.token(&[&holder.id]);
+    let task = holder.send(Some(&operator), "held", false);
+    let id = task["id"].as_str().unwrap().to_string();
+
+    let run = home.mur(&["cancel", &id]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, format!("{id}  canceled\n"), "{}", run.stderr);
+    assert_eq!(state(&holder, Some(&operator), &id), "canceled");
+
+    let unknown = home.mur(&["cancel", "tsk_nosuchtask"]);
+    unknown.expect_code(1);
+    assert!(
+        unknown
+            .stderr
+            .contains("none of the 3 running sessions has task tsk_nosuchtask"),
+        "{}",
+        unknown.stderr
+    );
+}
+
 #[test]
 fn cancel_with_url_asks_a_public_door_and_refuses_bad_input() {
     let home = Home::new();
