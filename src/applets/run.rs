@@ -12,7 +12,7 @@ pub const APPLET: Applet = Applet {
     summary: "run one capsule session behind an A2A door",
     usage: "\
 Usage: mur run [MANIFEST|DIR] [--task TEXT|- [--out DIR]] [-d] [--json] [--workdir DIR]
-               [--bind ADDR] [--port N] [--advertise-url URL]
+               [--bind ADDR] [--port N | --listen-fd N] [--advertise-url URL]
                [--capsule-sha256 HEX] [--formation-dir DIR]
 
 Run one capsule session: an A2A door (HTTP/1.1, JSON-RPC 2.0, A2A 1.0 and 0.3) on
@@ -52,6 +52,11 @@ Options:
   --bind ADDR     listen address: an IP, or localhost (127.0.0.1, the default;
                   a wildcard only if given)
   --port N        listen port, 0-65535 (default 0: any free port)
+  --listen-fd N   serve the listening TCP socket inherited as descriptor N
+                  instead of binding one (its owner keeps it across restarts:
+                  connections wait, none is refused). A service manager's
+                  socket activation (LISTEN_PID, LISTEN_FDS; several sockets:
+                  the one named 'door') is taken the same way, unasked
   --advertise-url URL
                   the URL the agent card advertises (its url and every
                   supportedInterfaces entry), for clients that reach the door
@@ -192,6 +197,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
         detach: false,
         formation_dir: None,
         out: None,
+        listen_fd: None,
     };
     let mut detach = false;
     let mut parser = lexopt::Parser::from_args(args);
@@ -225,6 +231,20 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
                 options.formation_dir = Some(parser.value()?.into());
             }
             lexopt::Arg::Long("out") => options.out = Some(parser.value()?.into()),
+            lexopt::Arg::Long("listen-fd") => {
+                let value = cli::utf8(parser.value()?)?;
+                let fd = value
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|&fd| fd >= 3)
+                    .ok_or_else(|| {
+                        Failure::Usage(format!(
+                            "--listen-fd wants an inherited descriptor number (3 or more), not \
+                         '{value}'"
+                        ))
+                    })?;
+                options.listen_fd = Some(fd);
+            }
             lexopt::Arg::Long("capsule-sha256") => {
                 let hex = cli::utf8(parser.value()?)?;
                 if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -237,6 +257,11 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
             lexopt::Arg::Value(path) if manifest.is_none() => manifest = Some(path.into()),
             other => return Err(other.unexpected().into()),
         }
+    }
+    if options.listen_fd.is_some() && options.port != 0 {
+        return Err(Failure::Usage(
+            "--port and --listen-fd both name the door: give one".into(),
+        ));
     }
     if options.out.is_some() && options.task.is_none() {
         return Err(Failure::Usage(

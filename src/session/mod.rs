@@ -13,6 +13,7 @@ pub mod door;
 pub mod feed;
 pub mod handler;
 mod hidden;
+mod listen;
 pub mod log;
 pub mod member;
 mod notify;
@@ -29,7 +30,7 @@ pub mod watch;
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,9 +60,6 @@ const KILL_WAIT: Duration = Duration::from_secs(2);
 /// How long the session's queued stderr lines may take to go out as it ends (a stderr nobody
 /// reads keeps them: they are dropped).
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
-/// Connections the door's listening socket queues before they are accepted: a burst of clients
-/// beyond the 128 served at once gets its 503 at once instead of after a resent handshake.
-const DOOR_BACKLOG: u16 = 1024;
 
 /// Which capsule to run.
 pub enum Source {
@@ -89,6 +87,8 @@ pub struct Options {
     pub formation_dir: Option<PathBuf>,
     /// `--out DIR`: where a `--task`'s answer files are written.
     pub out: Option<PathBuf>,
+    /// `--listen-fd N`: serve the listening socket inherited as descriptor N.
+    pub listen_fd: Option<i32>,
 }
 
 /// What a capsule declares, whichever way it came.
@@ -192,7 +192,7 @@ fn session(options: &Options) -> Result<i32, String> {
     let session_id = SessionId::mint()?;
     // A start that fails leaves nothing behind: what can fail is done before the log and the
     // task directories exist (the port first: the commonest failure), or removes them.
-    let (listener, addr) = listen(options)?;
+    let (listener, addr) = listen::listen(options)?;
     let mut tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
     let formation_dir = crate::mounted::named(options.formation_dir.as_deref());
     let (dirs, unsandboxed) =
@@ -416,19 +416,6 @@ impl Ending {
             Ending::TaskDone(completed) => i32::from(!completed),
         }
     }
-}
-
-/// The door's listening socket, on the address and port asked for, and its `host:port`.
-fn listen(options: &Options) -> Result<(TcpListener, String), String> {
-    let listener = TcpListener::bind(SocketAddr::new(options.bind, options.port))
-        .map_err(|err| format!("cannot listen on {}:{}: {err}", options.bind, options.port))?;
-    // Best effort: std's 128 still serves, only a burst of connections waits longer.
-    let _ = crate::sys::socket::deepen_backlog(&listener, DOOR_BACKLOG);
-    let addr = listener
-        .local_addr()
-        .map_err(|err| format!("cannot read the door's address: {err}"))?
-        .to_string();
-    Ok((listener, addr))
 }
 
 /// Begin the session's log. Its task events go to stderr too for a serving session, whose

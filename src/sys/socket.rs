@@ -5,6 +5,46 @@
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{FromRawFd, OwnedFd};
 
+/// `socket` as the door's listener, if it is one: a TCP socket (IPv4 or IPv6) already listening
+/// — what a service manager passes on socket activation. The `Err` says what it is instead.
+pub fn listening_tcp(socket: OwnedFd) -> Result<std::net::TcpListener, String> {
+    use std::os::fd::AsRawFd;
+    let fd = socket.as_raw_fd();
+    let option = |name: libc::c_int| -> std::io::Result<libc::c_int> {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `value` and `len` are live locals of the sizes given; the descriptor is ours.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                name,
+                (&raw mut value).cast(),
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            Ok(value)
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let kind = option(libc::SO_TYPE).map_err(|err| format!("not a socket ({err})"))?;
+    let listener = std::net::TcpListener::from(socket);
+    let family = listener
+        .local_addr()
+        .map_err(|_| "not an IP socket (a Unix socket?)".to_string())?;
+    if kind != libc::SOCK_STREAM {
+        return Err(format!("not a TCP socket ({family} is a datagram socket)"));
+    }
+    // SO_ACCEPTCONN is Linux's and the BSDs' alike.
+    match option(libc::SO_ACCEPTCONN) {
+        Ok(0) => Err(format!("a TCP socket at {family}, but not listening")),
+        Ok(_) => Ok(listener),
+        Err(err) => Err(format!("cannot tell whether it listens: {err}")),
+    }
+}
+
 /// Start a TCP connection to `addr` on a new non-blocking, close-on-exec socket (no child forked
 /// meanwhile by another thread inherits it on Linux, where both flags are set with the socket).
 ///

@@ -181,3 +181,187 @@ fn the_units_exec_start_is_ready_when_its_door_answers_and_stops_as_a_success() 
     );
     assert!(home.running_entries().is_empty(), "the record is removed");
 }
+
+/// The `.socket` unit shipped beside the service: `systemd-analyze verify` has nothing to say
+/// about the pair, and it names the door as mur looks for it.
+#[test]
+fn systemd_analyze_verify_finds_nothing_to_say_about_the_socket_unit() {
+    let socket = std::fs::read_to_string(repo().join("examples/systemd/mur.socket")).unwrap();
+    assert!(socket.contains("FileDescriptorName=door"), "{socket}");
+    if std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return skipped(
+            "systemd_analyze_verify_finds_nothing_to_say_about_the_socket_unit",
+            "no systemd-analyze on this machine (Debian: systemd)",
+        );
+    }
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("mur.service"),
+        unit().replace(INSTALLED, mur_bin()),
+    )
+    .unwrap();
+    std::fs::write(home.path().join("mur.socket"), socket).unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(home.path().join("mur.socket"))
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "systemd-analyze verify mur.socket: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Socket activation as systemd does it (`systemd-socket-activate`: it holds the socket, passes
+/// it with `LISTEN_PID`/`LISTEN_FDS`, and starts mur at the first connection): the session
+/// serves the socket it was given.
+#[test]
+fn a_socket_activated_session_serves_the_socket_it_was_given() {
+    if std::process::Command::new("systemd-socket-activate")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return skipped(
+            "a_socket_activated_session_serves_the_socket_it_was_given",
+            "no systemd-socket-activate on this machine (Debian: systemd)",
+        );
+    }
+    let home = Home::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let base = mur_command(home.path(), home.path(), &[]);
+    let mut activate = std::process::Command::new("systemd-socket-activate");
+    activate
+        .args(["-l", &address, mur_bin(), "run", "--json"])
+        .env_clear()
+        .envs(base.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .current_dir(home.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut activate = activate.spawn().unwrap();
+    // The first connection that reaches the socket starts mur; it is answered once mur serves.
+    common::wait::wait_for(WAIT, "the card from the activated session", || {
+        http(&address, "GET", "/.well-known/agent-card.json", None, b"")
+            .ok()
+            .filter(|card| card.status == 200)
+    });
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(activate.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&ready).expect("the readiness line");
+    assert_eq!(
+        ready["url"],
+        address.as_str(),
+        "it serves the socket it was given"
+    );
+    // SAFETY: kill(2) on our own unreaped child; systemd-socket-activate execs mur in place.
+    unsafe { libc::kill(activate.id() as i32, libc::SIGTERM) };
+    let status = wait_child(&mut activate, WAIT).expect("it ended");
+    assert_eq!(status.code(), Some(143));
+}
+
+/// A session serving a socket it was handed (`--listen-fd`, as a service manager holds one)
+/// restarts without refusing a connection: eight clients asking for the card the whole time see
+/// no `ECONNREFUSED` — what arrives while no session serves waits in the socket's queue, and the
+/// next session answers it.
+#[test]
+fn a_restart_on_a_held_socket_refuses_no_connection() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let home = Home::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let held = listener.as_raw_fd();
+    let start = || {
+        let mut command = mur_command(
+            home.path(),
+            home.path(),
+            &["run", "--json", "--listen-fd", "3"],
+        );
+        // SAFETY: dup2(2) and fcntl(2) on descriptors this process holds open, both
+        // async-signal-safe; the socket at 3 is then not close-on-exec, so mur inherits it there
+        // (dup2 onto itself would leave the flag: the listener may be 3 already).
+        unsafe {
+            command.pre_exec(move || {
+                let at_3 = if held == 3 {
+                    libc::fcntl(3, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(held, 3)
+                };
+                if at_3 < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        common::session::Session::spawn(command)
+    };
+    let mut first = start();
+    assert_eq!(first.url, address, "it serves the socket it was handed");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (answered, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let (stop, answered, refused) = (stop.clone(), answered.clone(), refused.clone());
+            let address = address.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match http(&address, "GET", "/.well-known/agent-card.json", None, b"") {
+                        Ok(card) if card.status == 200 => {
+                            answered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+                            refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                        // Cut by the first session's wind-down: not a refusal.
+                        _ => {}
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    first.signal(libc::SIGTERM);
+    assert_eq!(first.wait_exit(WAIT).code(), Some(143));
+    let before = answered.load(Ordering::Relaxed);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let second = start();
+    assert_eq!(second.url, address);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    let after = answered.load(Ordering::Relaxed) - before;
+    assert_eq!(
+        refused.load(Ordering::Relaxed),
+        0,
+        "connections refused across the restart"
+    );
+    assert!(
+        before > 0 && after > 0,
+        "answered: {before} before, {after} after"
+    );
+    drop(listener);
+}
