@@ -183,9 +183,10 @@ fn start_child(spec: &Spec<'_>, stdio: [OwnedFd; 2], own_group: bool) -> io::Res
     let old = super::raw::set_signal_mask(super::raw::ALL_SIGNALS)
         .map_err(io::Error::from_raw_os_error)?;
     let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
-    // SAFETY: `exec::child` makes raw calls only, on its guarded stack and the plan, both of
-    // which live on this frame until the clone returns — after the child's exec or exit, as
-    // CLONE_VFORK holds this thread until then.
+    // SAFETY: `exec::child` makes raw calls only, with no thread pointer, on its guarded stack
+    // and the plan, both of which live on this thread's stack frame until the clone returns —
+    // after the child's exec or exit, as CLONE_VFORK holds this thread until then (a wait only a
+    // fatal signal ends, and that ends the whole session, freeing nothing under the child).
     let cloned = unsafe { super::raw::clone(flags, stack.top(), exec::child, arg) };
     let _ = super::raw::set_signal_mask(old);
     drop(stdio);
