@@ -178,7 +178,7 @@ fn start_child(spec: &Spec<'_>, stdio: [OwnedFd; 2], own_group: bool) -> io::Res
     let mut exec = plan(spec, [stdin, stdout, 2])?;
     exec.own_group = own_group;
     exec.reset_signals = true;
-    let stack = stack::Stack::map()?;
+    let stack = stack::Stack::take()?;
     let arg = (&raw const exec).cast_mut().cast();
     let old = super::raw::set_signal_mask(super::raw::ALL_SIGNALS)
         .map_err(io::Error::from_raw_os_error)?;
@@ -189,6 +189,8 @@ fn start_child(spec: &Spec<'_>, stdio: [OwnedFd; 2], own_group: bool) -> io::Res
     // fatal signal ends, and that ends the whole session, freeing nothing under the child).
     let cloned = unsafe { super::raw::clone(flags, stack.top(), exec::child, arg) };
     let _ = super::raw::set_signal_mask(old);
+    // The child has exec'd or exited: nothing runs on its stack now.
+    stack.give_back();
     drop(stdio);
     let pid = cloned.map_err(io::Error::from_raw_os_error)? as u32;
     if let Err(err) = exec.outcome(spec.cwd) {

@@ -103,7 +103,7 @@ mod linux {
     /// has been exec'd, or with why it could not be.
     pub fn start(mut exec: Exec, cwd: &std::path::Path) -> io::Result<Shim> {
         let (ours, theirs) = UnixStream::pair()?;
-        let stacks = [Stack::map()?, Stack::map()?];
+        let stacks = [Stack::take()?, Stack::take()?];
         // The subreaper puts signals back to their defaults before it starts the handler, which
         // dies with it.
         exec.reset_signals = false;
@@ -240,12 +240,12 @@ mod linux {
             // SAFETY: as in `Shim::frame`; the subreaper is gone, a handler may not be.
             if unsafe { &*frame }.cloning.load(Ordering::Acquire) {
                 if let Some([own, handler]) = stacks {
-                    drop(own);
+                    own.give_back();
                     std::mem::forget(handler);
                 }
                 return Err(io::Error::other(KILLED_IN_CLONE));
             }
-            drop(stacks);
+            stacks.into_iter().flatten().for_each(Stack::give_back);
             // SAFETY: from `Box::into_raw` in `start`, taken out of `self.frame` above so freed
             // once; the subreaper is reaped and was not inside the handler's clone, so the
             // handler has exec'd or exited (or never was) and no process uses the frame now.

@@ -285,7 +285,7 @@ fn a_child_sharing_our_memory_has_no_thread_pointer() {
     }
     assert_ne!(thread_pointer(), 0, "this thread has one");
     let seen = AtomicUsize::new(usize::MAX);
-    let stack = stack::Stack::map().unwrap();
+    let stack = stack::Stack::take().unwrap();
     let arg = (&raw const seen).cast_mut().cast();
     // SAFETY: the child runs `report` on its own stack and the atomic, both kept until it is
     // reaped below; it makes raw calls only.
