@@ -117,9 +117,12 @@ pub fn built_at(commit: &str) -> Result<PathBuf, String> {
             "git archive {commit} | tar -x: {archived}, {unpacked}"
         ));
     }
+    // The unpacked tree has no `.git`, and the one git would find above it (this checkout's,
+    // when the target dir is inside it) is another commit's: its `--version` says "unknown".
     let out = Command::new(src.join("install.sh"))
         .arg(root.join("install"))
         .env("CARGO_TARGET_DIR", root.join("build"))
+        .env("GIT_CEILING_DIRECTORIES", &root)
         .stdin(Stdio::null())
         .output()
         .map_err(|err| format!("install.sh: {err}"))?;
