@@ -43,12 +43,42 @@ pub fn mur() -> &'static Path {
     })
 }
 
+/// The target dir: CARGO_TARGET_TMPDIR is `<target dir>/tmp`, wherever the target dir is.
+fn target_dir() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap_or_else(|| fail("CARGO_TARGET_TMPDIR has no parent"))
+}
+
+/// Run `script PREFIX` (an install.sh) building in `build`, with `envs` besides; the `Err` says
+/// why it failed, its stderr included.
+fn install_sh(
+    script: &Path,
+    prefix: &Path,
+    build: &Path,
+    envs: &[(&str, &Path)],
+) -> Result<(), String> {
+    let out = Command::new(script)
+        .arg(prefix)
+        .env("CARGO_TARGET_DIR", build)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| format!("cannot run {}: {err}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed ({}): {}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
 /// Run `install.sh <target dir>/bench-install`: the installed `mur`.
 fn install() -> PathBuf {
-    // CARGO_TARGET_TMPDIR is <target dir>/tmp, wherever the target dir is.
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap_or_else(|| fail("CARGO_TARGET_TMPDIR has no parent"));
+    let target = target_dir();
     let prefix = target.join("bench-install");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh");
     eprintln!(
@@ -58,20 +88,11 @@ fn install() -> PathBuf {
         script.display(),
         prefix.display()
     );
-    let out = Command::new(&script)
-        .arg(&prefix)
-        .env("CARGO_TARGET_DIR", target.join("install-sh"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|err| fail(&format!("cannot run {}: {err}", script.display())));
-    if !out.status.success() {
+    install_sh(&script, &prefix, &target.join("install-sh"), &[]).unwrap_or_else(|why| {
         fail(&format!(
-            "install.sh failed ({}); set MUR_BENCH_BIN=/path/to/mur to measure a binary built \
-             otherwise\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+            "{why}\nset MUR_BENCH_BIN=/path/to/mur to measure a binary built otherwise"
+        ))
+    });
     prefix.join("bin").join("mur")
 }
 
@@ -80,10 +101,7 @@ fn install() -> PathBuf {
 /// `<target dir>/<commit>/install` (building in `<target dir>/<commit>/build`), once: a later run
 /// finds `install/bin/mur` there and builds nothing. The `Err` says why there is none.
 pub fn built_at(commit: &str) -> Result<PathBuf, String> {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap_or_else(|| fail("CARGO_TARGET_TMPDIR has no parent"));
-    let root = target.join(commit);
+    let root = target_dir().join(commit);
     let bin = root.join("install/bin/mur");
     if bin.exists() {
         return Ok(bin);
@@ -119,20 +137,13 @@ pub fn built_at(commit: &str) -> Result<PathBuf, String> {
     }
     // The unpacked tree has no `.git`, and the one git would find above it (this checkout's,
     // when the target dir is inside it) is another commit's: its `--version` says "unknown".
-    let out = Command::new(src.join("install.sh"))
-        .arg(root.join("install"))
-        .env("CARGO_TARGET_DIR", root.join("build"))
-        .env("GIT_CEILING_DIRECTORIES", &root)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| format!("install.sh: {err}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "its install.sh failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    let ceiling = [("GIT_CEILING_DIRECTORIES", root.as_path())];
+    install_sh(
+        &src.join("install.sh"),
+        &root.join("install"),
+        &root.join("build"),
+        &ceiling,
+    )?;
     if !bin.exists() {
         return Err("its install.sh installed no bin/mur".into());
     }
