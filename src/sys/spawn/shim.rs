@@ -227,10 +227,11 @@ mod linux {
         /// when the subreaper died inside the handler's clone ([`Frame::cloning`]) — the handler
         /// may still be running on them until its exec, so they are leaked.
         pub fn reap(&mut self) -> io::Result<ExitStatus> {
-            let waited = super::super::wait(self.pid as u32);
+            // Not waited for twice: once reaped, its pid may be another child's.
             let Some(frame) = self.frame.take() else {
                 return Err(io::Error::other("the task's subreaper was already reaped"));
             };
+            let waited = super::super::wait(self.pid as u32);
             let stacks = self.stacks.take();
             if let Err(err) = waited {
                 // Not reaped: it may still be running on its stack and the frame.
