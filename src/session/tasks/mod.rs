@@ -3,7 +3,8 @@
 //! turns — and, once finished, kept in [`super::store`] for `tasks/get`, `GetTask` and
 //! `ListTasks`. What a task looks like on the wire is [`crate::a2a::task`]'s business; this
 //! module owns its life: taking messages and scheduling turns here, one live task in
-//! `entry.rs`, running a turn in `turn.rs`, reading tasks in `query.rs`.
+//! `entry.rs`, running a turn in `turn.rs` on a thread of `threads.rs` (kept a while for the
+//! next turn), reading tasks in `query.rs`.
 //!
 //! Running handlers are the [`Supervisor`]'s: started, registered and ended there, under its own
 //! lock, so this engine's lock is never held across a spawn or a wait. The engine's own lock is
