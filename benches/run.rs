@@ -27,6 +27,9 @@
 //! commit before a change): the `handler` section then runs a session of each and interleaves
 //! them, so both see the same machine at the same moments. It must be named `mur` — a multicall
 //! binary picks its applet from its file name — or the bench stops before measuring anything.
+//! `MUR_RUN_BENCH_BEFORE=COMMIT` (7 to 40 hex digits naming no file) is that commit of this
+//! repository, built once by its own install.sh into `<target dir>/COMMIT/`: issue 31's spawn
+//! figures are `MUR_RUN_BENCH_BEFORE=5fdf65b cargo bench --bench run -- handler`.
 //!
 //! Figures:
 //!
@@ -288,7 +291,8 @@ impl Only {
             usage.push_str(
                 "MUR_BENCH_BIN=/path/to/mur measures that binary instead of the one install.sh \
                  builds; MUR_RUN_BENCH_BEFORE=/path/to/mur compares the handler section with that \
-                 binary instead of the glibc build (each named `mur`)\n",
+                 binary instead of the glibc build (each named `mur`), MUR_RUN_BENCH_BEFORE=COMMIT \
+                 with that commit's, built once by its install.sh\n",
             );
             if help {
                 print!("{usage}");

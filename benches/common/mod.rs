@@ -43,12 +43,42 @@ pub fn mur() -> &'static Path {
     })
 }
 
+/// The target dir: CARGO_TARGET_TMPDIR is `<target dir>/tmp`, wherever the target dir is.
+fn target_dir() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap_or_else(|| fail("CARGO_TARGET_TMPDIR has no parent"))
+}
+
+/// Run `script PREFIX` (an install.sh) building in `build`, with `envs` besides; the `Err` says
+/// why it failed, its stderr included.
+fn install_sh(
+    script: &Path,
+    prefix: &Path,
+    build: &Path,
+    envs: &[(&str, &Path)],
+) -> Result<(), String> {
+    let out = Command::new(script)
+        .arg(prefix)
+        .env("CARGO_TARGET_DIR", build)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| format!("cannot run {}: {err}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed ({}): {}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
 /// Run `install.sh <target dir>/bench-install`: the installed `mur`.
 fn install() -> PathBuf {
-    // CARGO_TARGET_TMPDIR is <target dir>/tmp, wherever the target dir is.
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap_or_else(|| fail("CARGO_TARGET_TMPDIR has no parent"));
+    let target = target_dir();
     let prefix = target.join("bench-install");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh");
     eprintln!(
@@ -58,21 +88,73 @@ fn install() -> PathBuf {
         script.display(),
         prefix.display()
     );
-    let out = Command::new(&script)
-        .arg(&prefix)
-        .env("CARGO_TARGET_DIR", target.join("install-sh"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|err| fail(&format!("cannot run {}: {err}", script.display())));
-    if !out.status.success() {
+    install_sh(&script, &prefix, &target.join("install-sh"), &[]).unwrap_or_else(|why| {
         fail(&format!(
-            "install.sh failed ({}); set MUR_BENCH_BIN=/path/to/mur to measure a binary built \
-             otherwise\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
+            "{why}\nset MUR_BENCH_BIN=/path/to/mur to measure a binary built otherwise"
+        ))
+    });
+    prefix.join("bin").join("mur")
+}
+
+/// The `mur` that commit `commit` of this repository builds: `git archive` unpacked into
+/// `<target dir>/<commit>/src` and that commit's own `install.sh` run into
+/// `<target dir>/<commit>/install` (building in `<target dir>/<commit>/build`), once: a later run
+/// finds `install/bin/mur` there and builds nothing. The `Err` says why there is none.
+pub fn built_at(commit: &str) -> Result<PathBuf, String> {
+    let root = target_dir().join(commit);
+    let bin = root.join("install/bin/mur");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    println!(
+        "  building commit {commit} with its install.sh into {} (once)",
+        root.display()
+    );
+    let src = root.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::create_dir_all(&src).map_err(|err| format!("{}: {err}", src.display()))?;
+    let mut archive = Command::new("git")
+        .arg("-C")
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .args(["archive", "--format=tar", commit])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|err| format!("git archive: {err}"))?;
+    let unpacked = Command::new("tar")
+        .arg("-x")
+        .arg("-C")
+        .arg(&src)
+        .stdin(archive.stdout.take().expect("piped"))
+        .status()
+        .map_err(|err| format!("tar: {err}"))?;
+    let archived = archive
+        .wait()
+        .map_err(|err| format!("git archive: {err}"))?;
+    if !archived.success() || !unpacked.success() {
+        return Err(format!(
+            "git archive {commit} | tar -x: {archived}, {unpacked}"
         ));
     }
-    prefix.join("bin").join("mur")
+    // The unpacked tree has no `.git`, and the one git would find above it (this checkout's,
+    // when the target dir is inside it) is another commit's: its `--version` says "unknown".
+    let ceiling = [("GIT_CEILING_DIRECTORIES", root.as_path())];
+    install_sh(
+        &src.join("install.sh"),
+        &root.join("install"),
+        &root.join("build"),
+        &ceiling,
+    )?;
+    if !bin.exists() {
+        return Err("its install.sh installed no bin/mur".into());
+    }
+    Ok(bin)
+}
+
+/// Whether `value` names a commit rather than a file: 7 to 40 hexadecimal digits.
+fn is_commit(value: &std::ffi::OsStr) -> bool {
+    value
+        .to_str()
+        .is_some_and(|v| (7..=40).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// `binary --version`, or the bench fails.
@@ -228,9 +310,18 @@ impl Binaries {
     ///
     /// The before binary must be named `mur`: a multicall binary picks its applet from its file
     /// name, and a copy named `mur-before` would be asked for an applet `before` (exit 127), its
-    /// failure read as the bench's. So it fails here, before anything is measured.
+    /// failure read as the bench's. So it fails here, before anything is measured. A value that
+    /// names no file but a commit (`MUR_RUN_BENCH_BEFORE=5fdf65b`) is that commit's binary,
+    /// built by its own install.sh ([`built_at`]).
     pub fn from_env(var: &str, label: &'static str) -> Self {
-        let before = std::env::var_os(var).map(PathBuf::from);
+        let before = std::env::var_os(var).map(|value| {
+            if is_commit(&value) && !Path::new(&value).exists() {
+                let commit = value.to_string_lossy();
+                built_at(&commit).unwrap_or_else(|why| fail(&format!("{var}={commit}: {why}")))
+            } else {
+                PathBuf::from(value)
+            }
+        });
         if let Some(before) = &before {
             if before.file_name() != Some(std::ffi::OsStr::new("mur")) {
                 fail(&format!(

@@ -429,75 +429,12 @@ impl Drop for Nginx {
 }
 
 /// The thread-per-connection door of bd1cd4f: `MUR_CORE_BENCH_BEFORE`, else built once by that
-/// commit's install.sh; `None`, said loudly, if it cannot be had.
+/// commit's install.sh ([`common::built_at`]); `None`, said loudly, if it cannot be had.
 fn before_binary() -> Option<PathBuf> {
     if let Some(bin) = std::env::var_os("MUR_CORE_BENCH_BEFORE") {
         return Some(PathBuf::from(bin));
     }
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap_or_else(|| fail("CARGO_TARGET_TMPDIR has no parent"));
-    let root = target.join("bd1cd4f");
-    let bin = root.join("install/bin/mur");
-    if bin.exists() {
-        return Some(bin);
-    }
-    println!(
-        "  building bd1cd4f's door with its install.sh into {} (once)",
-        root.display()
-    );
-    match build_before(&root) {
-        Ok(()) if bin.exists() => Some(bin),
-        Ok(()) => {
-            skipped("the bd1cd4f figures", "its install.sh installed no bin/mur");
-            None
-        }
-        Err(why) => {
-            skipped("the bd1cd4f figures", &why);
-            None
-        }
-    }
-}
-
-/// `git archive bd1cd4f` unpacked in `root/src`, and its install.sh run into `root/install`.
-fn build_before(root: &Path) -> Result<(), String> {
-    let src = root.join("src");
-    let _ = std::fs::remove_dir_all(&src);
-    std::fs::create_dir_all(&src).map_err(|err| format!("{}: {err}", src.display()))?;
-    let mut archive = Command::new("git")
-        .arg("-C")
-        .arg(env!("CARGO_MANIFEST_DIR"))
-        .args(["archive", "--format=tar", "bd1cd4f"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|err| format!("git archive: {err}"))?;
-    let unpacked = Command::new("tar")
-        .arg("-x")
-        .arg("-C")
-        .arg(&src)
-        .stdin(archive.stdout.take().expect("piped"))
-        .status()
-        .map_err(|err| format!("tar: {err}"))?;
-    let archived = archive
-        .wait()
-        .map_err(|err| format!("git archive: {err}"))?;
-    if !archived.success() || !unpacked.success() {
-        return Err(format!(
-            "git archive bd1cd4f | tar -x: {archived}, {unpacked}"
-        ));
-    }
-    let out = Command::new(src.join("install.sh"))
-        .arg(root.join("install"))
-        .env("CARGO_TARGET_DIR", root.join("build"))
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| format!("install.sh: {err}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "its install.sh failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(())
+    common::built_at("bd1cd4f")
+        .map_err(|why| skipped("the bd1cd4f figures", &why))
+        .ok()
 }

@@ -19,14 +19,21 @@
 //! reuse one). A spare holds nothing of its last task: an empty `out/` and an empty
 //! `message.json`, which the next task's is written over. The session's whole `tasks/<session>/` goes when
 //! it ends, spares and all.
+//!
+//! A spare keeps its Landlock ruleset too ([`TaskDir::domain`]): a rule names the directory
+//! itself (the inode held when it was added), not its path, so the ruleset made for a directory's
+//! first task — the session's rules and this directory — is every later one's in it, however it
+//! is renamed. Made once per directory, not once per task: a ruleset is the session's dozen-odd
+//! rules added one system call at a time.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
+use super::sandbox::Domain;
 use crate::a2a::message::{Content, Message, Part};
 use crate::a2a::version::Generation;
 use crate::json::raw::RawJson;
@@ -44,8 +51,14 @@ pub struct SessionTasks {
     /// `tasks/`, to remove the session's directory from.
     parent: Dir,
     name: String,
-    /// Names (`.spare.<task>`) of emptied task directories, ready for the next tasks.
-    spares: Mutex<Vec<OsString>>,
+    /// Emptied task directories, ready for the next tasks.
+    spares: Mutex<Vec<Spare>>,
+}
+
+/// An emptied task directory: its name (`.spare.<task>`), and the ruleset made for it, if any.
+struct Spare {
+    name: OsString,
+    domain: Option<Arc<Domain>>,
 }
 
 impl SessionTasks {
@@ -63,16 +76,21 @@ impl SessionTasks {
 
     /// A directory for task `id`, with an empty `out/`: a spare renamed to `id` if there is one
     /// and it still holds nothing (a process of an earlier task that outlived its sweep — stuck
-    /// in the kernel — could have written there since), else a new one. Either way it is then
-    /// held as a new one is: ours, mode 0700.
+    /// in the kernel — could have written there since), with its ruleset; else a new one. Either
+    /// way it is then held as a new one is: ours, mode 0700.
     pub fn task(&self, id: &str) -> Result<TaskDir, String> {
         let spare = self.spares.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut domain = None;
         // One that cannot be renamed stays where it is, for the session's removal to take.
         if let Some(spare) = spare
-            && self.dir.rename(&spare, id.as_ref()).is_ok()
-            && !self.dir.open_child(id).is_ok_and(|d| holds_nothing(&d))
+            && self.dir.rename(&spare.name, id.as_ref()).is_ok()
         {
-            let _ = self.dir.remove_tree(id);
+            if self.dir.open_child(id).is_ok_and(|d| holds_nothing(&d)) {
+                // The same directory, renamed: what its ruleset names.
+                domain = spare.domain;
+            } else {
+                let _ = self.dir.remove_tree(id);
+            }
         }
         let dir = crate::home::create_held(&self.dir, id)?;
         crate::home::create_held(&dir, "out")?;
@@ -81,6 +99,7 @@ impl SessionTasks {
             parent: self.dir.clone(),
             name: id.to_string(),
             retired: AtomicBool::new(false),
+            domain: Mutex::new(domain),
         })
     }
 
@@ -89,13 +108,14 @@ impl SessionTasks {
     pub fn recycle(&self, task: &TaskDir) {
         let room = self.spares.lock().unwrap_or_else(|p| p.into_inner()).len() < MAX_SPARES;
         if room && task.retired.load(Ordering::Relaxed) && task.empty().is_ok() {
-            let spare = OsString::from(format!(".spare.{}", task.name));
+            let name = OsString::from(format!(".spare.{}", task.name));
             // Named a spare and listed as one in one step: a spare's name is never seen before
             // the next task could take it.
             let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
             // Counted again under the lock: another task may have filled the last place.
-            if spares.len() < MAX_SPARES && self.dir.rename(&task.retired_name(), &spare).is_ok() {
-                spares.push(spare);
+            if spares.len() < MAX_SPARES && self.dir.rename(&task.retired_name(), &name).is_ok() {
+                let domain = task.domain.lock().unwrap_or_else(|p| p.into_inner()).take();
+                spares.push(Spare { name, domain });
                 return;
             }
         }
@@ -126,11 +146,28 @@ pub struct TaskDir {
     name: String,
     /// Renamed to [`TaskDir::retired_name`] by [`TaskDir::retire`].
     retired: AtomicBool,
+    /// The ruleset of this directory's handlers, once made; kept with it as a spare.
+    domain: Mutex<Option<Arc<Domain>>>,
 }
 
 impl TaskDir {
     pub fn path(&self) -> PathBuf {
         self.dir.path().to_path_buf()
+    }
+
+    /// The Landlock ruleset this directory's handlers run in: the one made for it before (by an
+    /// earlier turn, or an earlier task when it was a spare), else `make`'s, kept for later.
+    pub fn domain(
+        &self,
+        make: impl FnOnce() -> std::io::Result<Domain>,
+    ) -> std::io::Result<Arc<Domain>> {
+        let mut domain = self.domain.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(made) = &*domain {
+            return Ok(made.clone());
+        }
+        let made = Arc::new(make()?);
+        *domain = Some(made.clone());
+        Ok(made)
     }
 
     /// Write this turn's `message.json` (over a spare's) and, when there are earlier messages,

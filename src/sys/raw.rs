@@ -2,12 +2,13 @@
 //! written to `errno`.
 //!
 //! Why: code that runs in a child sharing this process's memory (`CLONE_VM`: the per-task
-//! subreaper of [`super::spawn::Shim`], a handler between its clone and its exec) runs on the thread
-//! pointer of the session thread that cloned it, so libc's `errno` in that child *is* that
-//! thread's — and the thread goes on running. A libc wrapper failing in the child (a `waitid`
-//! with no child left, an `execve` of a busy file) would overwrite the errno a session thread is
-//! about to read. These calls also leave libc's own signal bookkeeping alone: a mask set here
-//! blocks libc's internal signals too, which `pthread_sigmask` quietly refuses to.
+//! subreaper of [`super::spawn::Shim`], a handler between its clone and its exec) has no thread
+//! of its own: cloned as libc clones, it would run on the thread pointer of the session thread
+//! that cloned it, so libc's `errno` in that child would *be* that thread's — and the thread goes
+//! on running; [`clone`] gives it no thread pointer at all, so a thread-local access faults there
+//! instead. Either way a libc wrapper, which writes `errno` on failure, cannot run in it. These
+//! calls also leave libc's own signal bookkeeping alone: a mask set here blocks libc's internal
+//! signals too, which `pthread_sigmask` quietly refuses to.
 //!
 //! x86_64 and aarch64 are written out; another Linux architecture goes through `libc::syscall`,
 //! which is correct but may write `errno` on failure (said here, not hidden).
@@ -84,20 +85,26 @@ unsafe fn trap(number: libc::c_long, a: [usize; 6]) -> isize {
 }
 
 /// Start a child process on `stack_top` that runs `entry(arg)` and exits with what it returns;
-/// its pid in the parent. Like libc's `clone`, but it writes no errno, and the child never
-/// returns into the code that cloned it.
+/// its pid in the parent. Like libc's `clone`, but it writes no errno, the child never returns
+/// into the code that cloned it, and the child has **no thread pointer** (`CLONE_SETTLS` with
+/// 0): a child sharing this memory would otherwise run on the cloning thread's, so a
+/// thread-local it touched (errno, a panic's count, the allocator's heap) would be that thread's,
+/// which goes on running. With none, any thread-local access faults at an unmapped address and
+/// the fault kills the child (its signals are blocked, so no handler runs): the rule that such a
+/// child reaches no thread-local is kept by the kernel, not only by the code it runs.
 ///
 /// # Safety
 ///
 /// `stack_top` is the 16-byte-aligned top of memory the child may use as its stack for as long
 /// as it runs on it; `entry` is safe to run in the child that `flags` make (with `CLONE_VM`: only
-/// raw system calls on memory that stays valid, no allocation, no lock, no thread-local).
+/// raw system calls on memory that stays valid, no allocation, no lock).
 pub unsafe fn clone(
     flags: libc::c_int,
     stack_top: *mut libc::c_void,
     entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     arg: *mut libc::c_void,
 ) -> Result {
+    let flags = flags | libc::CLONE_SETTLS;
     // SAFETY: the caller's contract; the flags carry the child's exit signal in the low byte.
     result(unsafe { trampoline(flags as usize, stack_top, entry, arg) })
 }
@@ -110,10 +117,10 @@ unsafe fn trampoline(
     arg: *mut libc::c_void,
 ) -> isize {
     let ret: isize;
-    // SAFETY: `clone` with no tid or TLS pointers. In the parent it returns the pid (or -errno)
-    // and falls through. The child starts on `stack_top` (16-byte aligned, so `call` leaves it
-    // as a function entry expects) with r12/r13 as they were, calls `entry(arg)` and leaves by
-    // `exit_group`, never reaching the code after the asm.
+    // SAFETY: `clone` with no tid pointers and a null TLS (r8, for `CLONE_SETTLS`). In the
+    // parent it returns the pid (or -errno) and falls through. The child starts on `stack_top`
+    // (16-byte aligned, so `call` leaves it as a function entry expects) with r12/r13 as they
+    // were, calls `entry(arg)` and leaves by `exit_group`, never reaching the code after the asm.
     unsafe {
         std::arch::asm!(
             "syscall",
@@ -146,9 +153,9 @@ unsafe fn trampoline(
     arg: *mut libc::c_void,
 ) -> isize {
     let ret: isize;
-    // SAFETY: as on x86_64: `clone` with no tid or TLS pointers; the parent falls through with
-    // the pid (or -errno); the child, on `stack_top` with x9/x10 as they were (the kernel keeps
-    // every register but x0), calls `entry(arg)` and leaves by `exit_group`.
+    // SAFETY: as on x86_64: `clone` with no tid pointers and a null TLS (x3); the parent falls
+    // through with the pid (or -errno); the child, on `stack_top` with x9/x10 as they were (the
+    // kernel keeps every register but x0), calls `entry(arg)` and leaves by `exit_group`.
     unsafe {
         std::arch::asm!(
             "svc 0",
@@ -178,8 +185,20 @@ unsafe fn trampoline(
     entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     arg: *mut libc::c_void,
 ) -> isize {
-    // SAFETY: the caller's contract. (libc may write errno on failure here.)
-    let ret = unsafe { libc::clone(entry, stack_top, flags as libc::c_int, arg) };
+    let none = std::ptr::null_mut::<libc::c_void>();
+    // SAFETY: the caller's contract; no tid pointers, a null TLS. (libc may write errno on
+    // failure here.)
+    let ret = unsafe {
+        libc::clone(
+            entry,
+            stack_top,
+            flags as libc::c_int,
+            arg,
+            none,
+            none,
+            none,
+        )
+    };
     if ret < 0 {
         -(std::io::Error::last_os_error()
             .raw_os_error()

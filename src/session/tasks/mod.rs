@@ -3,7 +3,8 @@
 //! turns — and, once finished, kept in [`super::store`] for `tasks/get`, `GetTask` and
 //! `ListTasks`. What a task looks like on the wire is [`crate::a2a::task`]'s business; this
 //! module owns its life: taking messages and scheduling turns here, one live task in
-//! `entry.rs`, running a turn in `turn.rs`, reading tasks in `query.rs`.
+//! `entry.rs`, running a turn in `turn.rs` on a thread of `threads.rs` (kept a while for the
+//! next turn), reading tasks in `query.rs`.
 //!
 //! Running handlers are the [`Supervisor`]'s: started, registered and ended there, under its own
 //! lock, so this engine's lock is never held across a spawn or a wait. The engine's own lock is
@@ -15,6 +16,7 @@ mod live;
 mod outbox;
 mod query;
 mod settled;
+mod threads;
 mod turn;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -138,6 +140,8 @@ pub struct Engine {
     idle: Condvar,
     /// This engine, for the task threads it starts once its lock is released.
     me: Weak<Engine>,
+    /// The threads turns run on, each kept a while for the next turn.
+    threads: Arc<threads::Threads>,
     supervisor: Supervisor,
     budget: Arc<Budget>,
     /// The share of the budget stream readers' copies draw on (a quarter; [`Budget::share`]).
@@ -217,6 +221,7 @@ impl Engine {
                 ..Tasks::default()
             }),
             idle: Condvar::new(),
+            threads: Arc::default(),
             supervisor: Supervisor::default(),
         })
     }
@@ -477,20 +482,16 @@ impl Engine {
         out.due.starts.push(id);
     }
 
-    /// Run task `id`, marked working, on a thread of its own (the lock not held: a spawn may
-    /// wait on the kernel). A thread that cannot be spawned (`RLIMIT_NPROC`, memory) fails the
-    /// task with the reason, so it never stays `working` with nothing to end it, and whoever
-    /// waits for it is answered.
+    /// Run task `id`, marked working, on a thread of its own — one a finished turn left waiting,
+    /// or a new one ([`threads`]) — the lock not held: a spawn may wait on the kernel. A thread
+    /// that cannot be started (`RLIMIT_NPROC`, memory) fails the task with the reason, so it
+    /// never stays `working` with nothing to end it, and whoever waits for it is answered.
     fn spawn(&self, id: String) {
         let Some(engine) = self.me.upgrade() else {
             return;
         };
         let runs = id.clone();
-        let spawned = std::thread::Builder::new()
-            .name("task".into())
-            .stack_size(256 * 1024)
-            .spawn(move || engine.execute(runs));
-        if let Err(err) = spawned {
+        if let Err(err) = self.threads.run(move || engine.execute(runs)) {
             let mut tasks = self.lock();
             tasks.running -= 1;
             if let Some(mut entry) = tasks.by_id.remove(&id) {

@@ -77,8 +77,11 @@ impl Engine {
             Ok(dir) => dir,
             Err(why) => return (TurnOutcome::Failed(why), Vec::new()),
         };
-        let path = dir.as_ref().map(|dir| dir.path());
-        let domain = match sandbox.map(|p| p.ruleset(path.as_deref())).transpose() {
+        let domain = sandbox.map(|policy| match &dir {
+            Some(dir) => dir.domain(|| policy.ruleset(Some(&dir.path()))),
+            None => policy.ruleset(None).map(Arc::new),
+        });
+        let domain = match domain.transpose() {
             Ok(domain) => domain,
             Err(err) => {
                 let why = format!("the handler's sandbox could not be made: {err}");
@@ -112,7 +115,7 @@ impl Engine {
             argv,
             workdir,
             vars: &vars,
-            domain: domain.as_ref(),
+            domain: domain.as_deref(),
         };
         let outcome = self.run_handler(id, &started, turn.message.text(), &mut on_output);
         if let TurnOutcome::Completed(answer) | TurnOutcome::InputRequired(answer) = &outcome

@@ -54,11 +54,11 @@ pub struct Exec {
     pub in_cwd: AtomicBool,
 }
 
-// SAFETY: the raw pointers point into `_strings` and the `CString`s this struct owns, which move
-// with it and are never mutated; the plan is read by the child while the session's thread that
-// built it is the only other holder.
+// SAFETY: the raw pointers point into the heap buffers of `_strings`, which this struct owns and
+// never mutates, so they stay valid wherever it moves.
 unsafe impl Send for Exec {}
-// SAFETY: as above; the fields written after construction are atomics.
+// SAFETY: shared, it is only read — but for `parent`, `failed` and `in_cwd`, which are atomics
+// (the child of a clone and its cloner are the ones that share it).
 unsafe impl Sync for Exec {}
 
 impl Exec {
@@ -138,7 +138,12 @@ fn cstring(s: OsString) -> io::Result<CString> {
 
 /// The child, from clone to exec: the entry [`raw::clone`] runs, on the plan's address.
 pub extern "C" fn child(plan: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `plan` is the subreaper's `Exec`, alive and unmoved while it sleeps in the clone.
+    // SAFETY: `plan` is an `Exec` its cloner keeps alive and unmoved until this child has exec'd
+    // or exited, writing only its atomics meanwhile: the cloner sleeps in the `CLONE_VFORK`
+    // clone until then, and the plan is either in a subreaper's frame — which the session frees
+    // only once no such clone can be under way, and leaks if the subreaper died inside one
+    // (`reaper::Frame::cloning`) — or on the stack of the session thread asleep in the clone
+    // (`spawn_child`), whose wait only a fatal signal ends, ending this whole process with it.
     let plan = unsafe { &*plan.cast::<Exec>() };
     let errno = match prepare(plan) {
         Ok(()) => {

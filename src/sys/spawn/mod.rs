@@ -178,16 +178,19 @@ fn start_child(spec: &Spec<'_>, stdio: [OwnedFd; 2], own_group: bool) -> io::Res
     let mut exec = plan(spec, [stdin, stdout, 2])?;
     exec.own_group = own_group;
     exec.reset_signals = true;
-    let stack = stack::Stack::map()?;
+    let stack = stack::Stack::take()?;
     let arg = (&raw const exec).cast_mut().cast();
     let old = super::raw::set_signal_mask(super::raw::ALL_SIGNALS)
         .map_err(io::Error::from_raw_os_error)?;
     let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
-    // SAFETY: `exec::child` makes raw calls only, on its guarded stack and the plan, both of
-    // which live on this frame until the clone returns — after the child's exec or exit, as
-    // CLONE_VFORK holds this thread until then.
+    // SAFETY: `exec::child` makes raw calls only, with no thread pointer, on its guarded stack
+    // and the plan, both of which live on this thread's stack frame until the clone returns —
+    // after the child's exec or exit, as CLONE_VFORK holds this thread until then (a wait only a
+    // fatal signal ends, and that ends the whole session, freeing nothing under the child).
     let cloned = unsafe { super::raw::clone(flags, stack.top(), exec::child, arg) };
     let _ = super::raw::set_signal_mask(old);
+    // The child has exec'd or exited: nothing runs on its stack now.
+    stack.give_back();
     drop(stdio);
     let pid = cloned.map_err(io::Error::from_raw_os_error)? as u32;
     if let Err(err) = exec.outcome(spec.cwd) {

@@ -5,8 +5,9 @@
 //! copy-on-write afterwards) on a stack of its own, and so lives under the same rules as a
 //! handler before its exec, for its whole life: raw system calls only ([`crate::sys::raw`]),
 //! on its stack and the [`Frame`] the session keeps for it until it is reaped — no allocation,
-//! no lock, no thread-local, nothing that can panic on a path it takes. Every signal is blocked
-//! in it (the session blocked them across the clone); it waits on descriptors instead.
+//! no lock, no thread-local (it has no thread pointer: one would fault, [`raw::clone`]), nothing
+//! that can panic on a path it takes. Every signal is blocked in it (the session blocked them
+//! across the clone); it waits on descriptors instead.
 //!
 //! What it does, in order:
 //! 1. closes every descriptor it was cloned with but its own few, so it holds nothing of the
@@ -50,26 +51,35 @@ pub const KILL: u8 = b'K';
 /// The subreaper tells: the handler's clone has returned; [`Exec::failed`] says how.
 pub const STARTED: u8 = b'S';
 
-/// What the session and the subreaper share: made by the session, unmoved and kept alive until
-/// the subreaper is reaped (or leaked if it cannot be).
+/// What the session and the subreaper share. The session hands it over as a raw pointer
+/// (`Box::into_raw`) and holds no `Box` or `&mut` while the subreaper lives: both sides only
+/// read it, and what either writes after the clone is an atomic ([`Exec::parent`],
+/// [`Exec::failed`], [`Exec::in_cwd`], [`Frame::cloning`], [`Frame::status`],
+/// [`Frame::reaped`]). The session takes it back only after reaping the subreaper, and not even
+/// then while a handler may still be running on it ([`Frame::cloning`]): it is leaked instead.
 pub struct Frame {
     pub exec: Exec,
     /// The subreaper's end of the control socket.
     pub ctl: RawFd,
     /// The top of the stack the handler runs on until its exec.
     pub handler_stack: *mut libc::c_void,
+    /// Set by the subreaper just before it clones the handler, cleared once that clone has
+    /// returned — when the handler has exec'd or exited and uses none of this memory any more.
+    /// Still set once the subreaper is reaped, it died inside the clone (SIGKILLed while the
+    /// handler was between its clone and its exec): the handler may still read the plan, write
+    /// [`Exec::failed`] and run on its stack, so the frame and that stack are never freed.
+    pub cloning: AtomicBool,
     /// The handler's wait status, once [`Frame::reaped`].
     pub status: AtomicI32,
     pub reaped: AtomicBool,
 }
 
-// SAFETY: the pointer is to the stack mapping the owner of the frame keeps with it; everything
-// written across processes is atomic.
-unsafe impl Send for Frame {}
-
 /// The subreaper's entry, on the frame's address.
 pub extern "C" fn main(frame: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: the session's `Frame`, alive and unmoved until this process is reaped.
+    // SAFETY: the frame the session handed over (`Box::into_raw`): freed only once this process
+    // has been reaped, and never while a handler it cloned may still use it (`Frame::cloning`);
+    // while this runs, nothing holds a `&mut` to it and every field written is an atomic, so a
+    // shared reference is sound.
     let frame = unsafe { &*frame.cast::<Frame>() };
     live(frame)
 }
@@ -93,10 +103,13 @@ fn live(f: &Frame) -> ! {
     );
     let plan = (&raw const f.exec).cast_mut().cast();
     let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    f.cloning.store(true, Ordering::Release);
     // SAFETY: the handler runs `exec::child` on its own guarded stack until its exec, making
-    // raw calls only on the plan, which the frame keeps; CLONE_VFORK holds this process until
-    // then.
+    // raw calls only, with no thread pointer, on the plan in the frame; CLONE_VFORK holds this
+    // process until then. Should this process be killed meanwhile, `cloning` stays set and the
+    // session leaks the frame and that stack rather than free them under the handler.
     let handler = unsafe { raw::clone(flags, f.handler_stack, exec::child, plan) };
+    f.cloning.store(false, Ordering::Release);
     for fd in [stdin, stdout, stderr, a, b, c, d, landlock]
         .into_iter()
         .filter(|&fd| fd >= 0)

@@ -75,52 +75,80 @@ mod linux {
     use crate::sys::spawn::reaper::{self, Frame};
     use crate::sys::spawn::stack::Stack;
 
+    /// Why a handler has no status, when its subreaper died inside the handler's clone (the
+    /// frame and the handler's stack are then leaked: [`Frame::cloning`]).
+    const KILLED_IN_CLONE: &str = "its subreaper was killed while it started the handler";
+
     /// A running task's subreaper, as the session holds it. Reap it with [`Shim::reap`]; one
     /// dropped unreaped is told to kill its tree, and its frame and stacks are leaked — it may
     /// still be reading them.
     pub struct Shim {
         pid: libc::pid_t,
         ctl: Arc<UnixStream>,
-        frame: Option<Box<Frame>>,
+        /// The subreaper's frame, from `Box::into_raw`: only read here (through [`Shim::frame`]),
+        /// and given back to a `Box` by [`Shim::reap`] alone, once no process can use it; `None`
+        /// once taken back or leaked.
+        frame: Option<*mut Frame>,
         /// The subreaper's stack and the handler's (until its exec).
         stacks: Option<[Stack; 2]>,
     }
+
+    // SAFETY: the frame pointer is this value's alone to free, and it reads the frame only
+    // through shared references to fields that are atomic or never written after the clone —
+    // from whichever thread holds it.
+    unsafe impl Send for Shim {}
 
     /// Start the handler `exec` describes under a subreaper of its own, leading its own group
     /// and dying with the subreaper; `cwd` names its workdir in errors. Returns once the handler
     /// has been exec'd, or with why it could not be.
     pub fn start(mut exec: Exec, cwd: &std::path::Path) -> io::Result<Shim> {
         let (ours, theirs) = UnixStream::pair()?;
-        let stacks = [Stack::map()?, Stack::map()?];
+        let stacks = [Stack::take()?, Stack::take()?];
         // The subreaper puts signals back to their defaults before it starts the handler, which
         // dies with it.
         exec.reset_signals = false;
         exec.die_with_parent = true;
         exec.own_group = true;
-        let frame = Box::new(Frame {
+        let frame = Box::into_raw(Box::new(Frame {
             exec,
             ctl: theirs.as_raw_fd(),
             handler_stack: stacks[1].top(),
+            cloning: AtomicBool::new(false),
             status: AtomicI32::new(0),
             reaped: AtomicBool::new(false),
-        });
-        let arg = (&raw const *frame).cast_mut().cast();
+        }));
         // No handler of the session's may run in the subreaper: it starts with every signal
         // blocked (libc's internal ones too) and keeps them so.
-        let old = raw::set_signal_mask(raw::ALL_SIGNALS).map_err(io::Error::from_raw_os_error)?;
-        // SAFETY: `reaper::main` makes raw calls only, on its guarded stack and the frame, both
-        // of which this `Shim` keeps until the subreaper is reaped (or leaks).
+        let old = match raw::set_signal_mask(raw::ALL_SIGNALS) {
+            Ok(old) => old,
+            Err(errno) => {
+                // SAFETY: from `Box::into_raw` just above, and no process was given it.
+                drop(unsafe { Box::from_raw(frame) });
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+        };
+        // SAFETY: `reaper::main` makes raw calls only, with no thread pointer, on its guarded
+        // stack and the frame. The `Shim` made below keeps both; it frees them only once the
+        // subreaper is reaped and no handler can still be inside its clone ([`Shim::reap`]), and
+        // leaks them otherwise.
         let cloned = unsafe {
             raw::clone(
                 libc::CLONE_VM | libc::SIGCHLD,
                 stacks[0].top(),
                 reaper::main,
-                arg,
+                frame.cast(),
             )
         };
         let _ = raw::set_signal_mask(old);
         drop(theirs);
-        let pid = cloned.map_err(io::Error::from_raw_os_error)? as libc::pid_t;
+        let pid = match cloned {
+            Ok(pid) => pid as libc::pid_t,
+            Err(errno) => {
+                // SAFETY: from `Box::into_raw` above; the clone failed, so no process has it.
+                drop(unsafe { Box::from_raw(frame) });
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+        };
         let mut shim = Shim {
             pid,
             ctl: Arc::new(ours),
@@ -136,8 +164,15 @@ mod linux {
                 read => break read,
             }
         };
+        // At EOF the subreaper has exited (its descriptors close last), so `cloning` is final.
         let started = match told {
-            Ok(1) => shim.frame.as_ref().map_or(Ok(()), |f| f.exec.outcome(cwd)),
+            Ok(1) => shim.frame().map_or(Ok(()), |f| f.exec.outcome(cwd)),
+            _ if shim
+                .frame()
+                .is_some_and(|f| f.cloning.load(Ordering::Acquire)) =>
+            {
+                Err(io::Error::other(KILLED_IN_CLONE))
+            }
             _ => Err(io::Error::other(
                 "its subreaper ended before it could start the handler",
             )),
@@ -178,30 +213,61 @@ mod linux {
             crate::sys::poll::poll_readable(&*self.ctl, timeout).unwrap_or(false)
         }
 
+        /// The frame, while this value holds it.
+        fn frame(&self) -> Option<&Frame> {
+            // SAFETY: from `Box::into_raw` in `start`, and freed only by `reap` after taking it
+            // out of `self.frame`; read through a shared reference only, as the subreaper does,
+            // and what anyone writes to it meanwhile is an atomic.
+            self.frame.map(|frame| unsafe { &*frame })
+        }
+
         /// Wait for the subreaper to exit (it does once the tree is empty, or it gave up on a
-        /// process stuck in the kernel) and reap it; the handler's wait status.
+        /// process stuck in the kernel) and reap it; the handler's wait status. The frame and
+        /// stacks are freed only once nothing can use them: after the reap, and not even then
+        /// when the subreaper died inside the handler's clone ([`Frame::cloning`]) — the handler
+        /// may still be running on them until its exec, so they are leaked.
         pub fn reap(&mut self) -> io::Result<ExitStatus> {
-            let status = super::super::wait(self.pid as u32);
-            let frame = self.frame.take();
-            self.stacks = None;
-            status?;
-            match frame {
-                Some(f) if f.reaped.load(Ordering::Acquire) => {
-                    Ok(ExitStatus::from_raw(f.status.load(Ordering::Acquire)))
+            // Not waited for twice: once reaped, its pid may be another child's.
+            let Some(frame) = self.frame.take() else {
+                return Err(io::Error::other("the task's subreaper was already reaped"));
+            };
+            let waited = super::super::wait(self.pid as u32);
+            let stacks = self.stacks.take();
+            if let Err(err) = waited {
+                // Not reaped: it may still be running on its stack and the frame.
+                std::mem::forget(stacks);
+                return Err(err);
+            }
+            // SAFETY: as in `Shim::frame`; the subreaper is gone, a handler may not be.
+            if unsafe { &*frame }.cloning.load(Ordering::Acquire) {
+                if let Some([own, handler]) = stacks {
+                    own.give_back();
+                    std::mem::forget(handler);
                 }
-                _ => Err(io::Error::other(
+                return Err(io::Error::other(KILLED_IN_CLONE));
+            }
+            stacks.into_iter().flatten().for_each(Stack::give_back);
+            // SAFETY: from `Box::into_raw` in `start`, taken out of `self.frame` above so freed
+            // once; the subreaper is reaped and was not inside the handler's clone, so the
+            // handler has exec'd or exited (or never was) and no process uses the frame now.
+            let frame = unsafe { Box::from_raw(frame) };
+            if frame.reaped.load(Ordering::Acquire) {
+                Ok(ExitStatus::from_raw(frame.status.load(Ordering::Acquire)))
+            } else {
+                Err(io::Error::other(
                     "the handler's end could not be seen: it did not exit within 10 s of \
                      SIGKILL (stuck in the kernel), or its subreaper was killed",
-                )),
+                ))
             }
         }
     }
 
     impl Drop for Shim {
         fn drop(&mut self) {
-            if let Some(frame) = self.frame.take() {
+            // Unreaped: the subreaper (and through it the handler) may still use the frame and
+            // stacks, so both are leaked.
+            if self.frame.take().is_some() {
                 self.remote().kill();
-                std::mem::forget(frame);
                 std::mem::forget(self.stacks.take());
             }
         }

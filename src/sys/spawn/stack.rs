@@ -1,8 +1,20 @@
 //! A stack for a child cloned to share mur's memory (a task's subreaper; a child between its
 //! clone and its exec): its own mapping, with an inaccessible guard page below it, so an overrun
 //! faults instead of writing into whatever the heap put next to it.
+//!
+//! A stack no child runs on any more is kept for the next ([`Stack::give_back`], up to
+//! [`MAX_SPARES`]) rather than unmapped: mapping two stacks and their guards per task and
+//! unmapping them after — each unmapping a TLB shootdown on every core the session's threads
+//! run on — was a measurable part of starting a handler.
 
 use std::io;
+use std::sync::Mutex;
+
+/// The most stacks kept for later children: two a running task, for a few at once.
+const MAX_SPARES: usize = 16;
+
+/// Stacks no child runs on, for [`Stack::take`].
+static SPARES: Mutex<Vec<Stack>> = Mutex::new(Vec::new());
 
 /// How much stack a child gets: its calls are raw system calls and a few hundred bytes of frame,
 /// plus the subreaper's 512-byte read buffer.
@@ -19,7 +31,22 @@ pub struct Stack {
 unsafe impl Send for Stack {}
 
 impl Stack {
-    pub fn map() -> io::Result<Self> {
+    /// A kept stack, or a new one.
+    pub fn take() -> io::Result<Self> {
+        let spare = SPARES.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        spare.map_or_else(Self::map, Ok)
+    }
+
+    /// Keep this stack for a later [`Stack::take`] (or unmap it, when enough are kept). Only for
+    /// a stack no child runs on any more: its child was reaped, or its clone has returned.
+    pub fn give_back(self) {
+        let mut spares = SPARES.lock().unwrap_or_else(|p| p.into_inner());
+        if spares.len() < MAX_SPARES {
+            spares.push(self);
+        }
+    }
+
+    fn map() -> io::Result<Self> {
         // SAFETY: sysconf takes an integer.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
             .ok()
@@ -69,7 +96,7 @@ mod tests {
 
     #[test]
     fn the_stack_sits_above_an_inaccessible_page() {
-        let stack = Stack::map().unwrap();
+        let stack = Stack::take().unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let perms = |addr: usize| {
             maps.lines()

@@ -245,3 +245,136 @@ fn only_the_kept_descriptor_is_inherited() {
         .unwrap();
     assert_eq!(kept_text, "kept\n");
 }
+
+/// The thread pointer of the calling thread (x86_64: the FS base; aarch64: `TPIDR_EL0`).
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn thread_pointer() -> usize {
+    let mut pointer = 0usize;
+    #[cfg(target_arch = "x86_64")]
+    {
+        const ARCH_GET_FS: usize = 0x1003;
+        let args = [ARCH_GET_FS, (&raw mut pointer) as usize, 0, 0, 0, 0];
+        // SAFETY: the kernel writes one word into a live local.
+        let _ = unsafe { crate::sys::raw::call(libc::SYS_arch_prctl, args) };
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: reads a register.
+    unsafe {
+        std::arch::asm!("mrs {}, tpidr_el0", out(reg) pointer)
+    };
+    pointer
+}
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[test]
+fn a_child_sharing_our_memory_has_no_thread_pointer() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    /// What the child saw, written through the argument (raw calls only, no thread-local).
+    extern "C" fn report(seen: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: the parent's atomic, alive until the child is reaped.
+        let seen = unsafe { &*seen.cast::<AtomicUsize>() };
+        seen.store(thread_pointer(), Ordering::Release);
+        0
+    }
+    assert_ne!(thread_pointer(), 0, "this thread has one");
+    let seen = AtomicUsize::new(usize::MAX);
+    let stack = stack::Stack::take().unwrap();
+    let arg = (&raw const seen).cast_mut().cast();
+    // SAFETY: the child runs `report` on its own stack and the atomic, both kept until it is
+    // reaped below; it makes raw calls only.
+    let cloned =
+        unsafe { crate::sys::raw::clone(libc::CLONE_VM | libc::SIGCHLD, stack.top(), report, arg) };
+    let status = wait(cloned.unwrap() as u32).unwrap();
+    assert_eq!((status.code(), status.signal()), (Some(0), None));
+    assert_eq!(
+        seen.load(Ordering::Acquire),
+        0,
+        "a thread-local access in it would fault, not reach this thread's"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_subreaper_killed_while_it_starts_the_handler_fails_the_spawn_and_frees_nothing_in_use() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+    // A megabyte of environment: the handler's execve copies it from the plan, which keeps it
+    // between its clone and the point where its subreaper is released, for long enough to be
+    // caught there.
+    let mut bulky = spec("true", &[]);
+    for n in 0..8 {
+        bulky
+            .env
+            .push((format!("BULK{n}").into(), "x".repeat(120_000).into()));
+    }
+    let children = |tid: i32, pid: i32| -> Vec<i32> {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    let mut killed_in_clone = 0;
+    for _ in 0..200 {
+        // SAFETY: no argument; returns this thread's id.
+        let tid = unsafe { libc::gettid() };
+        let done = Arc::new(AtomicBool::new(false));
+        let killed = Arc::new(AtomicI32::new(0));
+        let watcher = {
+            let (done, killed) = (done.clone(), killed.clone());
+            std::thread::spawn(move || {
+                let me = std::process::id() as i32;
+                while !done.load(Ordering::Acquire) {
+                    // The subreaper is this thread's child; its handler, the subreaper's.
+                    for subreaper in children(tid, me) {
+                        if !children(subreaper, subreaper).is_empty() {
+                            // An unreaped child of ours: the pid names nothing else.
+                            let _ = crate::sys::raw::kill(subreaper, libc::SIGKILL);
+                            killed.store(subreaper, Ordering::Release);
+                            return;
+                        }
+                    }
+                }
+            })
+        };
+        let spawned = spawn_plain(&bulky);
+        done.store(true, Ordering::Release);
+        watcher.join().unwrap();
+        match spawned {
+            Err(err)
+                if err.to_string() == "its subreaper was killed while it started the handler" =>
+            {
+                killed_in_clone += 1;
+            }
+            Err(err) => assert!(
+                err.to_string().starts_with("its subreaper ended")
+                    && killed.load(Ordering::Acquire) != 0,
+                "{err}"
+            ),
+            Ok(mut child) => {
+                let reaped = child.shim.reap();
+                assert!(
+                    killed.load(Ordering::Acquire) == 0 || reaped.is_err(),
+                    "{reaped:?}"
+                );
+            }
+        }
+        if killed_in_clone >= 3 {
+            break;
+        }
+    }
+    assert!(
+        killed_in_clone > 0,
+        "no kill landed inside the handler's clone in 200 tries"
+    );
+    // The frames and stacks those handlers may have used are leaked; spawning goes on.
+    let mut child = spawn_plain(&spec("true", &[])).unwrap();
+    assert_eq!(child.shim.reap().unwrap().code(), Some(0));
+}
