@@ -307,12 +307,10 @@ impl Door {
         let streaming = streaming && method.op != Op::Watch;
         match self.dispatch(method, params, caller, shape, charge) {
             Ok(Answered::Value(result)) if method.op == Op::StopSession => {
-                let reply = Reply::Value(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+                let reply = Reply::Value(rpc::result(id, result));
                 Ok(Reply::Door(Box::new(reply)))
             }
-            Ok(Answered::Value(result)) => {
-                answer(json!({"jsonrpc": "2.0", "id": id, "result": result}))
-            }
+            Ok(Answered::Value(result)) => answer(rpc::result(id, result)),
             Ok(Answered::Later(later)) => {
                 let reply = Reply::Later(Box::new(later::Answer { later, id, shape }));
                 match method.op {
@@ -532,7 +530,7 @@ fn sent(task: &crate::a2a::task::Task, generation: Generation, view: View) -> Va
     let rendered = task.render(generation, view);
     match generation {
         Generation::V0_3 => rendered,
-        Generation::V1_0 => json!({"task": rendered}),
+        Generation::V1_0 => crate::json::object([("task", rendered)]),
     }
 }
 
