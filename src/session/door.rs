@@ -17,8 +17,8 @@
 //! Errors travel with HTTP 200 in the shape of the method's generation ([`crate::a2a::error`]).
 //! A malformed request costs only its own answer.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
 
@@ -77,9 +77,7 @@ enum Reply {
 
 /// A JSON answer whose parts' data (markers in the tree) are written as their text.
 fn json_response(status: u16, answer: &Value) -> Response {
-    let mut response = Response::json(status, &Value::Null);
-    response.body = crate::json::raw::to_vec(answer);
-    response
+    Response::json_bytes(status, crate::json::raw::to_vec(answer))
 }
 
 /// The JSON-RPC code of a demand the memory budget refused (HTTP 503): beside the -3203x codes
@@ -137,6 +135,9 @@ pub struct Door {
     pub stop_requested: Arc<AtomicBool>,
     /// The streams open at this door, by caller.
     pub streams: Arc<Streams>,
+    /// The public card as JSON, written at its first GET: it is made of the fields above, none
+    /// of which changes, and building and writing its tree was most of a card GET's cost.
+    pub public_card: OnceLock<Vec<u8>>,
 }
 
 impl Door {
