@@ -91,8 +91,10 @@ impl<K: Kind> Id<K> {
         uuid[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
         uuid[6] = 0x70 | (uuid[6] & 0x0f);
         uuid[8] = 0x80 | (uuid[8] & 0x3f);
-        let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
-        Self::parse(&format!("{}{hex}", K::PREFIX))
+        Ok(Self {
+            text: format!("{}{}", K::PREFIX, lower_hex(&uuid)),
+            kind: PhantomData,
+        })
     }
 
     pub fn as_str(&self) -> &str {
@@ -103,6 +105,18 @@ impl<K: Kind> Id<K> {
     pub fn hex(&self) -> &str {
         &self.text[K::PREFIX.len()..]
     }
+}
+
+/// `bytes` as lowercase hex, two digits a byte (a table, not a `format!` a byte: a task's ids
+/// are minted on every `SendMessage`).
+pub fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    hex
 }
 
 fn is_lower_hex(hex: &str) -> bool {
@@ -155,6 +169,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(2));
         let second = SessionId::mint().unwrap();
         assert!(first < second, "{first} then {second}");
+        assert_eq!(SessionId::parse(second.as_str()), Ok(second.clone()));
         let hex = second.hex();
         assert_eq!(&hex[12..13], "7", "version nibble");
         assert!(

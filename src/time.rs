@@ -18,12 +18,29 @@ pub fn format_rfc3339(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let (hh, mm, ss) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z");
+    }
+    // Digit by digit: every task's status carries one, and `format!` cost a thirtieth of a
+    // `SendMessage`. Every field is below 10,000 and at least 0 here.
+    let mut text = String::with_capacity(20);
+    for (value, width, then) in [
+        (y, 1000, '-'),
+        (m, 10, '-'),
+        (d, 10, 'T'),
+        (hh, 10, ':'),
+        (mm, 10, ':'),
+        (ss, 10, 'Z'),
+    ] {
+        let mut unit = width;
+        while unit > 0 {
+            text.push(char::from(b'0' + (value / unit % 10) as u8));
+            unit /= 10;
+        }
+        text.push(then);
+    }
+    text
 }
 
 /// Seconds since the epoch of an RFC 3339 timestamp, or `None` if it is not one.
@@ -131,6 +148,7 @@ mod tests {
             assert_eq!(format_rfc3339(secs), text);
             assert_eq!(parse_rfc3339(text), Some(secs), "{text}");
         }
+        assert_eq!(format_rfc3339(253_402_300_800), "10000-01-01T00:00:00Z");
     }
 
     #[test]

@@ -151,11 +151,12 @@ impl Message {
             (Generation::V1_0, Role::User) => "ROLE_USER",
             (Generation::V1_0, Role::Agent) => "ROLE_AGENT",
         };
-        let mut out = json!({
-            "messageId": self.message_id,
-            "role": role,
-            "parts": self.parts.iter().map(|p| p.render(generation)).collect::<Vec<_>>(),
-        });
+        let parts = self.parts.iter().map(|p| p.render(generation)).collect();
+        let mut out = crate::json::object([
+            ("messageId", self.message_id.clone().into()),
+            ("role", role.into()),
+            ("parts", Value::Array(parts)),
+        ]);
         if generation == Generation::V0_3 {
             out["kind"] = json!("message");
         }

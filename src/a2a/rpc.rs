@@ -8,6 +8,12 @@ pub use crate::methods::{
     operator_scopes, scope_grants, scope_names, twin_names,
 };
 
+/// The answer to request `id` carrying `result`, moved in ([`crate::json::object`]: a rendered
+/// task is not copied again).
+pub fn result(id: serde_json::Value, result: serde_json::Value) -> serde_json::Value {
+    crate::json::object([("jsonrpc", "2.0".into()), ("id", id), ("result", result)])
+}
+
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;

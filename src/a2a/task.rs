@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::message::{Message, Part, Role};
 use super::version::Generation;
 use crate::id::TaskId;
+use crate::json::object;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum State {
@@ -153,16 +154,16 @@ impl Task {
             .history_length
             .unwrap_or(usize::MAX)
             .min(self.history.len());
-        let history: Vec<Value> = self.history[self.history.len() - keep..]
+        let history = self.history[self.history.len() - keep..]
             .iter()
             .map(|m| m.render(generation))
             .collect();
-        let mut task = json!({
-            "id": self.id,
-            "contextId": self.context_id,
-            "status": status,
-            "history": history,
-        });
+        let mut task = object([
+            ("id", self.id.to_string().into()),
+            ("contextId", self.context_id.clone().into()),
+            ("status", status),
+            ("history", Value::Array(history)),
+        ]);
         if generation == Generation::V0_3 {
             task["kind"] = json!("task");
         }
@@ -174,7 +175,8 @@ impl Task {
         };
         if view.artifacts && answered {
             let parts = self.shown_answer();
-            task["artifacts"] = json!([answer_json(self.id.as_str(), &parts, generation)]);
+            let artifact = answer_json(self.id.as_str(), &parts, generation);
+            task["artifacts"] = Value::Array(vec![artifact]);
         }
         task
     }
@@ -205,10 +207,10 @@ pub fn status_json(
     updated: i64,
     generation: Generation,
 ) -> Value {
-    let mut status = json!({
-        "state": state.wire(generation),
-        "timestamp": crate::time::format_rfc3339(updated),
-    });
+    let mut status = object([
+        ("state", state.wire(generation).into()),
+        ("timestamp", crate::time::format_rfc3339(updated).into()),
+    ]);
     if let Some(message) = message {
         status["message"] = message.render(generation);
     }
@@ -217,12 +219,12 @@ pub fn status_json(
 
 /// Task `task_id`'s one artifact, the answer (or a stream's piece of it), on the wire.
 pub fn answer_json(task_id: &str, parts: &[Part], generation: Generation) -> Value {
-    let parts: Vec<Value> = parts.iter().map(|p| p.render(generation)).collect();
-    json!({
-        "artifactId": Task::artifact_id(task_id),
-        "name": "answer",
-        "parts": parts,
-    })
+    let parts = parts.iter().map(|p| p.render(generation)).collect();
+    object([
+        ("artifactId", Task::artifact_id(task_id).into()),
+        ("name", "answer".into()),
+        ("parts", Value::Array(parts)),
+    ])
 }
 
 #[cfg(test)]

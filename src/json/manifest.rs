@@ -366,10 +366,7 @@ fn not_on_path(program: &str, dir: &Path) -> String {
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::id::lower_hex(&sha2::Sha256::digest(bytes))
 }
 
 #[cfg(test)]

@@ -128,8 +128,14 @@ impl Serialize for Spliced<'_> {
 
 /// `value` as JSON bytes, each marker written as the text it holds.
 pub fn to_vec(value: &Value) -> Vec<u8> {
+    // Room for a `SendMessage`'s answer (most of a KiB) at once, not four growths from the 128
+    // bytes `serde_json::to_vec` starts with.
+    let mut out = Vec::with_capacity(1024);
     // Writing a tree into a Vec fails only on a marker that is not JSON, which none is.
-    serde_json::to_vec(&Spliced(value)).unwrap_or_else(|_| b"null".to_vec())
+    match serde_json::to_writer(&mut out, &Spliced(value)) {
+        Ok(()) => out,
+        Err(_) => b"null".to_vec(),
+    }
 }
 
 /// `value` with every marker parsed back into a tree: for tests and small answers.

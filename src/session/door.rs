@@ -17,8 +17,8 @@
 //! Errors travel with HTTP 200 in the shape of the method's generation ([`crate::a2a::error`]).
 //! A malformed request costs only its own answer.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
 
@@ -77,9 +77,7 @@ enum Reply {
 
 /// A JSON answer whose parts' data (markers in the tree) are written as their text.
 fn json_response(status: u16, answer: &Value) -> Response {
-    let mut response = Response::json(status, &Value::Null);
-    response.body = crate::json::raw::to_vec(answer);
-    response
+    Response::json_bytes(status, crate::json::raw::to_vec(answer))
 }
 
 /// The JSON-RPC code of a demand the memory budget refused (HTTP 503): beside the -3203x codes
@@ -137,6 +135,9 @@ pub struct Door {
     pub stop_requested: Arc<AtomicBool>,
     /// The streams open at this door, by caller.
     pub streams: Arc<Streams>,
+    /// The public card as JSON, written at its first GET: it is made of the fields above, none
+    /// of which changes, and building and writing its tree was most of a card GET's cost.
+    pub public_card: OnceLock<Vec<u8>>,
 }
 
 impl Door {
@@ -307,12 +308,10 @@ impl Door {
         let streaming = streaming && method.op != Op::Watch;
         match self.dispatch(method, params, caller, shape, charge) {
             Ok(Answered::Value(result)) if method.op == Op::StopSession => {
-                let reply = Reply::Value(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+                let reply = Reply::Value(rpc::result(id, result));
                 Ok(Reply::Door(Box::new(reply)))
             }
-            Ok(Answered::Value(result)) => {
-                answer(json!({"jsonrpc": "2.0", "id": id, "result": result}))
-            }
+            Ok(Answered::Value(result)) => answer(rpc::result(id, result)),
             Ok(Answered::Later(later)) => {
                 let reply = Reply::Later(Box::new(later::Answer { later, id, shape }));
                 match method.op {
@@ -532,7 +531,7 @@ fn sent(task: &crate::a2a::task::Task, generation: Generation, view: View) -> Va
     let rendered = task.render(generation, view);
     match generation {
         Generation::V0_3 => rendered,
-        Generation::V1_0 => json!({"task": rendered}),
+        Generation::V1_0 => crate::json::object([("task", rendered)]),
     }
 }
 

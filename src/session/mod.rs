@@ -345,6 +345,7 @@ fn door(
         advertise: declared.advertise.clone(),
         stop_requested: Arc::new(AtomicBool::new(false)),
         streams: Arc::default(),
+        public_card: std::sync::OnceLock::new(),
     })
 }
 

@@ -150,10 +150,17 @@ impl std::fmt::Debug for Response {
 
 impl Response {
     pub fn json(status: u16, value: &serde_json::Value) -> Self {
+        // Written as bytes, not through `Display` (`to_string`), whose formatter adapter costs
+        // about as much again. A tree of strings and numbers cannot fail to serialize.
+        Self::json_bytes(status, serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    /// `body`, JSON already written.
+    pub fn json_bytes(status: u16, body: Vec<u8>) -> Self {
         Self {
             status,
             headers: vec![("Content-Type", "application/json".into())],
-            body: value.to_string().into_bytes(),
+            body,
             stream: None,
             deferred: None,
             hold: None,

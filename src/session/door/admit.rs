@@ -229,6 +229,7 @@ mod tests {
             advertise: None,
             stop_requested: Arc::new(AtomicBool::new(false)),
             streams: Arc::default(),
+            public_card: std::sync::OnceLock::new(),
         };
         (door, operator)
     }

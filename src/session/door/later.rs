@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use super::super::tasks::{Canceled, Settled};
 use super::{Answered, Door, lookup};
 use crate::a2a::error::RpcError;
-use crate::a2a::params;
 use crate::a2a::task::{State, Task, View};
 use crate::a2a::version::Generation;
+use crate::a2a::{params, rpc};
 use crate::net::server::{Deferred, Response};
 
 /// A method's result not known yet: `Pending` with the waker registered where the result will
@@ -29,7 +29,7 @@ impl Deferred for Answer {
     fn poll(&mut self, waker: &Waker) -> Poll<Response> {
         (self.later)(waker).map(|result| {
             let answer = match result {
-                Ok(result) => json!({"jsonrpc": "2.0", "id": self.id, "result": result}),
+                Ok(result) => rpc::result(self.id.clone(), result),
                 Err(err) => err.answer(self.id.clone(), self.shape),
             };
             super::json_response(200, &answer)

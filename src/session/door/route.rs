@@ -14,7 +14,12 @@ impl Door {
     /// Every route but the CORS preflight, as its head decided.
     fn route(&self, request: &Request, route: Route, charge: &Charge) -> Response {
         match route {
-            Route::Card => Response::json(200, &self.card(false, CardFor::Both)),
+            Route::Card => {
+                let card = self
+                    .public_card
+                    .get_or_init(|| Response::json(200, &self.card(false, CardFor::Both)).body);
+                Response::json_bytes(200, card.clone())
+            }
             Route::Rpc(caller) => self.rpc(request, &caller, charge),
             Route::Unauthenticated(denied) => self.unauthenticated(request, &denied),
             Route::Refused(refusal) => *refusal,

@@ -9,10 +9,11 @@
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::super::budget::Charge;
 use super::super::feed::Feed;
+use crate::a2a::rpc;
 use crate::a2a::stream::{Event, Heartbeat, Trail};
 use crate::a2a::version::Generation;
 use crate::net::server::BodyStream;
@@ -96,9 +97,7 @@ impl BodyStream for Sse {
         let (feed, generation) = (&stream.feed, stream.generation);
         let result = happened.render(&feed.task_id, &feed.context_id, generation);
         stream.heartbeat.wrote();
-        Poll::Ready(Some(event(
-            &json!({"jsonrpc": "2.0", "id": stream.id, "result": result}),
-        )))
+        Poll::Ready(Some(event(&rpc::result(stream.id.clone(), result))))
     }
 }
 
