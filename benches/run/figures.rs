@@ -405,11 +405,19 @@ impl Nginx {
 }
 
 /// One worker answering every request with `200 ok`, keep-alive without limit; everything it
-/// writes under `dir`.
+/// writes under `dir`. Started as root, its worker stays root rather than nginx's default
+/// `nobody`: a process of that user would count against the test suite's `RLIMIT_NPROC` checks
+/// (tests/it/hardening.rs), were the two run at once.
 fn nginx_conf(dir: &Path, port: u16) -> String {
     let dir = dir.display();
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let user = if unsafe { libc::geteuid() } == 0 {
+        "user root root;\n"
+    } else {
+        ""
+    };
     format!(
-        "worker_processes 1;\ndaemon off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log;\n\
+        "{user}worker_processes 1;\ndaemon off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log;\n\
          worker_rlimit_nofile 65536;\nevents {{ worker_connections 16384; }}\n\
          http {{\n  access_log off;\n  keepalive_requests 100000000;\n  keepalive_timeout 300s;\n\
          \x20 client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
