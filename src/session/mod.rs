@@ -13,6 +13,7 @@ pub mod door;
 pub mod feed;
 pub mod handler;
 mod hidden;
+mod launched;
 mod listen;
 pub mod log;
 pub mod member;
@@ -29,7 +30,6 @@ mod tokens;
 pub mod watch;
 
 use std::ffi::OsString;
-use std::io::Read;
 use std::net::{IpAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -187,8 +187,8 @@ fn session(options: &Options) -> Result<i32, String> {
     crate::sys::proc::protect_memory();
     let mut declared = declare(options)?;
     let running = running_dir()?;
-    let lifeline = inherited_lifeline()?;
-    let member = inherited_membership(options, &declared)?;
+    let lifeline = launched::inherited_lifeline()?;
+    let member = launched::inherited_membership(options, &declared)?;
     let session_id = SessionId::mint()?;
     // A start that fails leaves nothing behind: what can fail is done before the log and the
     // task directories exist (the port first: the commonest failure), or removes them.
@@ -236,7 +236,7 @@ fn session(options: &Options) -> Result<i32, String> {
     // as it streams (the channel's contract, `json::channel`).
     let launched = lifeline.is_some();
     let result_object = options.json && options.task.is_some() && !launched;
-    let lifeline_closed = lifeline.map(watch_lifeline).transpose()?;
+    let lifeline_closed = lifeline.map(launched::watch_lifeline).transpose()?;
     let mut notifier = notify::Notifier::from_env();
     announce(
         options.json && !result_object,
@@ -426,40 +426,6 @@ fn open_log(options: &Options, session_id: &SessionId, launched: bool) -> Result
     log::open(session_id.as_str(), options.task.is_none() && !launched)
 }
 
-/// The formation lifeline this process inherited (`MURMUR_FORMATION_LIFELINE=<fd>`), if any.
-fn inherited_lifeline() -> Result<Option<std::fs::File>, String> {
-    match std::env::var(env::LIFELINE) {
-        Ok(fd) => fd
-            .parse::<i32>()
-            .map_err(|_| format!("{}={fd}: not a descriptor number", env::LIFELINE))
-            .and_then(crate::sys::pipe::take_inherited)
-            .map_err(|why| format!("{}: {why}", env::LIFELINE))
-            .map(Some),
-        Err(_) => Ok(None),
-    }
-}
-
-/// What the formation channel (`MURMUR_FORMATION_CHANNEL=<fd>`) says, for a launched member;
-/// else what the mounted formation directory (`--formation-dir`, `MURMUR_FORMATION_DIR`) says,
-/// for a member that joins without a launcher.
-fn inherited_membership(
-    options: &Options,
-    declared: &Declared,
-) -> Result<Option<Arc<member::Member>>, String> {
-    let call_timeout = Duration::from_secs(declared.lifecycle.task_timeout_secs);
-    match std::env::var(env::CHANNEL) {
-        Ok(fd) => fd
-            .parse::<i32>()
-            .map_err(|_| "not a descriptor number".to_string())
-            .and_then(|fd| member::Member::join(fd, call_timeout))
-            .map_err(|why| format!("{}: {why}", env::CHANNEL))
-            .map(Some),
-        Err(_) => crate::mounted::named(options.formation_dir.as_deref())
-            .map(|dir| member::Member::mounted(&dir, call_timeout))
-            .transpose(),
-    }
-}
-
 /// The task engine for this session: the handler's environment, its control values, and (for
 /// a member that may call peers) the call service behind `MURMUR_CALL_FD`.
 fn engine(
@@ -503,25 +469,6 @@ fn engine(
         calls,
         dirs,
     )
-}
-
-/// Read the lifeline until EOF on a thread of its own; the flag it raises (and wakes the
-/// session with) when the launcher has let go. The `Err`: no thread, so a member that ran on
-/// would outlive its launcher.
-fn watch_lifeline(mut pipe: std::fs::File) -> Result<Arc<AtomicBool>, String> {
-    let closed = Arc::new(AtomicBool::new(false));
-    let raised = closed.clone();
-    std::thread::Builder::new()
-        .name("lifeline".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            let mut byte = [0u8; 64];
-            while matches!(pipe.read(&mut byte), Ok(n) if n > 0) {}
-            raised.store(true, Ordering::Release);
-            crate::sys::wake::notify();
-        })
-        .map_err(|err| format!("cannot watch the formation lifeline: {err}"))?;
-    Ok(closed)
 }
 
 /// Stop taking tasks and cancel live ones, waiting for them to end; a second signal, or
