@@ -87,6 +87,19 @@ pub fn may_signal(pid: u32) -> Result<(), String> {
     if pid == 1 {
         return Err("pid 1 (init) is never signalled".into());
     }
+    could_be_a_session(pid)?;
+    if proc::self_and_ancestors().contains(&pid) {
+        Err(format!("pid {pid} is this mur or one of its ancestors"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether `pid` could be a capsule session of ours at all: a process (not a kernel thread, not
+/// a thread of another), whose real uid is our effective uid. What [`may_signal`] adds — never
+/// pid 1, never this mur or an ancestor — is a rule about signalling, not about what the pid
+/// is: pid 1 of a container, or the session whose handler runs this `mur`, is a live session.
+pub fn could_be_a_session(pid: u32) -> Result<(), String> {
     let kind =
         proc::kind(pid).ok_or_else(|| format!("pid {pid}'s owner and kind could not be read"))?;
     let me = proc::euid();
@@ -102,8 +115,6 @@ pub fn may_signal(pid: u32) -> Result<(), String> {
             "pid {pid} belongs to uid {}, not to uid {me}; mur signals only its own user's processes",
             kind.ruid
         ))
-    } else if proc::self_and_ancestors().contains(&pid) {
-        Err(format!("pid {pid} is this mur or one of its ancestors"))
     } else {
         Ok(())
     }

@@ -240,10 +240,13 @@ pub enum Liveness {
 }
 
 /// Layers 1 and 2 alone: local and cheap, no network. `None` means the process is the recorded
-/// one and only the door probe can say more. Whether mur may signal it is not asked: pid 1 of a
-/// container is a live session there, though `mur stop` only asks it at its door.
+/// one, one that could be a session, and only the door probe can say more. Whether mur may
+/// signal it is not asked: pid 1 of a container, or the session whose handler runs this `mur`,
+/// is a live session, though `mur stop` only asks it at its door.
 pub fn process_liveness(record: &RunningRecord) -> Option<Liveness> {
-    match process::identify(record.pid, &record.process_start) {
+    let identified = process::identify(record.pid, &record.process_start)
+        .and_then(|()| process::could_be_a_session(record.pid).map_err(NotSignallable::Refused));
+    match identified {
         Ok(()) => None,
         Err(NotSignallable::Gone(why)) => Some(Liveness::Gone(why)),
         Err(NotSignallable::Refused(why)) => Some(Liveness::Unreachable(why)),

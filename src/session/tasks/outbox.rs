@@ -93,10 +93,12 @@ impl Engine {
     /// Do what was left due under the lock, which is no longer held.
     fn carry_out(&self, due: Due) {
         due.retired.iter().for_each(|dir| dir.retire());
-        due.wakes.into_iter().for_each(Waker::wake);
+        // The log before the wakes: a caller who has a task's answer finds its end in `mur
+        // logs` too.
         for (task, text) in &due.logs {
             log::event(task, text);
         }
+        due.wakes.into_iter().for_each(Waker::wake);
         for id in due.starts {
             self.spawn(id);
         }
