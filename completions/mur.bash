@@ -1,5 +1,6 @@
-# bash completion for mur (installed by install.sh as share/bash-completion/completions/mur).
-# Applets, their options, and running sessions (by capsule name and id) where an address goes.
+# bash completion for mur, written by 'mur completions SHELL' from the table the applets parse with
+# (installed by install.sh as share/bash-completion/completions/mur): applets, their options and
+# what each takes, and the running sessions (by capsule name and id) where an address goes.
 
 _mur_addresses() {
     mur ps --format '{{.capsule_name}}' 2>/dev/null
@@ -7,45 +8,79 @@ _mur_addresses() {
 }
 
 _mur() {
-    local cur applet
-    cur=${COMP_WORDS[COMP_CWORD]}
-    applet=${COMP_WORDS[0]##*/}
-    applet=${applet#mur}
-    applet=${applet#-}
-    if [ -z "$applet" ]; then
+    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+    local cmd=${COMP_WORDS[0]##*/} first=1 i n=0 skip= opts= takes=
+    cmd=${cmd#mur}
+    cmd=${cmd#-}
+    if [ -z "$cmd" ]; then
         if [ "$COMP_CWORD" -eq 1 ]; then
-            COMPREPLY=($(compgen -W "run ps stop token logs cancel control watch formation help --list --version --help" -- "$cur"))
+            COMPREPLY=($(compgen -W "run ps stop token logs cancel control watch formation completions help --list --version --help" -- "$cur"))
             return
         fi
-        applet=${COMP_WORDS[1]}
+        cmd=${COMP_WORDS[1]}
+        first=2
     fi
-    local opts="--help"
-    case $applet in
-        run) opts="--task -d --detach --json --workdir --bind --port --advertise-url --capsule-sha256 --help" ;;
-        ps) opts="--json -q --quiet --format -v --capsule --formation --status --help" ;;
-        stop) opts="--timeout --all --help" ;;
-        token) opts="--control --help" ;;
-        logs) opts="-f --follow --task -n --help" ;;
-        cancel) opts="--url --json --help" ;;
-        watch) opts="--url --json --help" ;;
-        control) opts="show set secret forget --json --help" ;;
-        formation) opts="call --task --json --ready-timeout --help" ;;
-        help) COMPREPLY=($(compgen -W "run ps stop token logs cancel control watch formation" -- "$cur")); return ;;
+    if [ "$cmd" = help ]; then
+        [ "$COMP_CWORD" -eq "$first" ] && COMPREPLY=($(compgen -W "run ps stop token logs cancel control watch formation completions" -- "$cur"))
+        return
+    fi
+    if [ "$COMP_CWORD" -gt "$first" ]; then
+        case "$cmd ${COMP_WORDS[first]}" in
+            "formation call"|"formation ready") cmd="$cmd ${COMP_WORDS[first]}"; first=$((first + 1)) ;;
+        esac
+    fi
+    case $cmd in
+        "run") opts="--task -d --detach --json --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --help"; takes=" --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir " ;;
+        "ps") opts="--json -q --quiet --format --filter --capsule --formation --status -v --verbose --help"; takes=" --format --filter --capsule --formation --status " ;;
+        "stop") opts="-t --timeout --all --help"; takes=" -t --timeout " ;;
+        "token") opts="--control --help"; takes="  " ;;
+        "logs") opts="-f --follow --task -n --lines --help"; takes=" --task -n --lines " ;;
+        "cancel") opts="--url --json --help"; takes=" --url " ;;
+        "control") opts="--json --help"; takes="  " ;;
+        "watch") opts="--url --json --help"; takes=" --url " ;;
+        "formation") opts="--task --json --ready-timeout --emit --image --namespace --advertise-domain --help"; takes=" --task --ready-timeout --emit --image --namespace --advertise-domain " ;;
+        "formation call") opts="--help"; takes="  " ;;
+        "formation ready") opts="--formation-dir --door --help"; takes=" --formation-dir --door " ;;
+        "completions") opts="--help"; takes="  " ;;
+        *) return ;;
     esac
-    case ${COMP_WORDS[COMP_CWORD-1]} in
-        --workdir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
-        --status) COMPREPLY=($(compgen -W "running unreachable" -- "$cur")); return ;;
-        --task|--bind|--port|--advertise-url|--capsule-sha256|--format|--timeout|-n|--url|--ready-timeout|--capsule|--formation) return ;;
-    esac
-    case $cur in
-        -*) COMPREPLY=($(compgen -W "$opts" -- "$cur")) ;;
-        *)
-            case $applet in
-                run|formation) COMPREPLY=($(compgen -f -- "$cur")) ;;
-                stop|token|logs|cancel|watch|control) COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
-            esac
-            ;;
+    if [ "$COMP_CWORD" -gt "$first" ] && [[ $takes == *" $prev "* ]]; then
+        case "$cmd $prev" in
+            "run --workdir") COMPREPLY=($(compgen -d -- "$cur")) ;;
+            "run --formation-dir") COMPREPLY=($(compgen -d -- "$cur")) ;;
+            "ps --format") COMPREPLY=($(compgen -W "json table" -- "$cur")) ;;
+            "ps --filter") COMPREPLY=($(compgen -W "name= capsule= id= formation= status=" -- "$cur")) ;;
+            "ps --status") COMPREPLY=($(compgen -W "running unreachable" -- "$cur")) ;;
+            "formation --emit") COMPREPLY=($(compgen -W "kubernetes" -- "$cur")) ;;
+            "formation ready --formation-dir") COMPREPLY=($(compgen -d -- "$cur")) ;;
+        esac
+        return
+    fi
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+        return
+    fi
+    for ((i = first; i < COMP_CWORD; i++)); do
+        if [ -n "$skip" ]; then
+            skip=
+        elif [[ ${COMP_WORDS[i]} == -* ]]; then
+            [[ $takes == *" ${COMP_WORDS[i]} "* ]] && skip=1
+        else
+            n=$((n + 1))
+        fi
+    done
+    case "$cmd $n" in
+        "run 0") COMPREPLY=($(compgen -f -- "$cur")) ;;
+        "stop "*) COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
+        "token 0") COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
+        "logs 0") COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
+        "cancel 0") COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
+        "control 0") COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
+        "control 1") COMPREPLY=($(compgen -W "show set secret forget" -- "$cur")) ;;
+        "watch 0") COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
+        "formation 0") COMPREPLY=($(compgen -W "call ready" -- "$cur")); COMPREPLY+=($(compgen -f -- "$cur")) ;;
+        "completions 0") COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")) ;;
     esac
 }
 
-complete -F _mur mur mur-run mur-ps mur-stop mur-token mur-logs mur-cancel mur-control mur-watch mur-formation
+complete -F _mur mur mur-run mur-ps mur-stop mur-token mur-logs mur-cancel mur-control mur-watch mur-formation mur-completions

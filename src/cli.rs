@@ -1,4 +1,7 @@
-//! What every applet shares: its failure type, its stdout, argument helpers.
+//! What every applet shares: its failure type, its stdout, argument helpers, and its command
+//! line as data ([`spec`]).
+
+pub mod spec;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -232,20 +235,44 @@ pub fn port(option: &str, value: std::ffi::OsString) -> Result<u16, Failure> {
 /// computed from it can overflow (`Instant + Duration` panics where this would not).
 pub const MAX_SECS: u64 = 366 * 24 * 3600;
 
-/// An option's value as whole seconds in `min..=MAX_SECS`, or a usage error naming the option,
-/// the value and the range.
-pub fn seconds(
+/// The units a duration may carry, as `docker --time`, `timeout(1)` and systemd write them.
+const UNITS: &[(&str, u64)] = &[
+    ("ms", 1),
+    ("s", 1000),
+    ("m", 60_000),
+    ("h", 3_600_000),
+    ("d", 86_400_000),
+];
+
+/// An option's value as a duration in `min..=MAX_SECS`: a whole number with a unit (`500ms`,
+/// `10s`, `2m`, `1h`, `1d`), or a bare number, which is seconds as every such option always
+/// took. Every option that takes a time parses it here, so `10s` means the same to each. The
+/// `Err` is a usage error naming the option, the value and the range.
+pub fn duration(
     option: &str,
     value: std::ffi::OsString,
-    min: u64,
+    min: std::time::Duration,
 ) -> Result<std::time::Duration, Failure> {
-    let secs: u64 = number(option, value)?;
-    if !(min..=MAX_SECS).contains(&secs) {
-        return Err(Failure::Usage(format!(
-            "{option} wants {min} to {MAX_SECS} seconds (a year), not {secs}"
-        )));
+    let text = utf8(value)?;
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let scale = match unit {
+        "" => Some(1000),
+        unit => UNITS.iter().find(|(u, _)| *u == unit).map(|(_, ms)| *ms),
+    };
+    let millis = scale.and_then(|scale| number.parse::<u64>().ok()?.checked_mul(scale));
+    let range = |why: &str| {
+        Failure::Usage(format!(
+            "{option} wants a duration from {}s to {MAX_SECS}s (a year) -- seconds, or with a unit: 500ms, 10s, 2m, 1h, 1d -- not '{text}'{why}",
+            min.as_secs()
+        ))
+    };
+    let millis = millis.ok_or_else(|| range(""))?;
+    let duration = std::time::Duration::from_millis(millis);
+    if duration < min || duration > std::time::Duration::from_secs(MAX_SECS) {
+        return Err(range(" (out of range)"));
     }
-    Ok(std::time::Duration::from_secs(secs))
+    Ok(duration)
 }
 
 /// A task's text from stdin (`--task -`, `mur formation call PEER -`), read to EOF. One trailing

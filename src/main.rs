@@ -2,8 +2,8 @@
 //! `--help`, `help APPLET`, `--list`, `--version`, and exit codes 0/1/2/127.
 //!
 //! The applet is the basename of argv[0] with a `mur-` prefix removed (`mur-ps` → `ps`), or, when
-//! that is `mur` itself, the first argument. Only exact names match: a typo is exit 127, never a
-//! guess.
+//! that is `mur` itself, the first argument. Only exact names match: a typo is exit 127 (with a
+//! suggestion, never a guess acted on); an unknown option of `mur` itself is a usage error, 2.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -63,6 +63,15 @@ fn top_level(args: Vec<OsString>) -> u8 {
                 .map(|a| format!("{}\n", a.name))
                 .collect::<String>(),
         ),
+        unknown if unknown.starts_with('-') => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "mur: unknown option '{}'{}\nTry 'mur --help'",
+                unknown.escape_debug(),
+                mur::cli::spec::did_you_mean(unknown, TOP_OPTIONS.iter().copied())
+            );
+            2
+        }
         "help" => match args.get(1).map(|a| a.to_string_lossy()) {
             None => print(&general_help()),
             Some(name) => match find(&name) {
@@ -73,6 +82,9 @@ fn top_level(args: Vec<OsString>) -> u8 {
         _ => dispatch(&first, args.into_iter().skip(1).collect()),
     }
 }
+
+/// The options of `mur` itself, for suggestions.
+const TOP_OPTIONS: &[&str] = &["--help", "--version", "--list", "-h", "-V"];
 
 fn find(name: &str) -> Option<&'static Applet> {
     APPLETS.iter().find(|a| a.name == name)
@@ -112,8 +124,9 @@ fn dispatch(name: &str, args: Vec<OsString>) -> u8 {
 fn unknown(name: &str) -> u8 {
     let _ = writeln!(
         std::io::stderr(),
-        "mur: '{}' is not an applet (mur --list lists them)",
-        name.escape_debug()
+        "mur: '{}' is not an applet (mur --list lists them){}",
+        name.escape_debug(),
+        mur::cli::spec::did_you_mean(name, APPLETS.iter().map(|a| a.name))
     );
     127
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::Applet;
 use crate::a2a::rpc::{TASK_NOT_CANCELABLE, TASK_NOT_FOUND, TASKS_CANCEL, TASKS_GET};
+use crate::cli::spec::{Kind, Spec};
 use crate::cli::{Failure, Out, Outcome};
 use crate::door_client::{self, CallError};
 use crate::net::client::Deadlines;
@@ -45,7 +46,11 @@ ended: its state is said), no such task is visible, or the session is not
 running; 2 on a usage error.
 ",
     main,
+    spec: &SPEC,
 };
+
+/// `cancel`'s command line, the one table its parser and the shell completions read.
+static SPEC: Spec = Spec::new(super::DOOR_OPTIONS, &[Kind::Address, Kind::Text]);
 
 /// How long a cancel may take: a running handler gets SIGTERM, then SIGKILL 2 s later, and the
 /// answer waits for its processes to go.
@@ -63,7 +68,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         positional,
         url,
         json: as_json,
-    } = super::door_args(args)?;
+    } = super::door_args(&SPEC, args)?;
     let (address, task_id) = match (positional.as_slice(), &url) {
         ([task], _) => (None, task.clone()),
         ([_, _], Some(_)) => {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Applet, printable};
+use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::net::client::{Deadlines, WholeResponse};
@@ -56,7 +57,18 @@ long) or answered a listing of another shape (what it answered said); 2 on a
 usage error (a secret's value on the command line included).
 ",
     main,
+    spec: &SPEC,
 };
+
+/// `control`'s command line, the one table its parser and the shell completions read.
+static SPEC: Spec = Spec::new(
+    &[Opt::flag("json", None, "show: the door's listing as JSON")],
+    &[
+        Kind::Address,
+        Kind::Words(&["show", "set", "secret", "forget"]),
+        Kind::Text,
+    ],
+);
 
 /// Control calls are answered at once; only a wedged door is slower.
 const CONTROL: Deadlines = Deadlines {
@@ -78,12 +90,12 @@ enum Action {
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut positional = vec![];
     let mut as_json = false;
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut parser = Parser::new(&SPEC, args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Long("json") => as_json = true,
-            lexopt::Arg::Value(value) => positional.push(cli::utf8(value)?),
-            other => return Err(other.unexpected().into()),
+            Arg::Flag("json") => as_json = true,
+            Arg::Operand(value) => positional.push(cli::utf8(value)?),
+            other => return Err(other.unexpected()),
         }
     }
     let (address, action) = parse(positional, as_json)?;

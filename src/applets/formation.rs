@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::PathBuf;
 
 use super::Applet;
+use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Outcome};
 use crate::formation::launch::{self, Options};
 
@@ -12,7 +13,7 @@ pub const APPLET: Applet = Applet {
     name: "formation",
     summary: "launch a roster of capsules that may call each other, as one unit",
     usage: "\
-Usage: mur formation [ROSTER] [--task TEXT|- | -d] [--json] [--ready-timeout SECS]
+Usage: mur formation [ROSTER] [--task TEXT|- | -d] [--json] [--ready-timeout DURATION]
        mur formation ROSTER --emit kubernetes --image REF [--namespace NS]
                      [--advertise-domain DOMAIN]
        mur formation call PEER [TEXT|-]
@@ -50,8 +51,9 @@ Options:
                        Not with --task.
   --json               print one line once the formation is ready:
                        {\"formation_id\",\"members\":[{\"name\",\"entry\",\"session_id\",\"url\",\"pid\"}]}
-  --ready-timeout SECS how long each member has to come up (default 180;
-                       1 to 31622400, a year)
+  --ready-timeout DURATION
+                       how long each member has to come up (default 180s;
+                       1s to a year): seconds, or 500ms, 10s, 2m, 1h
   -h, --help           this text
 
 mur formation ROSTER --emit kubernetes --image REF
@@ -90,7 +92,80 @@ SIGTERM, SIGHUP; 1 when the roster was refused or a member failed to come up;
 2 on a usage error.
 ",
     main,
+    spec: &SPEC,
 };
+
+/// `formation`'s command line, the one table its parsers and the shell completions read.
+static SPEC: Spec = Spec {
+    options: &[
+        Opt::value(
+            "task",
+            None,
+            "TEXT|-",
+            Kind::Text,
+            "give the entry member one task",
+        ),
+        Opt::flag("detach", Some('d'), "launch in the background"),
+        Opt::internal(super::detached::DETACHED),
+        Opt::flag("json", None, "print one line once the formation is ready"),
+        Opt::value(
+            "ready-timeout",
+            None,
+            "DURATION",
+            Kind::Text,
+            "how long each member has to come up",
+        ),
+        Opt::value(
+            "emit",
+            None,
+            "TARGET",
+            Kind::Words(&["kubernetes"]),
+            "write manifests instead of launching",
+        ),
+        Opt::value(
+            "image",
+            None,
+            "REF",
+            Kind::Text,
+            "the image the manifests run",
+        ),
+        Opt::value(
+            "namespace",
+            None,
+            "NS",
+            Kind::Text,
+            "the manifests' namespace",
+        ),
+        Opt::value(
+            "advertise-domain",
+            None,
+            "DOMAIN",
+            Kind::Text,
+            "members reach each other under DOMAIN",
+        ),
+    ],
+    operands: &[Kind::Path],
+    repeats: false,
+    subcommands: &[("call", &CALL), ("ready", &READY)],
+};
+
+/// `mur formation call PEER [TEXT|-]`.
+static CALL: Spec = Spec::new(&[], &[Kind::Text, Kind::Text]);
+
+/// `mur formation ready`.
+static READY: Spec = Spec::new(
+    &[
+        Opt::value(
+            "formation-dir",
+            None,
+            "DIR",
+            Kind::Dir,
+            "the member's mounted Secret",
+        ),
+        Opt::value("door", None, "HOST:PORT", Kind::Text, "its own door"),
+    ],
+    &[],
+);
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     if args.first().is_some_and(|a| a == "call") {
@@ -109,29 +184,29 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut kube = Kube::default();
     let mut detach = false;
     let original = args.clone();
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut parser = Parser::new(&SPEC, args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Short('d') | lexopt::Arg::Long("detach") => detach = true,
+            Arg::Flag("detach") => detach = true,
             // Internal: this process is the launcher `-d` started (see `detached`).
-            lexopt::Arg::Long(super::detached::DETACHED) => {}
-            lexopt::Arg::Long(flag @ ("emit" | "image" | "namespace" | "advertise-domain")) => {
-                let flag = flag.to_string();
-                kube.take(&flag, cli::utf8(parser.value()?)?)?;
+            Arg::Flag(super::detached::DETACHED) => {}
+            Arg::Opt(flag @ ("emit" | "image" | "namespace" | "advertise-domain"), value) => {
+                kube.take(flag, cli::utf8(value)?)?;
             }
-            lexopt::Arg::Long("task") => {
+            Arg::Opt("task", task) => {
                 // One --task per run; keeping the last would drop the others silently.
                 if options.task.is_some() {
                     return Err(Failure::Usage("--task given twice".into()));
                 }
-                options.task = Some(cli::utf8(parser.value()?)?);
+                options.task = Some(cli::utf8(task)?);
             }
-            lexopt::Arg::Long("json") => options.json = true,
-            lexopt::Arg::Long("ready-timeout") => {
-                options.ready_timeout = cli::seconds("--ready-timeout", parser.value()?, 1)?;
+            Arg::Flag("json") => options.json = true,
+            Arg::Opt("ready-timeout", value) => {
+                options.ready_timeout =
+                    cli::duration("--ready-timeout", value, std::time::Duration::from_secs(1))?;
             }
-            lexopt::Arg::Value(path) if roster.is_none() => roster = Some(path.into()),
-            other => return Err(other.unexpected().into()),
+            Arg::Operand(path) if roster.is_none() => roster = Some(path.into()),
+            other => return Err(other.unexpected()),
         }
     }
     if let Some(path) = roster {
@@ -256,12 +331,12 @@ impl Kube {
 fn ready(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut dir: Option<PathBuf> = None;
     let mut door = format!("127.0.0.1:{}", crate::formation::kube::DOOR_PORT);
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut parser = Parser::new(&READY, args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Long("formation-dir") => dir = Some(parser.value()?.into()),
-            lexopt::Arg::Long("door") => door = cli::utf8(parser.value()?)?,
-            other => return Err(other.unexpected().into()),
+            Arg::Opt("formation-dir", value) => dir = Some(value.into()),
+            Arg::Opt("door", value) => door = cli::utf8(value)?,
+            other => return Err(other.unexpected()),
         }
     }
     let dir = crate::mounted::named(dir.as_deref()).ok_or_else(|| {
@@ -285,11 +360,11 @@ fn ready(args: Vec<std::ffi::OsString>) -> Outcome {
 /// `mur formation call PEER [TEXT|-]`: one call through the handler's call socket.
 fn call(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut positional = vec![];
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut parser = Parser::new(&CALL, args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Value(value) => positional.push(cli::utf8(value)?),
-            other => return Err(other.unexpected().into()),
+            Arg::Operand(value) => positional.push(cli::utf8(value)?),
+            other => return Err(other.unexpected()),
         }
     }
     let (peer, text) = match positional.as_slice() {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::Applet;
 use crate::address::{self, Named};
+use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::home::{LOGS_DIR, log_name, old_log_name};
 use crate::running::{Depth, Entry};
@@ -39,7 +40,7 @@ Options:
   -f, --follow   keep printing lines as they are written, until the session ends
   --task ID      only the lines of this task (its full tsk_ id, or a suffix of
                  at least 4 characters)
-  -n N           only the last N lines (before following)
+  -n, --lines N  only the last N lines (before following)
   -h, --help     this text
 
 Exit status: 0 when the log was printed (with -f: once the session has ended);
@@ -47,7 +48,22 @@ Exit status: 0 when the log was printed (with -f: once the session has ended);
 a usage error.
 ",
     main,
+    spec: &SPEC,
 };
+
+/// `logs`'s command line, the one table its parser and the shell completions read.
+static SPEC: Spec = Spec::new(
+    &[
+        Opt::flag(
+            "follow",
+            Some('f'),
+            "keep printing lines as they are written",
+        ),
+        Opt::value("task", None, "ID", Kind::Text, "one task's lines"),
+        Opt::value("lines", Some('n'), "N", Kind::Text, "the last N lines"),
+    ],
+    &[Kind::Address],
+);
 
 /// How often `-f` looks for more.
 const FOLLOW_TICK: Duration = Duration::from_millis(100);
@@ -69,12 +85,12 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<Options, Failure> {
         task: None,
         last: None,
     };
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut parser = Parser::new(&SPEC, args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Short('f') | lexopt::Arg::Long("follow") => options.follow = true,
-            lexopt::Arg::Long("task") => {
-                let id = cli::utf8(parser.value()?)?;
+            Arg::Flag("follow") => options.follow = true,
+            Arg::Opt("task", id) => {
+                let id = cli::utf8(id)?;
                 if id.len() < address::MIN_SUFFIX {
                     return Err(Failure::Usage(format!(
                         "--task wants a task id or at least {} of its last characters, not '{id}'",
@@ -83,19 +99,19 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<Options, Failure> {
                 }
                 options.task = Some(id.to_ascii_lowercase());
             }
-            lexopt::Arg::Short('n') | lexopt::Arg::Long("lines") => {
-                let n: usize = cli::number("-n", parser.value()?)?;
+            Arg::Opt("lines", n) => {
+                let n: usize = cli::number("-n", n)?;
                 if n > MAX_LINES {
                     return Err(Failure::Usage(format!("-n wants at most {MAX_LINES}")));
                 }
                 options.last = Some(n);
             }
-            lexopt::Arg::Value(value) if address.is_none() => {
+            Arg::Operand(value) if address.is_none() => {
                 let value = cli::utf8(value)?;
                 address::at_n(&value).map_err(Failure::Usage)?;
                 address = Some(value);
             }
-            other => return Err(other.unexpected().into()),
+            other => return Err(other.unexpected()),
         }
     }
     options.address = address.ok_or_else(|| Failure::Usage("name a session (ADDR)".into()))?;

@@ -1,6 +1,7 @@
 //! One file per applet: its usage text, its option parsing, its main.
 
 pub mod cancel;
+pub mod completions;
 pub mod control;
 mod detached;
 pub mod formation;
@@ -12,6 +13,7 @@ pub mod token;
 pub mod watch;
 
 use crate::address::{self, Named};
+use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Outcome};
 use crate::running::{Depth, Entry, Sweep};
 
@@ -22,6 +24,8 @@ pub struct Applet {
     pub summary: &'static str,
     pub usage: &'static str,
     pub main: fn(Vec<std::ffi::OsString>) -> Outcome,
+    /// Its command line as data: what its parser accepts and the completions offer.
+    pub spec: &'static Spec,
 }
 
 /// Every applet, in the order `mur --list` prints them.
@@ -35,6 +39,7 @@ pub const APPLETS: &[Applet] = &[
     control::APPLET,
     watch::APPLET,
     formation::APPLET,
+    completions::APPLET,
 ];
 
 /// The one session `address` names among `running` — or, without an address, the only one
@@ -122,20 +127,33 @@ pub fn printable(s: &str) -> String {
         .collect()
 }
 
-/// Parse [`DoorArgs`]; anything else is a usage error naming it.
-pub fn door_args(args: Vec<std::ffi::OsString>) -> Result<DoorArgs, Failure> {
+/// The options of an applet that reaches one door, [`DoorArgs`].
+pub const DOOR_OPTIONS: &[Opt] = &[
+    Opt::value(
+        "url",
+        None,
+        "HOST:PORT",
+        Kind::Text,
+        "ask this door, without a token",
+    ),
+    Opt::flag("json", None, "the door's answer as JSON"),
+];
+
+/// Parse [`DoorArgs`] by `spec` (whose options are [`DOOR_OPTIONS`]); anything else is a usage
+/// error naming it.
+pub fn door_args(spec: &'static Spec, args: Vec<std::ffi::OsString>) -> Result<DoorArgs, Failure> {
     let mut parsed = DoorArgs {
         positional: vec![],
         url: None,
         json: false,
     };
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut parser = Parser::new(spec, args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Long("url") => parsed.url = Some(cli::utf8(parser.value()?)?),
-            lexopt::Arg::Long("json") => parsed.json = true,
-            lexopt::Arg::Value(value) => parsed.positional.push(cli::utf8(value)?),
-            other => return Err(other.unexpected().into()),
+            Arg::Opt("url", url) => parsed.url = Some(cli::utf8(url)?),
+            Arg::Flag("json") => parsed.json = true,
+            Arg::Operand(value) => parsed.positional.push(cli::utf8(value)?),
+            other => return Err(other.unexpected()),
         }
     }
     Ok(parsed)

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::Applet;
 use super::detached;
+use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Outcome};
 use crate::session::{self, Options, Source};
 
@@ -95,7 +96,75 @@ not start (bad manifest: the path, key and what is allowed are named); 2 on a
 usage error.
 ",
     main,
+    spec: &SPEC,
 };
+
+/// `run`'s command line, the one table its parser and the shell completions read.
+static SPEC: Spec = Spec::new(
+    &[
+        Opt::value(
+            "task",
+            None,
+            "TEXT|-",
+            Kind::Text,
+            "run one task, print its answer",
+        ),
+        Opt::flag("detach", Some('d'), "serve in the background"),
+        Opt::flag("json", None, "print the readiness line"),
+        Opt::value(
+            "workdir",
+            None,
+            "DIR",
+            Kind::Dir,
+            "the handler's working directory",
+        ),
+        Opt::value(
+            "bind",
+            None,
+            "ADDR",
+            Kind::Text,
+            "the door's listening address",
+        ),
+        Opt::value("port", None, "N", Kind::Text, "the door's port"),
+        Opt::value(
+            "advertise-url",
+            None,
+            "URL",
+            Kind::Text,
+            "the URL the card advertises",
+        ),
+        Opt::value(
+            "capsule-sha256",
+            None,
+            "HEX",
+            Kind::Text,
+            "refuse another manifest",
+        ),
+        Opt::value(
+            "formation-dir",
+            None,
+            "DIR",
+            Kind::Dir,
+            "join a formation from its mounted Secret",
+        ),
+        Opt::value(
+            "listen-fd",
+            None,
+            "N",
+            Kind::Text,
+            "serve the listening socket inherited as descriptor N",
+        ),
+        Opt::value(
+            "out",
+            None,
+            "DIR",
+            Kind::Dir,
+            "with --task: write the answer's files into DIR",
+        ),
+        Opt::internal(detached::DETACHED),
+    ],
+    &[Kind::Path],
+);
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let original = args.clone();
@@ -200,39 +269,35 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
         listen_fd: None,
     };
     let mut detach = false;
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut parser = Parser::new(&SPEC, args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Long("json") => options.json = true,
-            lexopt::Arg::Short('d') | lexopt::Arg::Long("detach") => detach = true,
+            Arg::Flag("json") => options.json = true,
+            Arg::Flag("detach") => detach = true,
             // Internal: this process is the session `-d` started (see `detach`).
-            lexopt::Arg::Long(detached::DETACHED) => options.detach = true,
-            lexopt::Arg::Long("task") => {
+            Arg::Flag(detached::DETACHED) => options.detach = true,
+            Arg::Opt("task", task) => {
                 // One session runs one --task; keeping the last would drop the others silently.
                 if options.task.is_some() {
                     return Err(Failure::Usage(
                         "--task given twice; mur run --task runs one task".into(),
                     ));
                 }
-                options.task = Some(cli::utf8(parser.value()?)?);
+                options.task = Some(cli::utf8(task)?);
             }
-            lexopt::Arg::Long("bind") => {
-                options.bind = bind_address(&cli::utf8(parser.value()?)?)?;
-            }
-            lexopt::Arg::Long("port") => options.port = cli::port("--port", parser.value()?)?,
-            lexopt::Arg::Long("advertise-url") => {
-                let url = cli::utf8(parser.value()?)?;
+            Arg::Opt("bind", bind) => options.bind = bind_address(&cli::utf8(bind)?)?,
+            Arg::Opt("port", port) => options.port = cli::port("--port", port)?,
+            Arg::Opt("advertise-url", url) => {
+                let url = cli::utf8(url)?;
                 crate::json::manifest::check_advertise_url(&url)
                     .map_err(|why| Failure::Usage(format!("--advertise-url: {why}")))?;
                 options.advertise_url = Some(url);
             }
-            lexopt::Arg::Long("workdir") => options.workdir = parser.value()?.into(),
-            lexopt::Arg::Long("formation-dir") => {
-                options.formation_dir = Some(parser.value()?.into());
-            }
-            lexopt::Arg::Long("out") => options.out = Some(parser.value()?.into()),
-            lexopt::Arg::Long("listen-fd") => {
-                let value = cli::utf8(parser.value()?)?;
+            Arg::Opt("workdir", dir) => options.workdir = dir.into(),
+            Arg::Opt("formation-dir", dir) => options.formation_dir = Some(dir.into()),
+            Arg::Opt("out", dir) => options.out = Some(dir.into()),
+            Arg::Opt("listen-fd", value) => {
+                let value = cli::utf8(value)?;
                 let fd = value
                     .parse::<i32>()
                     .ok()
@@ -245,8 +310,8 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
                     })?;
                 options.listen_fd = Some(fd);
             }
-            lexopt::Arg::Long("capsule-sha256") => {
-                let hex = cli::utf8(parser.value()?)?;
+            Arg::Opt("capsule-sha256", hex) => {
+                let hex = cli::utf8(hex)?;
                 if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
                     return Err(Failure::Usage(format!(
                         "--capsule-sha256 wants 64 hex digits, not '{hex}'"
@@ -254,8 +319,8 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
                 }
                 options.capsule_sha256 = Some(hex);
             }
-            lexopt::Arg::Value(path) if manifest.is_none() => manifest = Some(path.into()),
-            other => return Err(other.unexpected().into()),
+            Arg::Operand(path) if manifest.is_none() => manifest = Some(path.into()),
+            other => return Err(other.unexpected()),
         }
     }
     if options.listen_fd.is_some() && options.port != 0 {

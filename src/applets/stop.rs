@@ -8,6 +8,7 @@ use serde_json::json;
 use super::Applet;
 use crate::a2a::rpc::{SESSION_STOP, STOP_SESSION};
 use crate::address::{self, Named};
+use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::json::record::{ProcessIdentity, RunningRecord};
@@ -19,8 +20,8 @@ pub const APPLET: Applet = Applet {
     name: "stop",
     summary: "stop running sessions or formations",
     usage: "\
-Usage: mur stop ADDR... [--timeout SECS]
-       mur stop --all [--timeout SECS]
+Usage: mur stop ADDR... [-t|--timeout DURATION]
+       mur stop --all [-t|--timeout DURATION]
 
 Stop sessions or formations. ADDR is @N (the N-th row of 'mur ps', @1 newest),
 a full ses_/frm_ id, a capsule NAME or NAME@VERSION that exactly one running
@@ -51,8 +52,9 @@ Prints one line per thing stopped and how, e.g.
   stopped: ses_0199...  echo@0.1.0  session/stop
 
 Options:
-  --timeout SECS  grace before SIGKILL (default 10; 0 = SIGKILL at once;
-                  at most a year, 31622400)
+  -t, --timeout DURATION
+                  grace before SIGKILL (default 10s; 0 = SIGKILL at once;
+                  at most a year): seconds, or 500ms, 10s, 2m, 1h
   --all           stop every running session and formation
   -h, --help      this text
 
@@ -63,6 +65,24 @@ this user does not own); 2 on a usage error (no ADDR and no --all, both, or an
 @N that can name nothing, such as @0).
 ",
     main,
+    spec: &SPEC,
+};
+
+/// `stop`'s command line, the one table its parser and the shell completions read.
+static SPEC: Spec = Spec {
+    options: &[
+        Opt::value(
+            "timeout",
+            Some('t'),
+            "DURATION",
+            Kind::Text,
+            "grace before SIGKILL",
+        ),
+        Opt::flag("all", None, "stop every session and formation"),
+    ],
+    operands: &[Kind::Address],
+    repeats: true,
+    subcommands: &[],
 };
 
 /// How long a session asked at its door has before it is sent SIGTERM.
@@ -105,19 +125,19 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<Asked, Failure> {
     let mut addresses = vec![];
     let mut timeout = Duration::from_secs(10);
     let mut all = false;
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut parser = Parser::new(&SPEC, args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Long("timeout") | lexopt::Arg::Short('t') => {
-                timeout = cli::seconds("--timeout", parser.value()?, 0)?;
+            Arg::Opt("timeout", value) => {
+                timeout = cli::duration("--timeout", value, Duration::ZERO)?;
             }
-            lexopt::Arg::Long("all") => all = true,
-            lexopt::Arg::Value(value) => {
+            Arg::Flag("all") => all = true,
+            Arg::Operand(value) => {
                 let value = cli::utf8(value)?;
                 address::at_n(&value).map_err(Failure::Usage)?;
                 addresses.push(value);
             }
-            other => return Err(other.unexpected().into()),
+            other => return Err(other.unexpected()),
         }
     }
     match (all, addresses.is_empty()) {

@@ -3,6 +3,7 @@
 
 use super::Applet;
 use crate::address::{self, Named};
+use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::running::{Depth, Entry};
 use crate::secret::Secret;
@@ -32,7 +33,14 @@ door is public (no token), the credential is unknown (the known ones are
 listed) or it declares no control; 2 on a usage error.
 ",
     main,
+    spec: &SPEC,
 };
+
+/// `token`'s command line, the one table its parser and the shell completions read.
+static SPEC: Spec = Spec::new(
+    &[Opt::flag("control", None, "the control token")],
+    &[Kind::Address, Kind::Text],
+);
 
 /// The largest control token file read; a real one is under 200 bytes.
 const MAX_CONTROL_BYTES: u64 = 4096;
@@ -40,12 +48,12 @@ const MAX_CONTROL_BYTES: u64 = 4096;
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut positional = vec![];
     let mut control = false;
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut parser = Parser::new(&SPEC, args);
     while let Some(arg) = parser.next()? {
         match arg {
-            lexopt::Arg::Long("control") => control = true,
-            lexopt::Arg::Value(value) => positional.push(cli::utf8(value)?),
-            other => return Err(other.unexpected().into()),
+            Arg::Flag("control") => control = true,
+            Arg::Operand(value) => positional.push(cli::utf8(value)?),
+            other => return Err(other.unexpected()),
         }
     }
     let (address, credential) = match positional.as_slice() {

@@ -12,6 +12,7 @@ use crate::a2a::card::STREAM_EXTENSION_URI;
 use crate::a2a::rpc::WATCH_SESSION;
 use crate::a2a::task::State;
 use crate::a2a::version::Generation;
+use crate::cli::spec::{Kind, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
 use crate::net::client::Deadlines;
@@ -48,7 +49,11 @@ is not running, the door refused, or the stream broke off before the end; 2 on
 a usage error.
 ",
     main,
+    spec: &SPEC,
 };
+
+/// `watch`'s command line, the one table its parser and the shell completions read.
+static SPEC: Spec = Spec::new(super::DOOR_OPTIONS, &[Kind::Address]);
 
 /// A watch is quiet between tasks; the door writes a keep-alive every 15 s.
 const WATCH: Deadlines = Deadlines {
@@ -61,7 +66,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         positional,
         url,
         json: as_json,
-    } = super::door_args(args)?;
+    } = super::door_args(&SPEC, args)?;
     let address = match (positional.as_slice(), &url) {
         ([], _) => None,
         ([a], None) => Some(a.as_str()),
