@@ -255,7 +255,7 @@ pub fn process_liveness(record: &RunningRecord) -> Option<Liveness> {
 
 /// All three layers, door probe included (blocking, bounded by the probe's deadlines).
 pub fn verify(record: &RunningRecord) -> Liveness {
-    verify_all(&[record])
+    verify_all(&[record], &InFlight::default())
         .pop()
         .unwrap_or_else(|| Liveness::Unreachable("the probe could not run".into()))
 }
@@ -266,12 +266,46 @@ pub fn verify(record: &RunningRecord) -> Liveness {
 /// start comes, its door probe right after if they pass. Probes run all at once, as many as
 /// descriptors allow, and the next records' local checks are made while the doors of the first
 /// answer, so the whole takes about as long as the slowest probe rather than the sum of them.
-pub fn verify_all(records: &[&RunningRecord]) -> Vec<Liveness> {
+/// `in_flight` holds, meanwhile, the probes not yet answered.
+pub fn verify_all(records: &[&RunningRecord], in_flight: &InFlight) -> Vec<Liveness> {
     let mut checks: Vec<Check> = records.iter().map(|record| Check::new(record)).collect();
     multi::run(checks.len(), door_client::PROBE, |i, answer| {
-        checks[i].step(answer)
+        let next = checks[i].step(answer);
+        let record = checks[i].record;
+        in_flight.set(
+            i,
+            next.is_some().then(|| {
+                format!(
+                    "{} (pid {}) at {}",
+                    record.session_id, record.pid, record.url
+                )
+            }),
+        );
+        next
     });
     checks.into_iter().map(Check::liveness).collect()
+}
+
+/// The door probes a sweep is waiting on, each as `ses_… (pid N) at HOST:PORT`: read from
+/// another thread by a caller that says on a terminal what it waits for (`mur ps`), since a
+/// door that never answers (a SIGSTOPped session) holds the listing for seconds.
+#[derive(Default)]
+pub struct InFlight(std::sync::Mutex<std::collections::BTreeMap<usize, String>>);
+
+impl InFlight {
+    fn set(&self, job: usize, probe: Option<String>) {
+        let mut probes = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match probe {
+            Some(probe) => probes.insert(job, probe),
+            None => probes.remove(&job),
+        };
+    }
+
+    /// The probes not yet answered, in record order.
+    pub fn waiting(&self) -> Vec<String> {
+        let probes = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        probes.values().cloned().collect()
+    }
 }
 
 /// One record's three layers, as a conversation [`multi::run`] drives.
@@ -358,8 +392,9 @@ pub enum Depth {
 }
 
 /// Read every record in `dir`, check it as deep as `depth` says, and prune what is evidently
-/// stale. The `Err` is the directory being unreadable.
-pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
+/// stale; `in_flight` holds, while it runs, the door probes not yet answered. The `Err` is the
+/// directory being unreadable.
+pub fn sweep(dir: &Dir, depth: Depth, in_flight: &InFlight) -> Result<Sweep, String> {
     let scan = scan_pruning(dir)?;
     let mut sweep = Sweep::default();
     for file in scan.unreadable {
@@ -374,7 +409,10 @@ pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
     }
     let liveness: Vec<Option<Liveness>> = if depth == Depth::Door {
         let records: Vec<&RunningRecord> = scan.entries.iter().map(|e| &e.record).collect();
-        verify_all(&records).into_iter().map(Some).collect()
+        verify_all(&records, in_flight)
+            .into_iter()
+            .map(Some)
+            .collect()
     } else {
         scan.entries
             .iter()

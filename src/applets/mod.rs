@@ -15,7 +15,7 @@ pub mod watch;
 use crate::address::{self, Named};
 use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Outcome};
-use crate::running::{Depth, Entry, Sweep};
+use crate::running::{Depth, Entry, InFlight, Sweep};
 
 /// One applet: how it is named, what `--help` prints, and its main, which takes the arguments
 /// after the applet name.
@@ -75,12 +75,22 @@ pub fn running(applet: &str) -> Result<Vec<Entry>, Failure> {
 /// deep as `depth` says, and what the sweep pruned or could not read (or did not trust) said on
 /// stderr — the same way by each applet, so no applet prunes silently.
 pub fn sweep(applet: &str, depth: Depth, verbose: bool) -> Result<Sweep, Failure> {
+    sweep_watched(applet, depth, verbose, &InFlight::default())
+}
+
+/// [`sweep`], with the door probes not yet answered in `in_flight` while it runs.
+pub fn sweep_watched(
+    applet: &str,
+    depth: Depth,
+    verbose: bool,
+    in_flight: &InFlight,
+) -> Result<Sweep, Failure> {
     let dir = crate::home::running_dir_if_present(Some(applet))
         .map_err(|err| Failure::Failed(err.into()))?;
     let Some(dir) = dir else {
         return Ok(Sweep::default());
     };
-    let sweep = crate::running::sweep(&dir, depth).map_err(Failure::Failed)?;
+    let sweep = crate::running::sweep(&dir, depth, in_flight).map_err(Failure::Failed)?;
     report(applet, &sweep, verbose);
     Ok(sweep)
 }

@@ -2,13 +2,17 @@
 //! (concurrently), stale records pruned on the way past.
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::Applet;
 use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
-use crate::running::{Depth, Kept};
+use crate::door_client;
+use crate::running::{Depth, InFlight, Kept};
 use crate::time;
 
 pub const APPLET: Applet = Applet {
@@ -470,7 +474,17 @@ fn header(pieces: &[Piece]) -> Vec<String> {
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let (output, filters, verbose) = parse(args)?;
-    let mut sweep = super::sweep("ps", Depth::Door, verbose)?;
+    let in_flight = InFlight::default();
+    let mut sweep = std::thread::scope(|scope| {
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        if std::io::stderr().is_terminal() {
+            let in_flight = &in_flight;
+            scope.spawn(move || say_what_waits(&finished, in_flight));
+        }
+        let sweep = super::sweep_watched("ps", Depth::Door, verbose, &in_flight);
+        drop(done);
+        sweep
+    })?;
     let running = sweep.kept.len();
     sweep.kept.retain(|k| filters.keep(k));
 
@@ -546,6 +560,49 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }
     }
     Ok(i32::from(filters.any() && sweep.kept.is_empty()))
+}
+
+/// How long `ps` waits in silence before saying on a terminal what it waits for.
+const NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// The probes named in the notice; the rest are counted.
+const NOTICE_NAMES: usize = 3;
+
+/// Unless `finished` says the sweep ended within [`NOTICE_AFTER`], say on stderr which doors it
+/// still waits for, and for at most how long: a suspended session's door holds the listing
+/// for seconds, and silence would look like a hang. Called only when stderr is a terminal, so
+/// scripts and pipes never see it.
+fn say_what_waits(finished: &Receiver<()>, in_flight: &InFlight) {
+    if finished.recv_timeout(NOTICE_AFTER) != Err(RecvTimeoutError::Timeout) {
+        return;
+    }
+    let waiting = in_flight.waiting();
+    let Some(first) = waiting.first() else {
+        return;
+    };
+    let most = (door_client::PROBE.connect + door_client::PROBE.response).as_secs();
+    let named = waiting
+        .iter()
+        .take(NOTICE_NAMES)
+        .cloned()
+        .collect::<Vec<_>>();
+    let more = waiting.len().saturating_sub(NOTICE_NAMES);
+    let what = match waiting.len() {
+        1 => format!("the door of {first}"),
+        n => format!(
+            "{n} doors: {}{}",
+            named.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ),
+    };
+    cli::warn(
+        "ps",
+        &format!("waiting for {what} to answer (at most {most} s each)"),
+    );
 }
 
 fn status(kept: &Kept) -> &'static str {

@@ -72,7 +72,9 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let sweep = super::sweep("token", Depth::Process, false)?;
     let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
     let entry = match address {
-        Some(address) => match address::resolve(address, &running).map_err(Failure::Failed)? {
+        Some(address) => match address::resolve(address, &running)
+            .map_err(|why| Failure::Failed(why + &credential_hint(address, &running)))?
+        {
             Named::Session(entry) => entry,
             Named::Formation(id, _) => {
                 return Err(Failure::Failed(format!(
@@ -100,6 +102,20 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut out = Out::default();
     out.line(token.expose());
     Ok(0)
+}
+
+/// When a lone word names no session but a credential of the one session running (`mur token
+/// client`), how to ask for that credential: `mur token @1 client`. Nothing otherwise.
+fn credential_hint(word: &str, running: &[Entry]) -> String {
+    match running {
+        [only] if only.record.credentials.contains_key(word) => format!(
+            "; '{}' is a credential of the one running session ({}): mur token @1 {}",
+            word.escape_debug(),
+            only.record.capsule(),
+            word.escape_debug()
+        ),
+        _ => String::new(),
+    }
 }
 
 fn door_token(entry: &Entry, credential: Option<&str>) -> Result<Secret, Failure> {

@@ -325,13 +325,12 @@ impl Manifest {
 fn resolve_handler(run: &[String], dir: &Path) -> Result<Vec<String>, String> {
     let program = &run[0];
     let resolved = if program.contains('/') {
-        let path = dir.join(program);
-        is_executable(&path).then_some(path).ok_or_else(|| {
-            format!(
-                "the handler {} does not exist or is not executable",
-                dir.join(program).display()
-            )
-        })?
+        // `components` drops each `.`, so `./h.sh` is shown (and run) as `DIR/h.sh`.
+        let path: PathBuf = dir.join(program).components().collect();
+        if !is_executable(&path) {
+            return Err(not_executable(&path));
+        }
+        path
     } else {
         std::env::var_os("PATH")
             .and_then(|path| find_on_path(program.as_ref(), &path))
@@ -340,6 +339,17 @@ fn resolve_handler(run: &[String], dir: &Path) -> Result<Vec<String>, String> {
     let mut argv = vec![resolved.to_string_lossy().into_owned()];
     argv.extend(run[1..].iter().cloned());
     Ok(argv)
+}
+
+/// Why the handler at `path` cannot run, with the fix when it is one command: a regular file
+/// without an execute bit is the common case (an editor or an unzip drops the bit).
+fn not_executable(path: &Path) -> String {
+    let shown = path.display();
+    match std::fs::metadata(path) {
+        Err(_) => format!("the handler {shown} does not exist"),
+        Ok(meta) if !meta.is_file() => format!("the handler {shown} is not a regular file"),
+        Ok(_) => format!("the handler {shown} is not executable; make it so: chmod +x {shown}"),
+    }
 }
 
 /// The error for a bare `run[0]` found nowhere on PATH. A file of that name beside the
@@ -354,10 +364,7 @@ fn not_on_path(program: &str, dir: &Path) -> String {
              ./{program} is relative to the manifest's directory)"
         ));
         if !is_executable(&beside) {
-            why.push_str(&format!(
-                " -- and {} is not executable (chmod +x)",
-                beside.display()
-            ));
+            why.push_str(&format!(" -- and {}", not_executable(&beside)));
         }
     }
     why

@@ -162,7 +162,7 @@ fn a_record_under_another_sessions_name_is_reported_kept_and_never_pruned() {
     let copy_name = record_name(other.as_str());
     d.1.write_private(&copy_name, &copy.to_bytes()).unwrap();
 
-    let swept = sweep(&d.1, Depth::Process).unwrap();
+    let swept = sweep(&d.1, Depth::Process, &InFlight::default()).unwrap();
     let kept: Vec<_> = swept.kept.iter().map(|k| k.entry.record.clone()).collect();
     assert_eq!(kept, vec![live.clone()], "the record under its own name");
     assert!(swept.pruned.is_empty(), "{:?}", swept.pruned);

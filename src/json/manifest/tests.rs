@@ -161,9 +161,17 @@ fn handlers_resolve_from_the_manifest_dir_or_path() {
             .unwrap_err()
             .contains("/nope")
     );
-    assert!(
-        resolve_handler(&["/etc/passwd".into()], Path::new("/")).is_err(),
-        "not executable"
+    assert_eq!(
+        resolve_handler(&["/etc/passwd".into()], Path::new("/")).unwrap_err(),
+        "the handler /etc/passwd is not executable; make it so: chmod +x /etc/passwd"
+    );
+    assert_eq!(
+        resolve_handler(&["./etc/./passwd".into()], Path::new("/")).unwrap_err(),
+        "the handler /etc/passwd is not executable; make it so: chmod +x /etc/passwd"
+    );
+    assert_eq!(
+        resolve_handler(&["./etc".into()], Path::new("/")).unwrap_err(),
+        "the handler /etc is not a regular file"
     );
     assert!(resolve_handler(&["no-such-program-xyz".into()], Path::new("/")).is_err());
 }
