@@ -1043,3 +1043,198 @@ fn an_empty_machine_is_exit_0_without_a_filter_and_1_with_one() {
     home.mur(&["ps", "-q", "--status", "running"])
         .expect_code(1);
 }
+
+/// Issue 32: docker's `--format json`, `{{json}}` and `table TEMPLATE`; `--filter KEY=VALUE`
+/// (repeatable, the old filters as its shorthands); two output options refused naming both; a
+/// filter that excludes every running session said as such.
+#[test]
+fn docker_formats_filters_and_conflicting_outputs() {
+    let home = Home::patient();
+    let shout = home.write_capsule(
+        "shout",
+        json!({"name": "shout", "version": "1.2"}),
+        Some("#!/bin/sh\ntr a-z A-Z\n"),
+    );
+    let echo = home.start(&[]);
+    let loud = home.start(&[shout.to_str().unwrap()]);
+    let doc = home.mur(&["ps", "--json"]).json();
+
+    // --format json: each session's --json object, one a line; {{json .}} is the same.
+    for template in ["json", "{{json .}}"] {
+        let out = home.mur(&["ps", "--format", template]);
+        out.expect_code(0);
+        let lines: Vec<Value> = out
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{template}: {}", out.stdout);
+        for line in &lines {
+            let id = line["session_id"].as_str().unwrap();
+            let mut expected = ps_row(&doc, id).unwrap().clone();
+            // Uptimes move on between the two listings.
+            expected["uptime_secs"] = line["uptime_secs"].clone();
+            assert_eq!(line, &expected, "{template}");
+        }
+    }
+    let quoted = home.mur(&[
+        "ps",
+        "--filter",
+        "name=shout",
+        "--format",
+        "{{json .url}} {{json .pid}}",
+    ]);
+    quoted.expect_code(0);
+    assert_eq!(quoted.stdout, format!("\"{}\" {}\n", loud.url, loud.pid));
+
+    // table TEMPLATE: a header row, then aligned columns (\t or blanks between keys).
+    let table = home.mur(&[
+        "ps",
+        "--format",
+        "table {{.capsule_name}}\\t{{.url}} {{.status}}",
+    ]);
+    table.expect_code(0);
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", table.stdout);
+    let url_at = lines[0].find("URL").expect("a header row");
+    assert!(
+        lines[0].starts_with("CAPSULE_NAME  URL"),
+        "{}",
+        table.stdout
+    );
+    assert!(lines[0].ends_with("STATUS"), "{}", table.stdout);
+    for line in &lines[1..] {
+        assert_eq!(
+            line.find("127.0.0.1:"),
+            Some(url_at),
+            "aligned: {}",
+            table.stdout
+        );
+        assert!(line.ends_with("running"), "{}", table.stdout);
+    }
+    let one = home.mur(&["ps", "--format", "table {{.url}}", "--filter", "name=echo"]);
+    assert_eq!(one.stdout, format!("URL\n{}\n", echo.url));
+    // `table` alone is the default table.
+    let default = home.mur(&["ps", "--format", "table"]);
+    assert!(default.stdout.starts_with("SESSION "), "{}", default.stdout);
+
+    // --filter: docker's keys; a key twice is either value, two keys are both.
+    let ids = |args: &[&str]| {
+        let out = home.mur(&[&["ps", "-q"][..], args].concat());
+        let mut ids: Vec<String> = out.stdout.lines().map(String::from).collect();
+        ids.sort();
+        (out.code.unwrap(), ids)
+    };
+    let mut both = vec![echo.id.clone(), loud.id.clone()];
+    both.sort();
+    assert_eq!(ids(&["--filter", "name=shout"]), (0, vec![loud.id.clone()]));
+    assert_eq!(
+        ids(&["--filter", "capsule=shout@1.2"]),
+        (0, vec![loud.id.clone()])
+    );
+    assert_eq!(
+        ids(&["--filter", "name=shout", "--filter", "name=echo"]),
+        (0, both.clone())
+    );
+    assert_eq!(ids(&["--filter", "status=running"]), (0, both));
+    // The shortest prefix of echo's id that is not also loud's (ids begin with their time).
+    let shared = echo
+        .id
+        .chars()
+        .zip(loud.id.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let prefix = &echo.id[..(shared + 1).max(8)];
+    assert_eq!(
+        ids(&["--filter", &format!("id={prefix}")]),
+        (0, vec![echo.id.clone()])
+    );
+    assert_eq!(
+        ids(&["--filter", &format!("id={}", &echo.id[echo.id.len() - 6..])]),
+        (0, vec![echo.id.clone()])
+    );
+    assert_eq!(
+        ids(&["--filter", "name=shout", "--status", "unreachable"]),
+        (1, vec![])
+    );
+    assert_eq!(
+        ids(&["--capsule", "echo", "--filter", "status=running"]),
+        (0, vec![echo.id.clone()])
+    );
+
+    // Filters that exclude every running session: said, exit 1.
+    let none = home.mur(&["ps", "--filter", "name=nothing"]);
+    none.expect_code(1);
+    assert_eq!(none.stdout, "no running capsules match\n");
+
+    // Usage errors, exit 2, each naming what was wrong.
+    for (args, says) in [
+        (&["ps", "--json", "-q"][..], "--json and -q"),
+        (&["ps", "-q", "--json"], "-q and --json"),
+        (
+            &["ps", "--json", "--format", "{{.url}}"],
+            "--json and --format",
+        ),
+        (&["ps", "--format", "json", "--quiet"], "--format and -q"),
+        (
+            &["ps", "--format", "{{.url}}", "--format", "{{.pid}}"],
+            "--format given twice",
+        ),
+        (&["ps", "--filter", "nme=x"], "did you mean 'name'?"),
+        (&["ps", "--filter", "name"], "KEY=VALUE"),
+        (
+            &["ps", "--filter", "status=asleep"],
+            "running or unreachable",
+        ),
+        (&["ps", "--filter", "id=ab"], "at least 4"),
+        (&["ps", "--format", "{{json .nope}}"], "unknown key '.nope'"),
+    ] {
+        let out = home.mur(args);
+        out.expect_code(2);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("Try 'mur ps --help'"), "{}", out.stderr);
+        assert_eq!(out.stdout, "", "{args:?}");
+    }
+}
+
+/// Issue 32: over a SIGSTOPped session, `ps` on a terminal says after a second which door it
+/// waits for (stderr); without a terminal it says nothing of the kind.
+#[test]
+fn on_a_terminal_ps_says_which_door_it_waits_for() {
+    let home = Home::patient();
+    let session = home.start(&[]);
+    session.signal(libc::SIGSTOP);
+    let plain = home.mur(&["ps"]);
+    session.signal(libc::SIGCONT);
+    plain.expect_code(0);
+    assert!(!plain.stderr.contains("waiting"), "{}", plain.stderr);
+
+    // `script` gives mur a terminal for stdout and stderr alike.
+    let command = format!("{} ps", mur_bin());
+    let mut script = Command::new("script");
+    script
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null());
+    session.signal(libc::SIGSTOP);
+    let out = script.output();
+    session.signal(libc::SIGCONT);
+    let Ok(out) = out else {
+        return common::skip::skipped(
+            "on_a_terminal_ps_says_which_door_it_waits_for",
+            "no script(1) here (Debian: bsdutils)",
+        );
+    };
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!(
+            "mur ps: waiting for the door of {} (pid {}) at {} to answer",
+            session.id, session.pid, session.url
+        )),
+        "{said}"
+    );
+    assert!(said.contains("unreachable"), "{said}");
+}
