@@ -33,6 +33,7 @@ mod a2a_sdk_v1;
 mod bounds;
 mod budget;
 mod chaos;
+mod cli;
 mod door_a2a;
 mod door_events;
 mod door_input;

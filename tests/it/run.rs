@@ -1597,6 +1597,33 @@ fn a_handler_gets_mur_capsule_dir_and_a_bare_run_name_beside_the_manifest_gets_a
     );
 }
 
+/// Issue 32: a handler without its execute bit is named as a path without `./` in it, with the
+/// command that fixes it.
+#[test]
+fn a_handler_that_is_not_executable_gets_a_chmod_hint_with_its_path_normalized() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "unexec",
+        json!({"name": "unexec", "version": "1", "run": ["./././h.sh"]}),
+        None,
+    );
+    let handler = fs::canonicalize(manifest.parent().unwrap())
+        .unwrap()
+        .join("h.sh");
+    fs::write(&handler, "#!/bin/sh\ncat\n").unwrap();
+    let out = home.mur(&["run", manifest.to_str().unwrap(), "--task", "x"]);
+    out.expect_code(1);
+    let shown = handler.display();
+    assert!(
+        out.stderr.contains(&format!(
+            "run: the handler {shown} is not executable; make it so: chmod +x {shown}"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("/./"), "{}", out.stderr);
+}
+
 /// Admission reports every problem of a manifest at once, each under its key path, in plain
 /// words: never serde's (`invalid type: integer 1, expected a string at line 1 column 23`).
 #[test]

@@ -212,6 +212,29 @@ fn a_stale_record_is_not_served() {
     }
 }
 
+/// Issue 32: with one session running, `mur token reader` reads `reader` as an address; when it
+/// is that session's credential, the error says how to ask for it.
+#[test]
+fn a_credential_given_as_the_address_gets_a_hint() {
+    let home = Home::patient();
+    let sleeper = Proc::sleeper();
+    authenticated(&home, &sleeper);
+    let run = home.mur(&["token", "reader"]);
+    run.expect_code(1);
+    assert!(
+        run.stderr
+            .contains("'reader' is a credential of the one running session")
+            && run.stderr.contains("mur token @1 reader"),
+        "{}",
+        run.stderr
+    );
+    assert_no_token(&run.stderr);
+    // A word that is no credential gets no such hint.
+    let run = home.mur(&["token", "nobody"]);
+    run.expect_code(1);
+    assert!(!run.stderr.contains("credential"), "{}", run.stderr);
+}
+
 #[test]
 fn usage_errors_are_exit_2() {
     let home = Home::patient();
