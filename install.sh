@@ -50,8 +50,8 @@ Usage: install.sh [--target TRIPLE] [PREFIX]
 
 Build mur as a static release binary and install PREFIX/bin/mur plus one
 symlink per applet (mur-run, mur-ps, mur-stop, mur-token, mur-logs,
-mur-cancel, mur-control, mur-watch, mur-formation), the man page
-(PREFIX/share/man/man1/mur.1) and bash, zsh and fish completions.
+mur-cancel, mur-control, mur-watch, mur-formation, mur-completions), the
+man page (PREFIX/share/man/man1/mur.1) and bash, zsh and fish completions.
 PREFIX defaults to ~/.local. Needs cargo (https://rustup.rs).
 
   --target TRIPLE  build for that target, e.g. aarch64-unknown-linux-musl

@@ -22,7 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use common::home::repo;
 use common::skip::skipped;
 
-const APPLETS: [&str; 9] = [
+const APPLETS: [&str; 10] = [
     "run",
     "ps",
     "stop",
@@ -32,6 +32,7 @@ const APPLETS: [&str; 9] = [
     "control",
     "watch",
     "formation",
+    "completions",
 ];
 
 /// A fresh private directory under the system temp dir, removed (with its contents) on drop.
