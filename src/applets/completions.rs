@@ -34,7 +34,7 @@ static SPEC: Spec = Spec::new(&[], &[Kind::Words(SHELLS)]);
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut shell = None;
     let mut parser = Parser::new(&SPEC, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         match arg {
             Arg::Operand(value) if shell.is_none() => shell = Some(cli::utf8(value)?),
             other => return Err(other.unexpected()),
@@ -101,8 +101,9 @@ fn links() -> String {
 
 const HEADER: &str = "written by 'mur completions SHELL' from the table the applets parse with";
 
-fn bash() -> String {
-    let words = |kind: Kind| match kind {
+/// What bash's completion does where `kind` goes.
+fn bash_action(kind: Kind) -> String {
+    match kind {
         Kind::Text => String::new(),
         Kind::Path => "COMPREPLY=($(compgen -f -- \"$cur\"))".into(),
         Kind::Dir => "COMPREPLY=($(compgen -d -- \"$cur\"))".into(),
@@ -111,51 +112,76 @@ fn bash() -> String {
             "COMPREPLY=($(compgen -W \"{}\" -- \"$cur\"))",
             words.join(" ")
         ),
-    };
-    let mut subs = vec![];
-    let mut tables = String::new();
-    let mut values = String::new();
-    let mut operands = String::new();
-    for (command, spec) in commands() {
+    }
+}
+
+/// The `case` arms of the bash script, command by command.
+#[derive(Default)]
+struct BashCases {
+    /// The sub-commands, as `case` patterns.
+    subs: Vec<String>,
+    /// Each command's options, and those that take a value.
+    tables: String,
+    /// What completes each option's value, where something does.
+    values: String,
+    /// What completes each operand, by command and position.
+    operands: String,
+}
+
+impl BashCases {
+    fn add(&mut self, command: &str, spec: &Spec) {
         if command.contains(' ') {
-            subs.push(format!("\"{command}\""));
+            self.subs.push(format!("\"{command}\""));
         }
-        tables += &format!(
+        self.tables += &format!(
             "        \"{command}\") opts=\"{}\"; takes=\" {} \" ;;\n",
             spellings(spec, false).join(" "),
             spellings(spec, true).join(" ")
         );
         for opt in public(spec) {
-            let Some((_, kind)) = opt.value else { continue };
-            if kind == Kind::Text {
+            let Some((_, kind)) = opt.value.filter(|(_, kind)| *kind != Kind::Text) else {
                 continue;
-            }
+            };
             let mut patterns = vec![format!("\"{command} --{}\"", opt.long)];
             patterns.extend(opt.short.map(|c| format!("\"{command} -{c}\"")));
-            values += &format!("            {}) {} ;;\n", patterns.join("|"), words(kind));
+            self.values += &format!(
+                "            {}) {} ;;\n",
+                patterns.join("|"),
+                bash_action(kind)
+            );
         }
-        let sub_words: Vec<&str> = spec.subcommands.iter().map(|(name, _)| *name).collect();
+        let subs: Vec<&str> = spec.subcommands.iter().map(|(name, _)| *name).collect();
         for (n, kind) in spec.operands.iter().enumerate() {
-            if *kind == Kind::Text && !(n == 0 && !sub_words.is_empty()) {
-                continue;
-            }
-            let pattern = if spec.repeats && n + 1 == spec.operands.len() {
+            let action = match (n, subs.is_empty()) {
+                (0, false) => format!(
+                    "COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")); {}",
+                    subs.join(" "),
+                    bash_action(*kind).replace("COMPREPLY=(", "COMPREPLY+=(")
+                ),
+                _ if *kind == Kind::Text => continue,
+                _ => bash_action(*kind),
+            };
+            let pattern = if spec.repeats_at(n) {
                 format!("\"{command} \"*")
             } else {
                 format!("\"{command} {n}\"")
             };
-            let action = if n == 0 && !sub_words.is_empty() {
-                format!(
-                    "COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")); {}",
-                    sub_words.join(" "),
-                    words(*kind).replace("COMPREPLY=(", "COMPREPLY+=(")
-                )
-            } else {
-                words(*kind)
-            };
-            operands += &format!("        {pattern}) {action} ;;\n");
+            self.operands += &format!("        {pattern}) {action} ;;\n");
         }
     }
+}
+
+fn bash() -> String {
+    let mut cases = BashCases::default();
+    for (command, spec) in commands() {
+        cases.add(&command, spec);
+    }
+    let BashCases {
+        subs,
+        tables,
+        values,
+        operands,
+    } = cases;
     format!(
         r#"# bash completion for mur, {HEADER}
 # (installed by install.sh as share/bash-completion/completions/mur): applets, their options and
@@ -264,7 +290,7 @@ fn zsh() -> String {
         specs.push("'(- *)'{-h,--help}'[this text]'".into());
         let subs: Vec<&str> = spec.subcommands.iter().map(|(name, _)| *name).collect();
         for (n, kind) in spec.operands.iter().enumerate() {
-            let position = if spec.repeats && n + 1 == spec.operands.len() {
+            let position = if spec.repeats_at(n) {
                 "*".to_string()
             } else {
                 (n + 1).to_string()
@@ -342,6 +368,50 @@ fn fish_value(kind: Kind) -> String {
     }
 }
 
+/// The fish `complete` lines of one command (its options, then its operands), and the
+/// options of it that take a value (for `__mur_where`'s `switch`).
+fn fish_command(command: &str, spec: &Spec) -> (String, String) {
+    let takes = format!(
+        "        case {}\n            set takes {}\n",
+        fish_quote(command),
+        spellings(spec, true).join(" ")
+    );
+    let cmd = fish_quote(command);
+    let mut lines = String::new();
+    for opt in public(spec) {
+        let short = opt.short.map_or_else(String::new, |c| format!(" -s {c}"));
+        let value = opt
+            .value
+            .map_or_else(String::new, |(_, kind)| format!(" {}", fish_value(kind)));
+        lines += &format!(
+            "    complete -c $c -n \"__mur_is {cmd}\" -l {}{short}{value} -d {}\n",
+            opt.long,
+            fish_quote(opt.help)
+        );
+    }
+    lines += &format!("    complete -c $c -n \"__mur_is {cmd}\" -s h -l help -d 'this text'\n");
+    for (n, kind) in spec.operands.iter().enumerate() {
+        let more = if spec.repeats_at(n) { " more" } else { "" };
+        let mut actions = vec![];
+        if n == 0 {
+            actions.extend(
+                spec.subcommands
+                    .iter()
+                    .map(|(name, _)| format!("-a {}", fish_quote(name))),
+            );
+        }
+        match kind {
+            Kind::Text => {}
+            Kind::Path => actions.push("-F".into()),
+            other => actions.push(fish_value(*other).replace("-x ", "")),
+        }
+        for action in actions {
+            lines += &format!("    complete -c $c -n \"__mur_operand {cmd} {n}{more}\" {action}\n");
+        }
+    }
+    (takes, lines)
+}
+
 fn fish() -> String {
     let mut takes = String::new();
     let mut lines = String::new();
@@ -351,48 +421,9 @@ fn fish() -> String {
         .map(|(c, _)| fish_quote(&c))
         .collect();
     for (command, spec) in commands() {
-        takes += &format!(
-            "        case {}\n            set takes {}\n",
-            fish_quote(&command),
-            spellings(spec, true).join(" ")
-        );
-        let cmd = fish_quote(&command);
-        for opt in public(spec) {
-            let short = opt.short.map_or_else(String::new, |c| format!(" -s {c}"));
-            let value = opt
-                .value
-                .map_or_else(String::new, |(_, kind)| format!(" {}", fish_value(kind)));
-            lines += &format!(
-                "    complete -c $c -n \"__mur_is {cmd}\" -l {}{short}{value} -d {}\n",
-                opt.long,
-                fish_quote(opt.help)
-            );
-        }
-        lines += &format!("    complete -c $c -n \"__mur_is {cmd}\" -s h -l help -d 'this text'\n");
-        for (n, kind) in spec.operands.iter().enumerate() {
-            let more = if spec.repeats && n + 1 == spec.operands.len() {
-                " more"
-            } else {
-                ""
-            };
-            let mut actions = vec![];
-            if n == 0 {
-                actions.extend(
-                    spec.subcommands
-                        .iter()
-                        .map(|(name, _)| format!("-a {}", fish_quote(name))),
-                );
-            }
-            match kind {
-                Kind::Text => {}
-                Kind::Path => actions.push("-F".into()),
-                other => actions.push(fish_value(*other).replace("-x ", "")),
-            }
-            for action in actions {
-                lines +=
-                    &format!("    complete -c $c -n \"__mur_operand {cmd} {n}{more}\" {action}\n");
-            }
-        }
+        let (command_takes, command_lines) = fish_command(&command, spec);
+        takes += &command_takes;
+        lines += &command_lines;
     }
     format!(
         r#"# fish completion for mur, {HEADER}

@@ -185,7 +185,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut detach = false;
     let original = args.clone();
     let mut parser = Parser::new(&SPEC, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         match arg {
             Arg::Flag("detach") => detach = true,
             // Internal: this process is the launcher `-d` started (see `detached`).
@@ -332,7 +332,7 @@ fn ready(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut dir: Option<PathBuf> = None;
     let mut door = format!("127.0.0.1:{}", crate::formation::kube::DOOR_PORT);
     let mut parser = Parser::new(&READY, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         match arg {
             Arg::Opt("formation-dir", value) => dir = Some(value.into()),
             Arg::Opt("door", value) => door = cli::utf8(value)?,
@@ -361,7 +361,7 @@ fn ready(args: Vec<std::ffi::OsString>) -> Outcome {
 fn call(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut positional = vec![];
     let mut parser = Parser::new(&CALL, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         match arg {
             Arg::Operand(value) => positional.push(cli::utf8(value)?),
             other => return Err(other.unexpected()),

@@ -86,7 +86,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<Options, Failure> {
         last: None,
     };
     let mut parser = Parser::new(&SPEC, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         match arg {
             Arg::Flag("follow") => options.follow = true,
             Arg::Opt("task", id) => {

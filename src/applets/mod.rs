@@ -158,7 +158,7 @@ pub fn door_args(spec: &'static Spec, args: Vec<std::ffi::OsString>) -> Result<D
         json: false,
     };
     let mut parser = Parser::new(spec, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         match arg {
             Arg::Opt("url", url) => parsed.url = Some(cli::utf8(url)?),
             Arg::Flag("json") => parsed.json = true,

@@ -289,7 +289,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, bool), Failu
     let mut filters = Filters::default();
     let mut verbose = false;
     let mut parser = Parser::new(&SPEC, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         let mut choose = |option: &'static str, how: Output| match chosen.replace(option) {
             Some(before) if before == option => Err(Failure::Usage(format!(
                 "{option} given twice; give it once"
@@ -361,7 +361,7 @@ fn template(text: &str) -> Result<Option<Template>, Failure> {
         }));
     }
     let (table, body) = match text.strip_prefix("table") {
-        Some(rest) if rest.is_empty() => return Ok(None),
+        Some("") => return Ok(None),
         Some(rest) if rest.starts_with(char::is_whitespace) => (true, rest.trim_start()),
         _ => (false, text),
     };

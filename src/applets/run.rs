@@ -270,7 +270,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
     };
     let mut detach = false;
     let mut parser = Parser::new(&SPEC, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         match arg {
             Arg::Flag("json") => options.json = true,
             Arg::Flag("detach") => detach = true,

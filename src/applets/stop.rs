@@ -126,7 +126,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<Asked, Failure> {
     let mut timeout = Duration::from_secs(10);
     let mut all = false;
     let mut parser = Parser::new(&SPEC, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         match arg {
             Arg::Opt("timeout", value) => {
                 timeout = cli::duration("--timeout", value, Duration::ZERO)?;

@@ -49,7 +49,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let mut positional = vec![];
     let mut control = false;
     let mut parser = Parser::new(&SPEC, args);
-    while let Some(arg) = parser.next()? {
+    while let Some(arg) = parser.next_arg()? {
         match arg {
             Arg::Flag("control") => control = true,
             Arg::Operand(value) => positional.push(cli::utf8(value)?),

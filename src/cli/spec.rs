@@ -98,6 +98,11 @@ impl Spec {
             subcommands: &[],
         }
     }
+
+    /// Whether operand `n` (from 0) is the last, repeated one (`stop ADDR...`).
+    pub fn repeats_at(&self, n: usize) -> bool {
+        self.repeats && n + 1 == self.operands.len()
+    }
 }
 
 /// One argument as the table names it.
@@ -137,7 +142,8 @@ impl Parser {
         }
     }
 
-    pub fn next(&mut self) -> Result<Option<Arg>, Failure> {
+    /// The next argument, `None` after the last.
+    pub fn next_arg(&mut self) -> Result<Option<Arg>, Failure> {
         let options = self.spec.options;
         let opt = match self.inner.next()? {
             None => return Ok(None),
@@ -215,8 +221,8 @@ fn distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -269,7 +275,7 @@ mod tests {
             .to_vec();
         let mut parser = Parser::new(&SPEC, args);
         let mut seen = vec![];
-        while let Some(arg) = parser.next().unwrap() {
+        while let Some(arg) = parser.next_arg().unwrap() {
             seen.push(format!("{arg:?}"));
         }
         assert_eq!(
@@ -282,7 +288,7 @@ mod tests {
             ]
         );
         let mut parser = Parser::new(&SPEC, vec!["--quite".into()]);
-        match parser.next() {
+        match parser.next_arg() {
             Err(Failure::Usage(why)) => {
                 assert_eq!(why, "unknown option '--quite'; did you mean '--quiet'?");
             }

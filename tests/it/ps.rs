@@ -1044,11 +1044,9 @@ fn an_empty_machine_is_exit_0_without_a_filter_and_1_with_one() {
         .expect_code(1);
 }
 
-/// Issue 32: docker's `--format json`, `{{json}}` and `table TEMPLATE`; `--filter KEY=VALUE`
-/// (repeatable, the old filters as its shorthands); two output options refused naming both; a
-/// filter that excludes every running session said as such.
+/// Issue 32: docker's `--format json`, `{{json}}` and `table TEMPLATE`.
 #[test]
-fn docker_formats_filters_and_conflicting_outputs() {
+fn docker_formats() {
     let home = Home::patient();
     let shout = home.write_capsule(
         "shout",
@@ -1117,7 +1115,20 @@ fn docker_formats_filters_and_conflicting_outputs() {
     // `table` alone is the default table.
     let default = home.mur(&["ps", "--format", "table"]);
     assert!(default.stdout.starts_with("SESSION "), "{}", default.stdout);
+}
 
+/// Issue 32: `--filter KEY=VALUE` (repeatable, the old filters as its shorthands); two output
+/// options refused naming both; a filter that excludes every running session said as such.
+#[test]
+fn docker_filters_and_conflicting_outputs() {
+    let home = Home::patient();
+    let shout = home.write_capsule(
+        "shout",
+        json!({"name": "shout", "version": "1.2"}),
+        Some("#!/bin/sh\ntr a-z A-Z\n"),
+    );
+    let echo = home.start(&[]);
+    let loud = home.start(&[shout.to_str().unwrap()]);
     // --filter: docker's keys; a key twice is either value, two keys are both.
     let ids = |args: &[&str]| {
         let out = home.mur(&[&["ps", "-q"][..], args].concat());
