@@ -190,13 +190,28 @@ fn the_shipped_completions_are_what_mur_completions_writes() {
     home.mur(&["completions"]).expect_code(2);
 }
 
-/// `PATH` with the built `mur` first, for the completions' own `mur ps` calls.
+/// `PATH` with the built `mur` first.
 fn path_with_mur() -> std::ffi::OsString {
     let dir = Path::new(mur_bin()).parent().unwrap();
     let mut path = std::ffi::OsString::from(dir);
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap_or_default());
     path
+}
+
+/// `shell ARGS…` in the repository (where completions/ is), with the home's `HOME` and the
+/// built `mur` first on `PATH`: the completions' own `mur ps` calls list the home's sessions.
+fn shell(home: &Home, shell: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(shell);
+    command
+        .args(args)
+        .current_dir(repo())
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", path_with_mur())
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null());
+    command
 }
 
 /// What bash's completion offers for `line` (the words before the cursor, then the one being
@@ -211,14 +226,7 @@ fn bash_offers(home: &Home, line: &[&str]) -> BTreeSet<String> {
         "source completions/mur.bash\nCOMP_WORDS=({words})\nCOMP_CWORD={}\n_mur\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
         line.len() - 1
     );
-    let out = Command::new("bash")
-        .args(["--norc", "--noprofile", "-c", &script])
-        .current_dir(repo())
-        .env_clear()
-        .env("HOME", home.path())
-        .env("PATH", path_with_mur())
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
+    let out = shell(home, "bash", &["--norc", "--noprofile", "-c", &script])
         .output()
         .expect("bash");
     assert!(
@@ -237,14 +245,7 @@ fn bash_offers(home: &Home, line: &[&str]) -> BTreeSet<String> {
 /// fish.
 fn fish_offers(home: &Home, line: &str) -> Option<BTreeSet<String>> {
     let script = format!("source completions/mur.fish; complete -C '{line}'");
-    let out = Command::new("fish")
-        .args(["--no-config", "-c", &script])
-        .current_dir(repo())
-        .env_clear()
-        .env("HOME", home.path())
-        .env("PATH", path_with_mur())
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
+    let out = shell(home, "fish", &["--no-config", "-c", &script])
         .output()
         .ok()?;
     assert!(

@@ -17,6 +17,7 @@ use common::{
         formation_id, ps_row, ps_rows, record, record_for, session_id, status_of, write_private,
     },
     run::{PATIENT_DEADLINE, mur_bin, run},
+    session::Session,
     wait::wait_until,
 };
 use serde_json::{Value, json};
@@ -939,18 +940,22 @@ fn a_stale_copy_of_a_live_record_under_another_name_is_reported_and_never_acted_
     assert!(copy_path.exists(), "and still leaves the copy alone");
 }
 
-/// Issue 21: `-q`, `--format` over the `--json` keys, the filters, and exit 1 when a filter
-/// matched nothing; an unreachable session's reason in the table.
-#[test]
-fn quiet_format_filters_and_the_unreachable_reason() {
-    let home = Home::patient();
+/// Two sessions: the embedded echo, and `shout@1.2`.
+fn echo_and_shout(home: &Home) -> (Session, Session) {
     let shout = home.write_capsule(
         "shout",
         json!({"name": "shout", "version": "1.2"}),
         Some("#!/bin/sh\ntr a-z A-Z\n"),
     );
-    let echo = home.start(&[]);
-    let loud = home.start(&[shout.to_str().unwrap()]);
+    (home.start(&[]), home.start(&[shout.to_str().unwrap()]))
+}
+
+/// Issue 21: `-q`, `--format` over the `--json` keys, the filters, and exit 1 when a filter
+/// matched nothing; an unreachable session's reason in the table.
+#[test]
+fn quiet_format_filters_and_the_unreachable_reason() {
+    let home = Home::patient();
+    let (echo, loud) = echo_and_shout(&home);
     let sleeper = Proc::sleeper();
     let lost = session_id();
     let frm = formation_id();
@@ -1048,13 +1053,7 @@ fn an_empty_machine_is_exit_0_without_a_filter_and_1_with_one() {
 #[test]
 fn docker_formats() {
     let home = Home::patient();
-    let shout = home.write_capsule(
-        "shout",
-        json!({"name": "shout", "version": "1.2"}),
-        Some("#!/bin/sh\ntr a-z A-Z\n"),
-    );
-    let echo = home.start(&[]);
-    let loud = home.start(&[shout.to_str().unwrap()]);
+    let (echo, loud) = echo_and_shout(&home);
     let doc = home.mur(&["ps", "--json"]).json();
 
     // --format json: each session's --json object, one a line; {{json .}} is the same.
@@ -1122,13 +1121,7 @@ fn docker_formats() {
 #[test]
 fn docker_filters_and_conflicting_outputs() {
     let home = Home::patient();
-    let shout = home.write_capsule(
-        "shout",
-        json!({"name": "shout", "version": "1.2"}),
-        Some("#!/bin/sh\ntr a-z A-Z\n"),
-    );
-    let echo = home.start(&[]);
-    let loud = home.start(&[shout.to_str().unwrap()]);
+    let (echo, loud) = echo_and_shout(&home);
     // --filter: docker's keys; a key twice is either value, two keys are both.
     let ids = |args: &[&str]| {
         let out = home.mur(&[&["ps", "-q"][..], args].concat());
