@@ -30,7 +30,7 @@ _mur() {
         esac
     fi
     case $cmd in
-        "run") opts="--task -d --detach --json --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --help"; takes=" --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir " ;;
+        "run") opts="--task -d --detach --json --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --out --help"; takes=" --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --out " ;;
         "ps") opts="--json -q --quiet --format --filter --capsule --formation --status -v --verbose --help"; takes=" --format --filter --capsule --formation --status " ;;
         "stop") opts="-t --timeout --all --help"; takes=" -t --timeout " ;;
         "token") opts="--control --help"; takes="  " ;;
@@ -38,7 +38,7 @@ _mur() {
         "cancel") opts="--url --json --help"; takes=" --url " ;;
         "control") opts="--json --help"; takes="  " ;;
         "watch") opts="--url --json --help"; takes=" --url " ;;
-        "formation") opts="--task --json --ready-timeout --emit --image --namespace --advertise-domain --help"; takes=" --task --ready-timeout --emit --image --namespace --advertise-domain " ;;
+        "formation") opts="--task -d --detach --json --ready-timeout --emit --image --namespace --advertise-domain --help"; takes=" --task --ready-timeout --emit --image --namespace --advertise-domain " ;;
         "formation call") opts="--help"; takes="  " ;;
         "formation ready") opts="--formation-dir --door --help"; takes=" --formation-dir --door " ;;
         "completions") opts="--help"; takes="  " ;;
@@ -48,6 +48,7 @@ _mur() {
         case "$cmd $prev" in
             "run --workdir") COMPREPLY=($(compgen -d -- "$cur")) ;;
             "run --formation-dir") COMPREPLY=($(compgen -d -- "$cur")) ;;
+            "run --out") COMPREPLY=($(compgen -d -- "$cur")) ;;
             "ps --format") COMPREPLY=($(compgen -W "json table" -- "$cur")) ;;
             "ps --filter") COMPREPLY=($(compgen -W "name= capsule= id= formation= status=" -- "$cur")) ;;
             "ps --status") COMPREPLY=($(compgen -W "running unreachable" -- "$cur")) ;;
