@@ -30,7 +30,7 @@ _mur() {
         esac
     fi
     case $cmd in
-        "run") opts="--task -d --detach --json --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --out --help"; takes=" --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --out " ;;
+        "run") opts="--task -d --detach --json --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --listen-fd --out --help"; takes=" --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --listen-fd --out " ;;
         "ps") opts="--json -q --quiet --format --filter --capsule --formation --status -v --verbose --help"; takes=" --format --filter --capsule --formation --status " ;;
         "stop") opts="-t --timeout --all --help"; takes=" -t --timeout " ;;
         "token") opts="--control --help"; takes="  " ;;

@@ -24,7 +24,7 @@ function __mur_where
     set -l takes
     switch $cmd
         case 'run'
-            set takes --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --out
+            set takes --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --listen-fd --out
         case 'ps'
             set takes --format --filter --capsule --formation --status
         case 'stop'
@@ -100,6 +100,7 @@ for c in mur mur-run mur-ps mur-stop mur-token mur-logs mur-cancel mur-control m
     complete -c $c -n "__mur_is 'run'" -l advertise-url -x -d 'the URL the card advertises'
     complete -c $c -n "__mur_is 'run'" -l capsule-sha256 -x -d 'refuse another manifest'
     complete -c $c -n "__mur_is 'run'" -l formation-dir -x -a '(__fish_complete_directories)' -d 'join a formation from its mounted Secret'
+    complete -c $c -n "__mur_is 'run'" -l listen-fd -x -d 'serve the listening socket inherited as descriptor N'
     complete -c $c -n "__mur_is 'run'" -l out -x -a '(__fish_complete_directories)' -d 'with --task: write the answer\'s files into DIR'
     complete -c $c -n "__mur_is 'run'" -s h -l help -d 'this text'
     complete -c $c -n "__mur_operand 'run' 0" -F
