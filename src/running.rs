@@ -35,6 +35,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::door_client::{self, Probe};
+use crate::id::SessionId;
+use crate::json::ended::{End, EndedRecord};
 use crate::json::record::{MAX_RECORD_BYTES, RunningRecord};
 use crate::net::multi;
 use crate::process::{self, NotSignallable};
@@ -46,13 +48,40 @@ const RECORD_EXTENSION: &str = "json";
 /// Extension of a control token file beside its record.
 const CONTROL_EXTENSION: &str = "control";
 
-/// One record as read from the running directory.
+/// A kind of record kept one per session as `<session_id>.json`: a running record here, an
+/// ended one in `ended/` ([`ended`]). Both are read by the same rules ([`scan`]).
+pub trait Record: Sized {
+    /// Parse a file's bytes; the `Err` says what was wrong.
+    fn parse(bytes: &[u8]) -> Result<Self, String>;
+    /// The session it is the record of, which its file name must say (`check_name`).
+    fn session_id(&self) -> &SessionId;
+}
+
+impl Record for RunningRecord {
+    fn parse(bytes: &[u8]) -> Result<Self, String> {
+        Self::from_slice(bytes)
+    }
+    fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+}
+
+impl Record for EndedRecord {
+    fn parse(bytes: &[u8]) -> Result<Self, String> {
+        Self::from_slice(bytes)
+    }
+    fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+}
+
+/// One record as read from its directory.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct Entry<R = RunningRecord> {
     /// The file it was read from, for messages: pruning removes the entry of that name in the
     /// directory it was read through, whatever the record claims its id is.
     pub path: PathBuf,
-    pub record: RunningRecord,
+    pub record: R,
     dir: Dir,
     name: OsString,
 }
@@ -69,13 +98,22 @@ pub struct Unreadable {
     name: OsString,
 }
 
-/// What one pass over a running directory found. Nothing is created or removed; a trusted
+/// What one pass over a record directory found. Nothing is created or removed; a trusted
 /// record readable by others is re-moded `0600`.
-#[derive(Debug, Default)]
-pub struct Scan {
+#[derive(Debug)]
+pub struct Scan<R = RunningRecord> {
     /// Every trusted record that parses, most recent session first.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<Entry<R>>,
     pub unreadable: Vec<Unreadable>,
+}
+
+impl<R> Default for Scan<R> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+            unreadable: Vec::new(),
+        }
+    }
 }
 
 /// Every `.json` entry of `dir`, read (through its descriptor), checked for trust and parsed.
@@ -83,11 +121,11 @@ pub struct Scan {
 /// Only `.json` is read: staging files end in `.tmp`, so a record mid-write is neither a record
 /// nor unreadable, and `.control` files are not records. A failure to list `dir` is the `Err`,
 /// naming the path.
-pub fn scan(dir: &Dir) -> Result<Scan, String> {
+pub fn scan<R: Record>(dir: &Dir) -> Result<Scan<R>, String> {
     let names = dir
         .names()
         .map_err(|err| format!("{}: {err}", dir.path().display()))?;
-    let mut scan = Scan::default();
+    let mut scan = Scan::<R>::default();
     for name in names {
         if Path::new(&name).extension().and_then(|e| e.to_str()) != Some(RECORD_EXTENSION) {
             continue;
@@ -118,7 +156,7 @@ pub fn scan(dir: &Dir) -> Result<Scan, String> {
         });
     }
     scan.entries
-        .sort_by(|a, b| b.record.session_id.cmp(&a.record.session_id));
+        .sort_by(|a, b| b.record.session_id().cmp(a.record.session_id()));
     scan.unreadable.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(scan)
 }
@@ -133,13 +171,13 @@ enum Refused {
 
 /// One record file, read through `dir` and checked for trust before it is parsed, then checked
 /// against its name (`check_name`).
-fn read_file(dir: &Dir, name: &OsString) -> Result<Result<RunningRecord, Refused>, ReadRefusal> {
+fn read_file<R: Record>(dir: &Dir, name: &OsString) -> Result<Result<R, Refused>, ReadRefusal> {
     let small = dir.read_small(name, MAX_RECORD_BYTES)?;
     let path = dir.join(name);
     if let Err(why) = check_trust(&small, &path) {
         return Ok(Err(Refused::Untrusted(why)));
     }
-    let record = match RunningRecord::from_slice(&small.bytes) {
+    let record = match R::parse(&small.bytes) {
         Ok(record) => record,
         Err(why) => return Ok(Err(Refused::NotARecord(why))),
     };
@@ -160,15 +198,15 @@ fn read_file(dir: &Dir, name: &OsString) -> Result<Result<RunningRecord, Refused
 /// kept (DESIGN.md §5: "a record that disagrees is reported, never acted on"), like any
 /// untrusted file — `mur` does not remove what it does not trust, and removing it would be
 /// acting on it. Its owner removes it; the record under the right name is unaffected.
-fn check_name(record: &RunningRecord, name: &OsString, path: &Path) -> Result<(), String> {
-    if *name == record_name(record.session_id.as_str()) {
+fn check_name<R: Record>(record: &R, name: &OsString, path: &Path) -> Result<(), String> {
+    if *name == record_name(record.session_id().as_str()) {
         return Ok(());
     }
     Err(format!(
         "holds the record of session {}, which its file name does not say: not trusted, so \
          never signalled nor removed, and nothing it names is touched; fix: remove {} if it is \
          a stale copy",
-        record.session_id,
+        record.session_id(),
         path.display()
     ))
 }
@@ -214,7 +252,7 @@ pub fn read(dir: &Dir, session_id: &str) -> Option<RunningRecord> {
 /// and the directory exists to be read. The returned scan's `unreadable` holds what was removed
 /// (`invalid`) and what was kept (not `invalid`): files that could not be read or are not
 /// trusted, and files that are not records but could not be removed.
-pub fn scan_pruning(dir: &Dir) -> Result<Scan, String> {
+pub fn scan_pruning<R: Record>(dir: &Dir) -> Result<Scan<R>, String> {
     let mut scan = scan(dir)?;
     for file in &mut scan.unreadable {
         if file.invalid
@@ -360,7 +398,7 @@ pub enum Depth {
 /// Read every record in `dir`, check it as deep as `depth` says, and prune what is evidently
 /// stale. The `Err` is the directory being unreadable.
 pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
-    let scan = scan_pruning(dir)?;
+    let scan: Scan = scan_pruning(dir)?;
     let mut sweep = Sweep::default();
     for file in scan.unreadable {
         if file.invalid {
@@ -383,7 +421,7 @@ pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
     };
     for (entry, liveness) in scan.entries.into_iter().zip(liveness) {
         match liveness {
-            Some(Liveness::Gone(reason)) => match prune(&entry) {
+            Some(Liveness::Gone(reason)) => match prune(&entry, End::Gone) {
                 Ok(()) => sweep.pruned.push(Pruned {
                     path: entry.path,
                     reason,
@@ -410,20 +448,35 @@ pub fn sweep(dir: &Dir, depth: Depth) -> Result<Sweep, String> {
 }
 
 /// Remove one record and its control token file, through the directory it was read from, and
-/// the session's task directories and log if it left any. For a [`Liveness::Gone`] reading only. The
+/// the session's task directories if it left any; keep it as ended ([`ended::keep_found`]: its
+/// log stays, marked, unless the session kept its own ended record already). For a
+/// [`Liveness::Gone`] reading only; `end` says how it ended as far as the caller knows. The
 /// `Err` is the OS error that kept the record in place (a read-only filesystem, say), or an
 /// entry whose name is not its record's (`check_name`): then nothing is removed, whoever
 /// built the entry — [`scan`] never yields one, and [`Entry::new`] is public.
-pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
+pub fn prune(entry: &Entry, end: End) -> Result<(), std::io::Error> {
     check_name(&entry.record, &entry.name, &entry.path)
         .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidData, why))?;
     let removed = entry.dir.unlink(&entry.name);
     let _ = entry.dir.unlink(entry.control_name());
     if removed.is_ok() {
         crate::home::remove_task_dirs(&entry.record.session_id);
-        crate::home::remove_logs(&entry.record.session_id);
+        ended::keep_found(&entry.record, end, &entry.dir);
     }
     removed
+}
+
+impl<R> Entry<R> {
+    /// An entry for `record`, read from `name` in `dir`.
+    pub fn new(dir: &Dir, name: impl Into<OsString>, record: R) -> Self {
+        let name = name.into();
+        Self {
+            path: dir.join(&name),
+            record,
+            dir: dir.clone(),
+            name,
+        }
+    }
 }
 
 impl Entry {
@@ -434,17 +487,6 @@ impl Entry {
         self.dir
             .names()
             .map_or(true, |names| names.contains(&self.name))
-    }
-
-    /// An entry for `record`, read from `name` in `dir`.
-    pub fn new(dir: &Dir, name: impl Into<OsString>, record: RunningRecord) -> Self {
-        let name = name.into();
-        Self {
-            path: dir.join(&name),
-            record,
-            dir: dir.clone(),
-            name,
-        }
     }
 
     /// The name of the control token file beside this record (whether or not the session
@@ -550,6 +592,9 @@ impl Drop for ControlGuard {
         let _ = self.dir.unlink(record_name(&self.session_id));
     }
 }
+
+pub mod ended;
+pub mod names;
 
 #[cfg(test)]
 mod tests;

@@ -198,6 +198,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
         formation_dir: None,
         out: None,
         listen_fd: None,
+        name: None,
     };
     let mut detach = false;
     let mut parser = lexopt::Parser::from_args(args);
@@ -227,6 +228,11 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
                 options.advertise_url = Some(url);
             }
             lexopt::Arg::Long("workdir") => options.workdir = parser.value()?.into(),
+            lexopt::Arg::Long("name") => {
+                let name = cli::utf8(parser.value()?)?;
+                crate::running::names::check(&name).map_err(Failure::Usage)?;
+                options.name = Some(name);
+            }
             lexopt::Arg::Long("formation-dir") => {
                 options.formation_dir = Some(parser.value()?.into());
             }

@@ -2,6 +2,7 @@
 //! a malformed one. (A2A's own shapes live in [`crate::a2a`].)
 
 pub mod channel;
+pub mod ended;
 pub mod manifest;
 pub mod raw;
 pub mod record;
