@@ -109,6 +109,11 @@ pub fn resolve<'a, R: Addressable>(
             "{address}: only {} session(s) {state} (mur ps lists them)",
             items.len()
         )
+    } else if address.chars().count() < MIN_SUFFIX {
+        format!(
+            "'{address}' is too short and names no {state} capsule: give @N, a full id, a NAME, \
+             or at least {MIN_SUFFIX} of an id's first or last characters"
+        )
     } else if address.starts_with("ses_") && address.len() == 4 + crate::id::HEX_DIGITS {
         format!("no {state} session {address} (mur ps lists them)")
     } else if address.starts_with("frm_") && address.len() == 4 + crate::id::HEX_DIGITS {
@@ -157,17 +162,14 @@ pub fn lookup<'a, R: Addressable>(
 }
 
 /// The sessions or formations whose id `address` begins or ends (case-insensitive): exactly
-/// one, or an `Err` saying there are several; `Ok(None)` for none.
+/// one, or an `Err` saying there are several; `Ok(None)` for none, and for an address too short
+/// to be taken as part of an id.
 fn by_id<'a, R: Addressable>(
     address: &str,
     items: &'a [Entry<R>],
 ) -> Result<Option<Named<'a, R>>, String> {
     if address.chars().count() < MIN_SUFFIX {
-        return Err(format!(
-            "'{address}' is too short and names no {} capsule: give @N, a full id, a NAME, or at \
-             least {MIN_SUFFIX} of an id's first or last characters",
-            state::<R>()
-        ));
+        return Ok(None);
     }
     let part = address.to_ascii_lowercase();
     let matching = |id: &str| {

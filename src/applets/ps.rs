@@ -6,15 +6,21 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::Applet;
+use crate::address::{self, Addressable};
 use crate::cli::{self, Failure, Out, Outcome};
+use crate::json::ended::EndedRecord;
+use crate::running::ended::Ended;
 use crate::running::{Depth, Kept};
 use crate::time;
+use row::{Row, SHORT_ID, short, status_cell, uptime_secs};
+
+mod row;
 
 pub const APPLET: Applet = Applet {
     name: "ps",
     summary: "list the capsules running on this machine",
     usage: "\
-Usage: mur ps [--json | -q | --format TEMPLATE] [-v]
+Usage: mur ps [-a] [--json | -q | --format TEMPLATE] [-v] [--no-trunc]
               [--capsule NAME[@VERSION]] [--formation ID] [--status STATUS]
 
 List every capsule session of this murmur home, most recent first: the
@@ -33,13 +39,26 @@ A live process whose door does not answer is kept and shown as 'unreachable',
 with the reason on a line of its own after the table:
   unreachable ses_0199...: the door at 127.0.0.1:8080 answers for session ses_01a9...
 
-Columns: SESSION CAPSULE STATUS DETACHED UPTIME [FORMATION] URL
-  STATUS     running, or unreachable (live process, door not answering as it)
+With -a, the ended sessions this home keeps follow the running ones, most
+recently ended first (the last 100, or fewer when their logs pass 64 MiB:
+MURMUR_KEEP_ENDED and MURMUR_KEEP_ENDED_MIB change that; 'mur logs' reads
+their logs, 'mur rm' and 'mur prune' remove them).
+
+Columns: SESSION NAME CAPSULE STATUS DETACHED UPTIME [FORMATION] URL
+  SESSION    the id's first 12 hex digits (more when two would share them):
+             an address as it is; --no-trunc shows whole ids
+  NAME       the --name it runs under, else its member name in its formation
+  STATUS     running, or unreachable (live process, door not answering as it);
+             with -a also 'exited (CODE) 2 minutes ago', 'killed ...' (mur
+             stop had to SIGKILL it) or 'gone ...' (found gone: SIGKILLed or
+             crashed, its exit status unknown); UPTIME is then how long it ran
   DETACHED   yes when the session outlives the terminal that started it
   FORMATION  shown when any session belongs to a formation; one summary line
              per formation follows the table
 
 Options:
+  -a, --all  the ended sessions too
+  --no-trunc whole session and formation ids in the table
   --json     one JSON document: {\"capsules\":[...],\"formations\":[...]}; keys are
              stable (added, never renamed or removed); never a token
   -q, --quiet
@@ -54,7 +73,7 @@ Options:
   --formation ID
              only the members of that formation (a full frm_ id or a suffix of
              at least 4 characters)
-  --status running|unreachable
+  --status running|unreachable|exited|killed|gone
              only the sessions in that state
   -v         name each pruned record and why, each session whose handlers
              run outside a sandbox and why (\"sandbox\": false, or no Landlock),
@@ -100,26 +119,34 @@ impl Filters {
         self.capsule.is_some() || self.formation.is_some() || self.status.is_some()
     }
 
-    fn keep(&self, k: &Kept) -> bool {
-        let r = &k.entry.record;
-        let capsule = self
-            .capsule
-            .as_ref()
-            .is_none_or(|c| *c == r.capsule_name || *c == r.capsule());
+    fn keep(&self, row: &Row) -> bool {
+        let capsule = self.capsule.as_ref().is_none_or(|c| {
+            c == row.get(|r| r.capsule_name(), |r| r.capsule_name())
+                || *c == row.get(|r| r.capsule(), |r| r.capsule())
+        });
         let formation = self.formation.as_ref().is_none_or(|f| {
-            r.formation_id
-                .as_ref()
+            row.get(|r| r.formation_id(), |r| r.formation_id())
                 .is_some_and(|id| id.as_str().ends_with(f.as_str()))
         });
-        let status = self.status.is_none_or(|s| s == status(k));
+        let status = self.status.is_none_or(|s| s == row.status());
         capsule && formation && status
     }
 }
 
-fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, bool), Failure> {
+/// What is shown besides the sessions themselves.
+#[derive(Default)]
+struct Shown {
+    verbose: bool,
+    /// `-a`: the ended sessions too.
+    all: bool,
+    /// `--no-trunc`: whole ids in the table.
+    whole_ids: bool,
+}
+
+fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, Shown), Failure> {
     let mut output = Output::Table;
     let mut filters = Filters::default();
-    let mut verbose = false;
+    let mut shown = Shown::default();
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
@@ -128,7 +155,9 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, bool), Failu
             lexopt::Arg::Long("format") => {
                 output = Output::Format(template(&cli::utf8(parser.value()?)?)?);
             }
-            lexopt::Arg::Short('v') | lexopt::Arg::Long("verbose") => verbose = true,
+            lexopt::Arg::Short('v') | lexopt::Arg::Long("verbose") => shown.verbose = true,
+            lexopt::Arg::Short('a') | lexopt::Arg::Long("all") => shown.all = true,
+            lexopt::Arg::Long("no-trunc") => shown.whole_ids = true,
             lexopt::Arg::Long("capsule") => filters.capsule = Some(cli::utf8(parser.value()?)?),
             lexopt::Arg::Long("formation") => {
                 let id = cli::utf8(parser.value()?)?.to_ascii_lowercase();
@@ -142,21 +171,21 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, bool), Failu
             }
             lexopt::Arg::Long("status") => {
                 let text = cli::utf8(parser.value()?)?;
-                filters.status = Some(match text.as_str() {
-                    "running" => "running",
-                    "unreachable" => "unreachable",
-                    _ => {
-                        return Err(Failure::Usage(format!(
-                            "--status wants running or unreachable, not '{text}'"
-                        )));
-                    }
-                });
+                filters.status = Some(STATUSES.iter().find(|s| **s == text).ok_or_else(|| {
+                    Failure::Usage(format!(
+                        "--status wants one of {}, not '{text}'",
+                        STATUSES.join(", ")
+                    ))
+                })?);
             }
             other => return Err(other.unexpected().into()),
         }
     }
-    Ok((output, filters, verbose))
+    Ok((output, filters, shown))
 }
+
+/// Every STATUS a session may show: running ones', then ended ones' (`-a`).
+const STATUSES: &[&str] = &["running", "unreachable", "exited", "killed", "gone"];
 
 /// The keys of a session in `--json` (and so in `--format`), in the order it writes them.
 const KEYS: &[&str] = &[
@@ -174,6 +203,11 @@ const KEYS: &[&str] = &[
     "authenticated",
     "formation_id",
     "log_lines_dropped",
+    "name",
+    "member",
+    "ended_at",
+    "exit_code",
+    "duration_secs",
 ];
 
 /// A `--format` template: text and `{{.key}}` (spaces inside the braces allowed), each key one
@@ -233,9 +267,26 @@ fn render(pieces: &[Piece], doc: &Value) -> String {
 }
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
-    let (output, filters, verbose) = parse(args)?;
-    let mut sweep = super::sweep("ps", Depth::Door, verbose)?;
-    sweep.kept.retain(|k| filters.keep(k));
+    let (output, filters, shown) = parse(args)?;
+    let mut sweep = super::sweep("ps", Depth::Door, shown.verbose)?;
+    sweep.kept.retain(|k| filters.keep(&Row::Running(k)));
+    let ended = if shown.all {
+        super::ended("ps")?
+    } else {
+        Vec::new()
+    };
+    // A session between keeping its ended record and removing its running one is listed once,
+    // as running.
+    let is_running = |e: &Ended| {
+        sweep
+            .kept
+            .iter()
+            .any(|k| k.entry.record.session_id == e.record.session_id)
+    };
+    let rows: Vec<Row> = (sweep.kept.iter().map(Row::Running))
+        .chain(ended.iter().filter(|e| !is_running(e)).map(Row::Ended))
+        .filter(|row| filters.keep(row))
+        .collect();
 
     let now = time::unix_now();
     let formations = group_formations(&sweep.kept);
@@ -243,24 +294,32 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     match output {
         Output::Json => {
             let doc = json!({
-                "capsules": sweep.kept.iter().map(|k| capsule_json(k, now)).collect::<Vec<_>>(),
+                "capsules": rows.iter().map(|row| capsule_json(row, now)).collect::<Vec<_>>(),
                 "formations": formations.iter().map(|(id, members)| formation_json(id, members)).collect::<Vec<_>>(),
             });
             out.line(&doc.to_string());
         }
         Output::Quiet => {
-            for k in &sweep.kept {
-                out.line(k.entry.record.session_id.as_str());
+            for row in &rows {
+                out.line(row.get(|r| r.session_id.as_str(), |r| r.session_id.as_str()));
             }
         }
         Output::Format(pieces) => {
-            for k in &sweep.kept {
-                out.line(&render(&pieces, &capsule_json(k, now)));
+            for row in &rows {
+                out.line(&render(&pieces, &capsule_json(row, now)));
             }
         }
-        Output::Table if sweep.kept.is_empty() => out.line("no running capsules"),
+        Output::Table if rows.is_empty() => out.line(if shown.all {
+            "no capsules, running or ended"
+        } else {
+            "no running capsules"
+        }),
         Output::Table => {
-            for line in table(&sweep.kept, !formations.is_empty(), now) {
+            let with_formation = rows.iter().any(|row| {
+                row.get(|r| r.formation_id(), |r| r.formation_id())
+                    .is_some()
+            });
+            for line in table(&rows, with_formation, shown.whole_ids, now) {
                 out.line(&line);
             }
             for (id, members) in &formations {
@@ -272,7 +331,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
                     out.line(&format!("unreachable {id}: {}", why.escape_debug()));
                 }
             }
-            for k in sweep.kept.iter().filter(|_| verbose) {
+            for k in sweep.kept.iter().filter(|_| shown.verbose) {
                 let (id, record) = (&k.entry.record.session_id, &k.entry.record);
                 if let Some(why) = &record.sandbox {
                     out.line(&format!("unsandboxed {id}: {}", why.escape_debug()));
@@ -286,57 +345,76 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             }
         }
     }
-    Ok(i32::from(filters.any() && sweep.kept.is_empty()))
+    Ok(i32::from(filters.any() && rows.is_empty()))
 }
 
-fn status(kept: &Kept) -> &'static str {
-    if kept.unreachable.is_some() {
-        "unreachable"
+fn table(rows: &[Row], with_formation: bool, whole_ids: bool, now: i64) -> Vec<String> {
+    let sessions: Vec<&str> = rows
+        .iter()
+        .map(|row| row.get(|r| r.session_id.hex(), |r| r.session_id.hex()))
+        .collect();
+    let mut formations: Vec<&str> = rows
+        .iter()
+        .filter_map(|row| row.get(|r| r.formation_id(), |r| r.formation_id()))
+        .map(|f| f.hex())
+        .collect();
+    formations.sort_unstable();
+    formations.dedup();
+    let (session_digits, formation_digits) = if whole_ids {
+        (crate::id::HEX_DIGITS, crate::id::HEX_DIGITS)
     } else {
-        "running"
-    }
-}
-
-fn uptime_secs(kept: &Kept, now: i64) -> Option<i64> {
-    time::parse_rfc3339(&kept.entry.record.started_at).map(|start| (now - start).max(0))
-}
-
-fn table(kept: &[Kept], with_formation: bool, now: i64) -> Vec<String> {
-    let mut rows: Vec<Vec<String>> = vec![];
-    let mut header = vec!["SESSION", "CAPSULE", "STATUS", "DETACHED", "UPTIME"];
+        (
+            address::unique_prefix(&sessions, SHORT_ID),
+            address::unique_prefix(&formations, SHORT_ID),
+        )
+    };
+    let mut cells: Vec<Vec<String>> = vec![];
+    let mut header = vec!["SESSION", "NAME", "CAPSULE", "STATUS", "DETACHED", "UPTIME"];
     if with_formation {
         header.push("FORMATION");
     }
     header.push("URL");
-    rows.push(header.into_iter().map(String::from).collect());
-    for k in kept {
-        let r = &k.entry.record;
-        let mut row = vec![
-            r.session_id.to_string(),
-            r.capsule(),
-            status(k).to_string(),
-            if r.outlives_launcher { "yes" } else { "no" }.to_string(),
-            uptime_secs(k, now).map_or_else(|| "?".to_string(), time::format_uptime),
+    cells.push(header.into_iter().map(String::from).collect());
+    for (row, hex) in rows.iter().zip(&sessions) {
+        let detached = match row {
+            Row::Running(k) if k.entry.record.outlives_launcher => "yes",
+            Row::Running(_) => "no",
+            Row::Ended(_) => "-",
+        };
+        let mut line = vec![
+            short("ses_", hex, session_digits),
+            printable(row.name().unwrap_or("-")),
+            printable(&row.get(|r| r.capsule(), |r| r.capsule())),
+            status_cell(row, now),
+            detached.to_string(),
+            uptime_secs(row, now).map_or_else(|| "?".to_string(), time::format_uptime),
         ];
         if with_formation {
-            row.push(
-                r.formation_id
-                    .as_ref()
-                    .map_or_else(|| "-".to_string(), |f| f.to_string()),
+            line.push(
+                row.get(|r| r.formation_id(), |r| r.formation_id())
+                    .map_or_else(
+                        || "-".to_string(),
+                        |f| short("frm_", f.hex(), formation_digits),
+                    ),
             );
         }
-        row.push(r.url.clone());
-        rows.push(row.into_iter().map(|cell| printable(&cell)).collect());
+        line.push(match row {
+            Row::Running(k) => printable(&k.entry.record.url),
+            Row::Ended(_) => "-".to_string(),
+        });
+        cells.push(line);
     }
-    let widths: Vec<usize> = (0..rows[0].len())
+    let widths: Vec<usize> = (0..cells[0].len())
         .map(|c| {
-            rows.iter()
+            cells
+                .iter()
                 .map(|row| row[c].chars().count())
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    rows.iter()
+    cells
+        .iter()
         .map(|row| {
             let last = row.len() - 1;
             row.iter()
@@ -402,23 +480,34 @@ fn formation_summary(id: &str, members: &[&Kept]) -> String {
     )
 }
 
-fn capsule_json(k: &Kept, now: i64) -> Value {
-    let r = &k.entry.record;
+/// One session as `--json` (and `--format`) give it: every key for either kind, null where it
+/// does not apply (a running session has not ended; an ended one has no pid, door or token).
+fn capsule_json(row: &Row, now: i64) -> Value {
+    let (kept, ended) = match row {
+        Row::Running(k) => (Some(*k), None),
+        Row::Ended(e) => (None, Some(&e.record)),
+    };
+    let running = kept.map(|k| &k.entry.record);
     json!({
-        "session_id": r.session_id,
-        "capsule_name": r.capsule_name,
-        "capsule_version": r.capsule_version,
-        "status": status(k),
-        "reason": k.unreachable,
-        "pid": r.pid,
-        "url": r.url,
-        "workdir": r.workdir,
-        "started_at": r.started_at,
-        "uptime_secs": uptime_secs(k, now),
-        "outlives_launcher": r.outlives_launcher,
-        "authenticated": r.door_token.is_some(),
-        "formation_id": r.formation_id,
-        "log_lines_dropped": r.log_lines_dropped,
+        "session_id": row.get(|r| &r.session_id, |r| &r.session_id),
+        "capsule_name": row.get(|r| r.capsule_name(), |r| r.capsule_name()),
+        "capsule_version": row.get(|r| &r.capsule_version, |r| &r.capsule_version),
+        "status": row.status(),
+        "reason": kept.and_then(|k| k.unreachable.as_ref()),
+        "pid": running.map(|r| r.pid),
+        "url": running.map(|r| &r.url),
+        "workdir": row.get(|r| &r.workdir, |r| &r.workdir),
+        "started_at": row.get(|r| &r.started_at, |r| &r.started_at),
+        "uptime_secs": uptime_secs(row, now),
+        "outlives_launcher": running.map(|r| r.outlives_launcher),
+        "authenticated": running.map(|r| r.door_token.is_some()),
+        "formation_id": row.get(|r| r.formation_id(), |r| r.formation_id()),
+        "log_lines_dropped": running.map(|r| r.log_lines_dropped),
+        "name": row.get(|r| r.name(), |r| r.name()),
+        "member": row.get(|r| r.member(), |r| r.member()),
+        "ended_at": ended.map(|e| &e.ended_at),
+        "exit_code": ended.and_then(|e| e.exit_code),
+        "duration_secs": ended.and_then(EndedRecord::duration_secs),
     })
 }
 

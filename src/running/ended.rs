@@ -116,7 +116,7 @@ pub(super) fn keep_found(running: &RunningRecord, end: End, from: &Dir) {
     if crate::home::existing_dir(ENDED_DIR)
         .ok()
         .flatten()
-        .is_some_and(|dir| dir.read_small(&name, 1).is_ok())
+        .is_some_and(|dir| dir.open_read(&name).is_ok())
     {
         return;
     }
@@ -161,12 +161,13 @@ fn newest_first(entries: &mut [Ended]) {
     });
 }
 
-/// Remove one ended session: its record, then its log. The `Err` is the OS error that kept the
-/// record.
-pub fn remove(ended: &Ended) -> std::io::Result<()> {
+/// Remove one ended session: its record, then its log; the bytes of log that went. The `Err`
+/// is the OS error that kept the record (and so the log).
+pub fn remove(ended: &Ended) -> std::io::Result<u64> {
+    let bytes = log_bytes(&ended.record.session_id);
     ended.dir.unlink(&ended.name)?;
     crate::home::remove_logs(&ended.record.session_id);
-    Ok(())
+    Ok(bytes)
 }
 
 /// The bytes of the session's log (both files), as `logs/` holds them now.
