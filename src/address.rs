@@ -136,6 +136,9 @@ pub fn lookup<'a, R: Addressable>(
     if let Some(n) = at_n(address)? {
         return Ok(items.get(n - 1).filter(|_| R::RUNNING).map(Named::Session));
     }
+    if let Some((formation, member)) = address.split_once('/') {
+        return in_formation(formation, member, items);
+    }
     for (prefix, noun) in [("ses_", "session id"), ("frm_", "formation id")] {
         if let Some(hex) = address.strip_prefix(prefix)
             && !hex.bytes().all(|b| b.is_ascii_hexdigit())
@@ -146,9 +149,6 @@ pub fn lookup<'a, R: Addressable>(
                 crate::id::HEX_DIGITS
             ));
         }
-    }
-    if let Some((formation, member)) = address.split_once('/') {
-        return in_formation(formation, member, items);
     }
     // An instance name is unique among running sessions; among ended ones it names the one that
     // ended last.

@@ -36,6 +36,7 @@ mod chaos;
 mod door_a2a;
 mod door_events;
 mod door_input;
+mod ended;
 mod engine;
 mod examples;
 mod faults;
