@@ -629,7 +629,7 @@ fn capsule_names_address_sessions_and_ambiguity_lists_the_candidates() {
     let gone = home.mur(&["stop", "shout"]);
     gone.expect_code(1);
     assert!(
-        gone.stderr.contains("no running capsule is named so"),
+        gone.stderr.contains("no running session is named so"),
         "{}",
         gone.stderr
     );
