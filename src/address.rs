@@ -28,7 +28,9 @@ pub enum Named<'a, R = RunningRecord> {
 pub trait Addressable: Record {
     /// Whether these are running sessions: `@N` counts only those (the rows `mur ps` lists
     /// first), and messages say `running` or `ended`.
-    const RUNNING: bool;
+    fn running() -> bool
+    where
+        Self: Sized;
     fn formation_id(&self) -> Option<&FormationId>;
     fn name(&self) -> Option<&str>;
     fn member(&self) -> Option<&str>;
@@ -37,7 +39,9 @@ pub trait Addressable: Record {
 }
 
 impl Addressable for RunningRecord {
-    const RUNNING: bool = true;
+    fn running() -> bool {
+        true
+    }
     fn formation_id(&self) -> Option<&FormationId> {
         self.formation_id.as_ref()
     }
@@ -56,7 +60,9 @@ impl Addressable for RunningRecord {
 }
 
 impl Addressable for EndedRecord {
-    const RUNNING: bool = false;
+    fn running() -> bool {
+        false
+    }
     fn formation_id(&self) -> Option<&FormationId> {
         self.formation_id.as_ref()
     }
@@ -76,7 +82,7 @@ impl Addressable for EndedRecord {
 
 /// `running` or `ended`, for messages.
 fn state<R: Addressable>() -> &'static str {
-    if R::RUNNING { "running" } else { "ended" }
+    if R::running() { "running" } else { "ended" }
 }
 
 /// `Some(N)` for an `@N` address, `None` for any other form; the `Err` is an `@` form that can
@@ -122,7 +128,7 @@ pub fn resolve<'a, R: Addressable>(
         format!(
             "no {state} session or formation begins or ends with '{address}', and no {state} \
              session is named so (mur ps{} lists them)",
-            if R::RUNNING { "" } else { " -a" }
+            if R::running() { "" } else { " -a" }
         )
     })
 }
@@ -134,7 +140,10 @@ pub fn lookup<'a, R: Addressable>(
     items: &'a [Entry<R>],
 ) -> Result<Option<Named<'a, R>>, String> {
     if let Some(n) = at_n(address)? {
-        return Ok(items.get(n - 1).filter(|_| R::RUNNING).map(Named::Session));
+        return Ok(items
+            .get(n - 1)
+            .filter(|_| R::running())
+            .map(Named::Session));
     }
     if let Some((formation, member)) = address.split_once('/') {
         return in_formation(formation, member, items);
@@ -241,7 +250,7 @@ fn by_name<'a, R: Addressable>(
             state::<R>(),
             many.iter()
                 .map(|(i, e)| {
-                    let row = if R::RUNNING {
+                    let row = if R::running() {
                         format!("@{} ", i + 1)
                     } else {
                         String::new()
@@ -250,7 +259,7 @@ fn by_name<'a, R: Addressable>(
                 })
                 .collect::<Vec<_>>()
                 .join(", "),
-            if R::RUNNING { "@N or " } else { "" }
+            if R::running() { "@N or " } else { "" }
         )),
     }
 }

@@ -50,9 +50,11 @@ const CONTROL_EXTENSION: &str = "control";
 
 /// A kind of record kept one per session as `<session_id>.json`: a running record here, an
 /// ended one in `ended/` ([`ended`]). Both are read by the same rules ([`scan`]).
-pub trait Record: Sized {
+pub trait Record {
     /// Parse a file's bytes; the `Err` says what was wrong.
-    fn parse(bytes: &[u8]) -> Result<Self, String>;
+    fn parse(bytes: &[u8]) -> Result<Self, String>
+    where
+        Self: Sized;
     /// The session it is the record of, which its file name must say (`check_name`).
     fn session_id(&self) -> &SessionId;
 }

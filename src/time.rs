@@ -147,6 +147,27 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn ago_is_said_as_docker_says_it() {
+        let said: Vec<String> = [0, 1, 59, 60, 130, 3600, 7200, 90_000, 172_800]
+            .map(format_ago)
+            .into();
+        assert_eq!(
+            said,
+            [
+                "less than a second ago",
+                "1 second ago",
+                "59 seconds ago",
+                "about a minute ago",
+                "2 minutes ago",
+                "about an hour ago",
+                "2 hours ago",
+                "25 hours ago",
+                "2 days ago"
+            ]
+        );
+    }
+
     /// Known instants: the epoch, a leap day, the 2038 boundary, end of a century leap year.
     const VECTORS: &[(i64, &str)] = &[
         (0, "1970-01-01T00:00:00Z"),

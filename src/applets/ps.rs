@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::Applet;
-use crate::address::{self, Addressable};
+use crate::address;
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::json::ended::EndedRecord;
 use crate::running::ended::Ended;
@@ -120,12 +120,13 @@ impl Filters {
     }
 
     fn keep(&self, row: &Row) -> bool {
-        let capsule = self.capsule.as_ref().is_none_or(|c| {
-            c == row.get(|r| r.capsule_name(), |r| r.capsule_name())
-                || *c == row.get(|r| r.capsule(), |r| r.capsule())
-        });
+        let capsule = self
+            .capsule
+            .as_ref()
+            .is_none_or(|c| c == row.record().capsule_name() || *c == row.record().capsule());
         let formation = self.formation.as_ref().is_none_or(|f| {
-            row.get(|r| r.formation_id(), |r| r.formation_id())
+            row.record()
+                .formation_id()
                 .is_some_and(|id| id.as_str().ends_with(f.as_str()))
         });
         let status = self.status.is_none_or(|s| s == row.status());
@@ -301,7 +302,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }
         Output::Quiet => {
             for row in &rows {
-                out.line(row.get(|r| r.session_id.as_str(), |r| r.session_id.as_str()));
+                out.line(row.record().session_id().as_str());
             }
         }
         Output::Format(pieces) => {
@@ -315,10 +316,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             "no running capsules"
         }),
         Output::Table => {
-            let with_formation = rows.iter().any(|row| {
-                row.get(|r| r.formation_id(), |r| r.formation_id())
-                    .is_some()
-            });
+            let with_formation = rows.iter().any(|row| row.record().formation_id().is_some());
             for line in table(&rows, with_formation, shown.whole_ids, now) {
                 out.line(&line);
             }
@@ -351,11 +349,11 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
 fn table(rows: &[Row], with_formation: bool, whole_ids: bool, now: i64) -> Vec<String> {
     let sessions: Vec<&str> = rows
         .iter()
-        .map(|row| row.get(|r| r.session_id.hex(), |r| r.session_id.hex()))
+        .map(|row| row.record().session_id().hex())
         .collect();
     let mut formations: Vec<&str> = rows
         .iter()
-        .filter_map(|row| row.get(|r| r.formation_id(), |r| r.formation_id()))
+        .filter_map(|row| row.record().formation_id())
         .map(|f| f.hex())
         .collect();
     formations.sort_unstable();
@@ -384,19 +382,16 @@ fn table(rows: &[Row], with_formation: bool, whole_ids: bool, now: i64) -> Vec<S
         let mut line = vec![
             short("ses_", hex, session_digits),
             printable(row.name().unwrap_or("-")),
-            printable(&row.get(|r| r.capsule(), |r| r.capsule())),
+            printable(&row.record().capsule()),
             status_cell(row, now),
             detached.to_string(),
             uptime_secs(row, now).map_or_else(|| "?".to_string(), time::format_uptime),
         ];
         if with_formation {
-            line.push(
-                row.get(|r| r.formation_id(), |r| r.formation_id())
-                    .map_or_else(
-                        || "-".to_string(),
-                        |f| short("frm_", f.hex(), formation_digits),
-                    ),
-            );
+            line.push(row.record().formation_id().map_or_else(
+                || "-".to_string(),
+                |f| short("frm_", f.hex(), formation_digits),
+            ));
         }
         line.push(match row {
             Row::Running(k) => printable(&k.entry.record.url),
@@ -489,8 +484,8 @@ fn capsule_json(row: &Row, now: i64) -> Value {
     };
     let running = kept.map(|k| &k.entry.record);
     json!({
-        "session_id": row.get(|r| &r.session_id, |r| &r.session_id),
-        "capsule_name": row.get(|r| r.capsule_name(), |r| r.capsule_name()),
+        "session_id": row.record().session_id(),
+        "capsule_name": row.record().capsule_name(),
         "capsule_version": row.get(|r| &r.capsule_version, |r| &r.capsule_version),
         "status": row.status(),
         "reason": kept.and_then(|k| k.unreachable.as_ref()),
@@ -501,10 +496,10 @@ fn capsule_json(row: &Row, now: i64) -> Value {
         "uptime_secs": uptime_secs(row, now),
         "outlives_launcher": running.map(|r| r.outlives_launcher),
         "authenticated": running.map(|r| r.door_token.is_some()),
-        "formation_id": row.get(|r| r.formation_id(), |r| r.formation_id()),
+        "formation_id": row.record().formation_id(),
         "log_lines_dropped": running.map(|r| r.log_lines_dropped),
-        "name": row.get(|r| r.name(), |r| r.name()),
-        "member": row.get(|r| r.member(), |r| r.member()),
+        "name": row.record().name(),
+        "member": row.record().member(),
         "ended_at": ended.map(|e| &e.ended_at),
         "exit_code": ended.and_then(|e| e.exit_code),
         "duration_secs": ended.and_then(EndedRecord::duration_secs),

@@ -27,6 +27,14 @@ impl Row<'_> {
         }
     }
 
+    /// What addresses read of either kind: ids, names, capsule.
+    pub(super) fn record(&self) -> &dyn Addressable {
+        match self {
+            Row::Running(k) => &k.entry.record,
+            Row::Ended(e) => &e.record,
+        }
+    }
+
     pub(super) fn status(&self) -> &'static str {
         match self {
             Row::Running(k) if k.unreachable.is_some() => "unreachable",
@@ -41,7 +49,7 @@ impl Row<'_> {
 
     /// Its instance name, else its member name.
     pub(super) fn name(&self) -> Option<&str> {
-        self.get(|r| r.name().or(r.member()), |r| r.name().or(r.member()))
+        self.record().name().or(self.record().member())
     }
 }
 
