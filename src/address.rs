@@ -38,47 +38,34 @@ pub trait Addressable: Record {
     fn capsule(&self) -> String;
 }
 
-impl Addressable for RunningRecord {
-    fn running() -> bool {
-        true
-    }
-    fn formation_id(&self) -> Option<&FormationId> {
-        self.formation_id.as_ref()
-    }
-    fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-    fn member(&self) -> Option<&str> {
-        self.member.as_deref()
-    }
-    fn capsule_name(&self) -> &str {
-        &self.capsule_name
-    }
-    fn capsule(&self) -> String {
-        RunningRecord::capsule(self)
-    }
+/// Both kinds of record keep what addresses read under the same names.
+macro_rules! addressable {
+    ($record:ty, $running:literal) => {
+        impl Addressable for $record {
+            fn running() -> bool {
+                $running
+            }
+            fn formation_id(&self) -> Option<&FormationId> {
+                self.formation_id.as_ref()
+            }
+            fn name(&self) -> Option<&str> {
+                self.name.as_deref()
+            }
+            fn member(&self) -> Option<&str> {
+                self.member.as_deref()
+            }
+            fn capsule_name(&self) -> &str {
+                &self.capsule_name
+            }
+            fn capsule(&self) -> String {
+                <$record>::capsule(self)
+            }
+        }
+    };
 }
 
-impl Addressable for EndedRecord {
-    fn running() -> bool {
-        false
-    }
-    fn formation_id(&self) -> Option<&FormationId> {
-        self.formation_id.as_ref()
-    }
-    fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-    fn member(&self) -> Option<&str> {
-        self.member.as_deref()
-    }
-    fn capsule_name(&self) -> &str {
-        &self.capsule_name
-    }
-    fn capsule(&self) -> String {
-        EndedRecord::capsule(self)
-    }
-}
+addressable!(RunningRecord, true);
+addressable!(EndedRecord, false);
 
 /// `running` or `ended`, for messages.
 fn state<R: Addressable>() -> &'static str {

@@ -73,9 +73,7 @@ impl EndedRecord {
 
     /// The bytes written to the file.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut body = serde_json::to_vec_pretty(self).expect("a record always serializes");
-        body.push(b'\n');
-        body
+        super::file_bytes(self)
     }
 
     /// Seconds from start to end, when both times read.

@@ -25,3 +25,10 @@ pub fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
             .collect(),
     )
 }
+
+/// `value` as a file of mur's holds it: pretty JSON and a newline (records, ended records).
+pub fn file_bytes(value: &impl serde::Serialize) -> Vec<u8> {
+    let mut body = serde_json::to_vec_pretty(value).expect("a record always serializes");
+    body.push(b'\n');
+    body
+}

@@ -110,9 +110,7 @@ impl RunningRecord {
 
     /// The bytes written to the record file.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut body = serde_json::to_vec_pretty(self).expect("a record always serializes");
-        body.push(b'\n');
-        body
+        super::file_bytes(self)
     }
 
     pub fn identity(&self) -> ProcessIdentity {
