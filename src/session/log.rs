@@ -232,9 +232,26 @@ pub fn task_lines(task_id: &str, max: u64) -> Vec<String> {
 /// Close this process's session log, at the session's orderly end: nothing is written to it
 /// after. The file stays, kept with the ended session (`running::ended`), and goes with it.
 pub fn close() {
-    if let Some(log) = LOG.get() {
-        log.open.lock().unwrap_or_else(|p| p.into_inner()).take();
+    take();
+}
+
+/// Close this process's session log and remove it: a session that failed to start leaves no
+/// log behind (it never served, so there is nothing to keep).
+pub fn discard() {
+    if let Some(open) = take() {
+        let mut old = open.name.clone();
+        old.push(".1");
+        let _ = open.dir.unlink(&old);
+        let _ = open.dir.unlink(&open.name);
     }
+}
+
+fn take() -> Option<Open> {
+    LOG.get()?
+        .open
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
 }
 
 #[cfg(test)]

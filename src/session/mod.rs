@@ -207,7 +207,7 @@ fn session(options: &Options) -> Result<i32, String> {
     let door = door(&declared, &session_id, &addr, &engine, &mut tokens);
     let (server, stop_door) = start_door(listener, &door).inspect_err(|_| {
         undo();
-        log::close();
+        log::discard();
     })?;
 
     let pid = std::process::id();
@@ -279,7 +279,11 @@ fn session(options: &Options) -> Result<i32, String> {
     stop_door.stop();
     log::close();
     // Kept as ended before the record goes: whoever finds the process gone finds its word.
-    ended::keep(&EndedRecord::of(&record, End::Exited, Some(ending.exit_code())));
+    ended::keep(&EndedRecord::of(
+        &record,
+        End::Exited,
+        Some(ending.exit_code()),
+    ));
     drop((record_guard, control_guard, name_guard));
     if std::process::id() == 1 {
         await_witnesses();
