@@ -108,8 +108,11 @@ pub(super) fn keep_found(running: &RunningRecord, end: End, from: &Dir) {
     let Ok(Some(home_running)) = crate::home::running_dir_if_present(None) else {
         return;
     };
-    let same = |a: &Dir, b: &Dir| matches!((a.stat(), b.stat()), (Ok(a), Ok(b)) if a.ino() == b.ino() && a.dev() == b.dev());
-    if !same(from, &home_running) {
+    let same = match (from.stat(), home_running.stat()) {
+        (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+        _ => false,
+    };
+    if !same {
         return;
     }
     let name = record_name(running.session_id.as_str());

@@ -33,7 +33,7 @@ pub struct NameGuard {
 /// Claim `name` for `session_id` in the running directory `dir`. The `Err` says why not: the
 /// name is not a valid one, another running session holds it (named), or its claim file is not
 /// one mur may trust or write.
-pub fn claim(dir: &Dir, name: &str, session_id: &SessionId) -> Result<NameGuard, String> {
+fn claim(dir: &Dir, name: &str, session_id: &SessionId) -> Result<NameGuard, String> {
     check(name)?;
     let file_name = OsString::from(format!("{name}.{NAME_EXTENSION}"));
     let path = dir.join(&file_name);

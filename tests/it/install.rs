@@ -22,12 +22,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use common::home::repo;
 use common::skip::skipped;
 
-const APPLETS: [&str; 9] = [
+const APPLETS: [&str; 11] = [
     "run",
     "ps",
     "stop",
     "token",
     "logs",
+    "rm",
+    "prune",
     "cancel",
     "control",
     "watch",
@@ -442,21 +444,23 @@ fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
 }
 
 /// The musl binary, which install.sh builds wherever the musl target can be had, fits the
-/// budget: 1.75 MiB. (It was 1.5 MiB until the binary, at 1,567,400 bytes, gained the Kubernetes
+/// budget: 1.875 MiB. (It was 1.5 MiB until the binary, at 1,567,400 bytes, gained the Kubernetes
 /// emitter and member mode with its name lookup (about 70 KB), the Landlock sandbox (29 KB),
 /// admission that reports every problem (20 KB) and the door's worker pool and parking (20 KB):
 /// 1,702,568 bytes. `opt-level = "z"` would win back about 6% — 1,669,800 to 1,575,592 bytes,
 /// measured before the sandbox — but its cost to the door's speed was lost in the shared
-/// machine's noise, so "s" stays until it is measured.)
+/// machine's noise, so "s" stays until it is measured. Then 1.75 MiB, until ended sessions kept,
+/// instance names and id prefixes — addresses and record scans over two kinds of record, the
+/// ended record's serde, `rm` and `prune` — took it from 1,768,104 to 1,837,736 bytes.)
 #[test]
-fn the_installed_musl_binary_is_at_most_one_and_three_quarters_mib() {
+fn the_installed_musl_binary_is_at_most_one_and_seven_eighths_mib() {
     let work = TempDir::new("install-size");
     let out = run_script("install.sh", work.path(), &["prefix"]);
     assert!(out.status.success(), "install.sh failed\n{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !stdout.contains("musl (") {
         return skipped(
-            "the_installed_musl_binary_is_at_most_one_and_three_quarters_mib",
+            "the_installed_musl_binary_is_at_most_one_and_seven_eighths_mib",
             "install.sh could not have the musl target here and built with glibc (its stderr says why)",
         );
     }
@@ -464,8 +468,8 @@ fn the_installed_musl_binary_is_at_most_one_and_three_quarters_mib() {
         .unwrap()
         .len();
     assert!(
-        size <= 7 << 18,
-        "the musl binary is {size} bytes, over 1.75 MiB\n{}",
+        size <= 15 << 17,
+        "the musl binary is {size} bytes, over 1.875 MiB\n{}",
         show(&out)
     );
     // The README's figure is this build's, not one written by hand long ago.
