@@ -74,7 +74,7 @@ Options:
              only the members of that formation (a full frm_ id or a suffix of
              at least 4 characters)
   --status running|unreachable|exited|killed|gone
-             only the sessions in that state
+             only the sessions in that state (an ended one's implies -a)
   -v         name each pruned record and why, each session whose handlers
              run outside a sandbox and why (\"sandbox\": false, or no Landlock),
              and each session that dropped log lines because nobody read its
@@ -182,6 +182,11 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, Shown), Fail
             other => return Err(other.unexpected().into()),
         }
     }
+    // A state only an ended session is in asks for ended sessions: `-a` is implied, as docker's
+    // `--filter status=exited` lists stopped containers without it.
+    shown.all |= filters
+        .status
+        .is_some_and(|s| !matches!(s, "running" | "unreachable"));
     Ok((output, filters, shown))
 }
 

@@ -64,6 +64,10 @@ fn a_stopped_session_is_kept_with_its_exit_status_and_log_and_no_token() {
     let ps = home.mur(&["ps", "--json"]).json();
     assert_eq!(ps["capsules"], json!([]), "{ps}");
 
+    // A state only an ended session is in implies -a.
+    let exited = home.mur(&["ps", "-q", "--status", "exited"]);
+    exited.expect_code(0);
+    assert_eq!(exited.stdout.trim(), session.id);
     let row = listed(&home, &session.id).expect("ps -a lists the ended session");
     assert_eq!(row["status"], "exited", "{row}");
     assert_eq!(row["exit_code"], 143, "{row}");
