@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 
 use crate::door_client::{self, Probe};
 use crate::id::SessionId;
-use crate::json::ended::{End, EndedRecord};
+use crate::json::ended::End;
 use crate::json::record::{MAX_RECORD_BYTES, RunningRecord};
 use crate::net::multi;
 use crate::process::{self, NotSignallable};
@@ -60,15 +60,6 @@ pub trait Record {
 }
 
 impl Record for RunningRecord {
-    fn parse(bytes: &[u8]) -> Result<Self, String> {
-        Self::from_slice(bytes)
-    }
-    fn session_id(&self) -> &SessionId {
-        &self.session_id
-    }
-}
-
-impl Record for EndedRecord {
     fn parse(bytes: &[u8]) -> Result<Self, String> {
         Self::from_slice(bytes)
     }

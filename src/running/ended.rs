@@ -34,6 +34,16 @@ use crate::sys::dir::Dir;
 /// One ended session's record as read from `ended/`.
 pub type Ended = Entry<EndedRecord>;
 
+/// An ended record is read as a running one is ([`super::scan`]).
+impl Record for EndedRecord {
+    fn parse(bytes: &[u8]) -> Result<Self, String> {
+        Self::from_slice(bytes)
+    }
+    fn session_id(&self) -> &crate::id::SessionId {
+        &self.session_id
+    }
+}
+
 /// The environment variable bounding how many ended sessions are kept.
 pub const KEEP_ENDED: &str = "MURMUR_KEEP_ENDED";
 /// The environment variable bounding the MiB of log the kept sessions hold.
