@@ -677,6 +677,8 @@ fn record(session: &str, url: &str, pid: u32, start: &str) -> RunningRecord {
         records_dir: None,
         sandbox: None,
         log_lines_dropped: 0,
+        name: None,
+        member: None,
     }
 }
 
@@ -841,7 +843,8 @@ fn open_dir(dir: &Path) -> mur::sys::dir::Dir {
 /// `silent` past the first [`SILENT_SAMPLE`] are skipped and counted, not verified.
 fn sequential(dir: &Path, silent: &HashSet<String>) -> Sequential {
     let start = Instant::now();
-    let scan = running::scan_pruning(&open_dir(dir)).unwrap_or_else(|err| fail(&err));
+    let scan: running::Scan =
+        running::scan_pruning(&open_dir(dir)).unwrap_or_else(|err| fail(&err));
     let mut seq = Sequential {
         wall: Duration::ZERO,
         live: 0,
@@ -867,7 +870,8 @@ fn sequential(dir: &Path, silent: &HashSet<String>) -> Sequential {
             Liveness::Live => seq.live += 1,
             Liveness::Unreachable(_) => seq.unreachable += 1,
             Liveness::Gone(_) => {
-                running::prune(entry).expect("a stale record in the bench home is removable");
+                running::prune(entry, mur::json::ended::End::Gone)
+                    .expect("a stale record in the bench home is removable");
                 seq.gone += 1;
             }
         }

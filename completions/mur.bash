@@ -14,14 +14,14 @@ _mur() {
     cmd=${cmd#-}
     if [ -z "$cmd" ]; then
         if [ "$COMP_CWORD" -eq 1 ]; then
-            COMPREPLY=($(compgen -W "run ps stop token logs cancel control watch formation completions help --list --version --help" -- "$cur"))
+            COMPREPLY=($(compgen -W "run ps stop token logs rm prune cancel control watch formation completions help --list --version --help" -- "$cur"))
             return
         fi
         cmd=${COMP_WORDS[1]}
         first=2
     fi
     if [ "$cmd" = help ]; then
-        [ "$COMP_CWORD" -eq "$first" ] && COMPREPLY=($(compgen -W "run ps stop token logs cancel control watch formation completions" -- "$cur"))
+        [ "$COMP_CWORD" -eq "$first" ] && COMPREPLY=($(compgen -W "run ps stop token logs rm prune cancel control watch formation completions" -- "$cur"))
         return
     fi
     if [ "$COMP_CWORD" -gt "$first" ]; then
@@ -30,11 +30,13 @@ _mur() {
         esac
     fi
     case $cmd in
-        "run") opts="--task -d --detach --json --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --listen-fd --out --help"; takes=" --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --listen-fd --out " ;;
-        "ps") opts="--json -q --quiet --format --filter --capsule --formation --status -v --verbose --help"; takes=" --format --filter --capsule --formation --status " ;;
+        "run") opts="--task -d --detach --json --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --name --listen-fd --out --help"; takes=" --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --name --listen-fd --out " ;;
+        "ps") opts="--json -q --quiet -a --all --no-trunc --format --filter --capsule --formation --status -v --verbose --help"; takes=" --format --filter --capsule --formation --status " ;;
         "stop") opts="-t --timeout --all --help"; takes=" -t --timeout " ;;
         "token") opts="--control --help"; takes="  " ;;
         "logs") opts="-f --follow --task -n --lines --help"; takes=" --task -n --lines " ;;
+        "rm") opts="--help"; takes="  " ;;
+        "prune") opts="--help"; takes="  " ;;
         "cancel") opts="--url --json --help"; takes=" --url " ;;
         "control") opts="--json --help"; takes="  " ;;
         "watch") opts="--url --json --help"; takes=" --url " ;;
@@ -51,7 +53,7 @@ _mur() {
             "run --out") COMPREPLY=($(compgen -d -- "$cur")) ;;
             "ps --format") COMPREPLY=($(compgen -W "json table" -- "$cur")) ;;
             "ps --filter") COMPREPLY=($(compgen -W "name= capsule= id= formation= status=" -- "$cur")) ;;
-            "ps --status") COMPREPLY=($(compgen -W "running unreachable" -- "$cur")) ;;
+            "ps --status") COMPREPLY=($(compgen -W "running unreachable exited killed gone" -- "$cur")) ;;
             "formation --emit") COMPREPLY=($(compgen -W "kubernetes" -- "$cur")) ;;
             "formation ready --formation-dir") COMPREPLY=($(compgen -d -- "$cur")) ;;
         esac
@@ -75,6 +77,7 @@ _mur() {
         "stop "*) COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
         "token 0") COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
         "logs 0") COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
+        "rm "*) COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
         "cancel 0") COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
         "control 0") COMPREPLY=($(compgen -W "$(_mur_addresses)" -- "$cur")) ;;
         "control 1") COMPREPLY=($(compgen -W "show set secret forget" -- "$cur")) ;;
@@ -84,4 +87,4 @@ _mur() {
     esac
 }
 
-complete -F _mur mur mur-run mur-ps mur-stop mur-token mur-logs mur-cancel mur-control mur-watch mur-formation mur-completions
+complete -F _mur mur mur-run mur-ps mur-stop mur-token mur-logs mur-rm mur-prune mur-cancel mur-control mur-watch mur-formation mur-completions

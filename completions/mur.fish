@@ -24,7 +24,7 @@ function __mur_where
     set -l takes
     switch $cmd
         case 'run'
-            set takes --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --listen-fd --out
+            set takes --task --workdir --bind --port --advertise-url --capsule-sha256 --formation-dir --name --listen-fd --out
         case 'ps'
             set takes --format --filter --capsule --formation --status
         case 'stop'
@@ -33,6 +33,10 @@ function __mur_where
             set takes 
         case 'logs'
             set takes --task -n --lines
+        case 'rm'
+            set takes 
+        case 'prune'
+            set takes 
         case 'cancel'
             set takes --url
         case 'control'
@@ -86,11 +90,11 @@ function __mur_operand
     end
 end
 
-for c in mur mur-run mur-ps mur-stop mur-token mur-logs mur-cancel mur-control mur-watch mur-formation mur-completions
+for c in mur mur-run mur-ps mur-stop mur-token mur-logs mur-rm mur-prune mur-cancel mur-control mur-watch mur-formation mur-completions
     complete -c $c -f
-    complete -c $c -n __mur_top -a 'run ps stop token logs cancel control watch formation completions help'
+    complete -c $c -n __mur_top -a 'run ps stop token logs rm prune cancel control watch formation completions help'
     complete -c $c -n __mur_top -l list -l version -l help
-    complete -c $c -n '__mur_operand help 0' -a 'run ps stop token logs cancel control watch formation completions'
+    complete -c $c -n '__mur_operand help 0' -a 'run ps stop token logs rm prune cancel control watch formation completions'
     complete -c $c -n "__mur_is 'run'" -l task -x -d 'run one task, print its answer'
     complete -c $c -n "__mur_is 'run'" -l detach -s d -d 'serve in the background'
     complete -c $c -n "__mur_is 'run'" -l json -d 'print the readiness line'
@@ -100,17 +104,20 @@ for c in mur mur-run mur-ps mur-stop mur-token mur-logs mur-cancel mur-control m
     complete -c $c -n "__mur_is 'run'" -l advertise-url -x -d 'the URL the card advertises'
     complete -c $c -n "__mur_is 'run'" -l capsule-sha256 -x -d 'refuse another manifest'
     complete -c $c -n "__mur_is 'run'" -l formation-dir -x -a '(__fish_complete_directories)' -d 'join a formation from its mounted Secret'
+    complete -c $c -n "__mur_is 'run'" -l name -x -d 'a name for the session, unique among running ones'
     complete -c $c -n "__mur_is 'run'" -l listen-fd -x -d 'serve the listening socket inherited as descriptor N'
     complete -c $c -n "__mur_is 'run'" -l out -x -a '(__fish_complete_directories)' -d 'with --task: write the answer\'s files into DIR'
     complete -c $c -n "__mur_is 'run'" -s h -l help -d 'this text'
     complete -c $c -n "__mur_operand 'run' 0" -F
     complete -c $c -n "__mur_is 'ps'" -l json -d 'one JSON document'
     complete -c $c -n "__mur_is 'ps'" -l quiet -s q -d 'session ids only'
+    complete -c $c -n "__mur_is 'ps'" -l all -s a -d 'the ended sessions too'
+    complete -c $c -n "__mur_is 'ps'" -l no-trunc -d 'whole ids in the table'
     complete -c $c -n "__mur_is 'ps'" -l format -x -a 'json table' -d 'one line per session from TEMPLATE'
     complete -c $c -n "__mur_is 'ps'" -l filter -x -a 'name= capsule= id= formation= status=' -d 'only the sessions matching (repeatable)'
     complete -c $c -n "__mur_is 'ps'" -l capsule -x -d 'only that capsule\'s sessions'
     complete -c $c -n "__mur_is 'ps'" -l formation -x -d 'only that formation\'s members'
-    complete -c $c -n "__mur_is 'ps'" -l status -x -a 'running unreachable' -d 'only the sessions in that state'
+    complete -c $c -n "__mur_is 'ps'" -l status -x -a 'running unreachable exited killed gone' -d 'only the sessions in that state'
     complete -c $c -n "__mur_is 'ps'" -l verbose -s v -d 'name what was pruned, unsandboxed, dropped'
     complete -c $c -n "__mur_is 'ps'" -s h -l help -d 'this text'
     complete -c $c -n "__mur_is 'stop'" -l timeout -s t -x -d 'grace before SIGKILL'
@@ -125,6 +132,9 @@ for c in mur mur-run mur-ps mur-stop mur-token mur-logs mur-cancel mur-control m
     complete -c $c -n "__mur_is 'logs'" -l lines -s n -x -d 'the last N lines'
     complete -c $c -n "__mur_is 'logs'" -s h -l help -d 'this text'
     complete -c $c -n "__mur_operand 'logs' 0" -a '(__mur_addresses)'
+    complete -c $c -n "__mur_is 'rm'" -s h -l help -d 'this text'
+    complete -c $c -n "__mur_operand 'rm' 0 more" -a '(__mur_addresses)'
+    complete -c $c -n "__mur_is 'prune'" -s h -l help -d 'this text'
     complete -c $c -n "__mur_is 'cancel'" -l url -x -d 'ask this door, without a token'
     complete -c $c -n "__mur_is 'cancel'" -l json -d 'the door\'s answer as JSON'
     complete -c $c -n "__mur_is 'cancel'" -s h -l help -d 'this text'

@@ -25,6 +25,9 @@ use crate::sys::fs::PRIVATE_DIR_MODE;
 
 /// The directory of the murmur home that holds the session logs.
 pub const LOGS_DIR: &str = "logs";
+/// The directory of the murmur home that holds what is kept of ended sessions
+/// (`running::ended`).
+pub const ENDED_DIR: &str = "ended";
 
 /// The log's file name for `session_id` in [`LOGS_DIR`]: named here, beside the home's other
 /// names, because the session writes it and the host tools read and prune it.
@@ -278,8 +281,9 @@ pub fn existing_dir(name: &str) -> Result<Option<Dir>, HomeError> {
     Ok(Some(dir))
 }
 
-/// Remove the log of `session_id` (`logs/<session>.log` and its rotated `.1`), a session found
-/// gone: as [`remove_task_dirs`], best effort, only in a home and `logs/` this euid owns.
+/// Remove the log of `session_id` (`logs/<session>.log` and its rotated `.1`), an ended session
+/// no longer kept: as [`remove_task_dirs`], best effort, only in a home and `logs/` this euid
+/// owns.
 pub fn remove_logs(session_id: &crate::id::SessionId) {
     if let Ok(Some(logs)) = existing_dir(LOGS_DIR) {
         let _ = logs.unlink(old_log_name(session_id.as_str()));

@@ -34,10 +34,9 @@ use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::door_client::{self, Probe};
+use crate::id::SessionId;
+use crate::json::ended::End;
 use crate::json::record::{MAX_RECORD_BYTES, RunningRecord};
-use crate::net::multi;
-use crate::process::{self, NotSignallable};
 use crate::sys::dir::{Dir, Small};
 use crate::sys::fs::{PRIVATE_FILE_MODE, ReadRefusal};
 
@@ -46,13 +45,33 @@ const RECORD_EXTENSION: &str = "json";
 /// Extension of a control token file beside its record.
 const CONTROL_EXTENSION: &str = "control";
 
-/// One record as read from the running directory.
+/// A kind of record kept one per session as `<session_id>.json`: a running record here, an
+/// ended one in `ended/` ([`ended`]). Both are read by the same rules ([`scan`]).
+pub trait Record {
+    /// Parse a file's bytes; the `Err` says what was wrong.
+    fn parse(bytes: &[u8]) -> Result<Self, String>
+    where
+        Self: Sized;
+    /// The session it is the record of, which its file name must say (`check_name`).
+    fn session_id(&self) -> &SessionId;
+}
+
+impl Record for RunningRecord {
+    fn parse(bytes: &[u8]) -> Result<Self, String> {
+        Self::from_slice(bytes)
+    }
+    fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+}
+
+/// One record as read from its directory.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct Entry<R = RunningRecord> {
     /// The file it was read from, for messages: pruning removes the entry of that name in the
     /// directory it was read through, whatever the record claims its id is.
     pub path: PathBuf,
-    pub record: RunningRecord,
+    pub record: R,
     dir: Dir,
     name: OsString,
 }
@@ -69,13 +88,22 @@ pub struct Unreadable {
     name: OsString,
 }
 
-/// What one pass over a running directory found. Nothing is created or removed; a trusted
+/// What one pass over a record directory found. Nothing is created or removed; a trusted
 /// record readable by others is re-moded `0600`.
-#[derive(Debug, Default)]
-pub struct Scan {
+#[derive(Debug)]
+pub struct Scan<R = RunningRecord> {
     /// Every trusted record that parses, most recent session first.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<Entry<R>>,
     pub unreadable: Vec<Unreadable>,
+}
+
+impl<R> Default for Scan<R> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+            unreadable: Vec::new(),
+        }
+    }
 }
 
 /// Every `.json` entry of `dir`, read (through its descriptor), checked for trust and parsed.
@@ -83,11 +111,11 @@ pub struct Scan {
 /// Only `.json` is read: staging files end in `.tmp`, so a record mid-write is neither a record
 /// nor unreadable, and `.control` files are not records. A failure to list `dir` is the `Err`,
 /// naming the path.
-pub fn scan(dir: &Dir) -> Result<Scan, String> {
+pub fn scan<R: Record>(dir: &Dir) -> Result<Scan<R>, String> {
     let names = dir
         .names()
         .map_err(|err| format!("{}: {err}", dir.path().display()))?;
-    let mut scan = Scan::default();
+    let mut scan = Scan::<R>::default();
     for name in names {
         if Path::new(&name).extension().and_then(|e| e.to_str()) != Some(RECORD_EXTENSION) {
             continue;
@@ -118,7 +146,7 @@ pub fn scan(dir: &Dir) -> Result<Scan, String> {
         });
     }
     scan.entries
-        .sort_by(|a, b| b.record.session_id.cmp(&a.record.session_id));
+        .sort_by(|a, b| b.record.session_id().cmp(a.record.session_id()));
     scan.unreadable.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(scan)
 }
@@ -133,13 +161,13 @@ enum Refused {
 
 /// One record file, read through `dir` and checked for trust before it is parsed, then checked
 /// against its name (`check_name`).
-fn read_file(dir: &Dir, name: &OsString) -> Result<Result<RunningRecord, Refused>, ReadRefusal> {
+fn read_file<R: Record>(dir: &Dir, name: &OsString) -> Result<Result<R, Refused>, ReadRefusal> {
     let small = dir.read_small(name, MAX_RECORD_BYTES)?;
     let path = dir.join(name);
     if let Err(why) = check_trust(&small, &path) {
         return Ok(Err(Refused::Untrusted(why)));
     }
-    let record = match RunningRecord::from_slice(&small.bytes) {
+    let record = match R::parse(&small.bytes) {
         Ok(record) => record,
         Err(why) => return Ok(Err(Refused::NotARecord(why))),
     };
@@ -160,15 +188,15 @@ fn read_file(dir: &Dir, name: &OsString) -> Result<Result<RunningRecord, Refused
 /// kept (DESIGN.md §5: "a record that disagrees is reported, never acted on"), like any
 /// untrusted file — `mur` does not remove what it does not trust, and removing it would be
 /// acting on it. Its owner removes it; the record under the right name is unaffected.
-fn check_name(record: &RunningRecord, name: &OsString, path: &Path) -> Result<(), String> {
-    if *name == record_name(record.session_id.as_str()) {
+fn check_name<R: Record>(record: &R, name: &OsString, path: &Path) -> Result<(), String> {
+    if *name == record_name(record.session_id().as_str()) {
         return Ok(());
     }
     Err(format!(
         "holds the record of session {}, which its file name does not say: not trusted, so \
          never signalled nor removed, and nothing it names is touched; fix: remove {} if it is \
          a stale copy",
-        record.session_id,
+        record.session_id(),
         path.display()
     ))
 }
@@ -214,7 +242,7 @@ pub fn read(dir: &Dir, session_id: &str) -> Option<RunningRecord> {
 /// and the directory exists to be read. The returned scan's `unreadable` holds what was removed
 /// (`invalid`) and what was kept (not `invalid`): files that could not be read or are not
 /// trusted, and files that are not records but could not be removed.
-pub fn scan_pruning(dir: &Dir) -> Result<Scan, String> {
+pub fn scan_pruning<R: Record>(dir: &Dir) -> Result<Scan<R>, String> {
     let mut scan = scan(dir)?;
     for file in &mut scan.unreadable {
         if file.invalid
@@ -225,133 +253,6 @@ pub fn scan_pruning(dir: &Dir) -> Result<Scan, String> {
         }
     }
     Ok(scan)
-}
-
-/// What all three layers say about a record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Liveness {
-    /// The recorded process holds the pid and its door answers as the recorded session.
-    Live,
-    /// The process is there (or could not be checked), but its door did not answer as the session.
-    /// The record is kept; the string says why.
-    Unreachable(String),
-    /// The recorded process is gone; the record may be pruned.
-    Gone(String),
-}
-
-/// Layers 1 and 2 alone: local and cheap, no network. `None` means the process is the recorded
-/// one, one that could be a session, and only the door probe can say more. Whether mur may
-/// signal it is not asked: pid 1 of a container, or the session whose handler runs this `mur`,
-/// is a live session, though `mur stop` only asks it at its door.
-pub fn process_liveness(record: &RunningRecord) -> Option<Liveness> {
-    let identified = process::identify(record.pid, &record.process_start)
-        .and_then(|()| process::could_be_a_session(record.pid).map_err(NotSignallable::Refused));
-    match identified {
-        Ok(()) => None,
-        Err(NotSignallable::Gone(why)) => Some(Liveness::Gone(why)),
-        Err(NotSignallable::Refused(why)) => Some(Liveness::Unreachable(why)),
-    }
-}
-
-/// All three layers, door probe included (blocking, bounded by the probe's deadlines).
-pub fn verify(record: &RunningRecord) -> Liveness {
-    verify_all(&[record], &InFlight::default())
-        .pop()
-        .unwrap_or_else(|| Liveness::Unreachable("the probe could not run".into()))
-}
-
-/// [`verify`] for every record at once, answers in the same order.
-///
-/// Each record is a `Check` on one event loop ([`multi::run`]): layers 1 and 2 when its turn to
-/// start comes, its door probe right after if they pass. Probes run all at once, as many as
-/// descriptors allow, and the next records' local checks are made while the doors of the first
-/// answer, so the whole takes about as long as the slowest probe rather than the sum of them.
-/// `in_flight` holds, meanwhile, the probes not yet answered.
-pub fn verify_all(records: &[&RunningRecord], in_flight: &InFlight) -> Vec<Liveness> {
-    let mut checks: Vec<Check> = records.iter().map(|record| Check::new(record)).collect();
-    multi::run(checks.len(), door_client::PROBE, |i, answer| {
-        let next = checks[i].step(answer);
-        let record = checks[i].record;
-        in_flight.set(
-            i,
-            next.is_some().then(|| {
-                format!(
-                    "{} (pid {}) at {}",
-                    record.session_id, record.pid, record.url
-                )
-            }),
-        );
-        next
-    });
-    checks.into_iter().map(Check::liveness).collect()
-}
-
-/// The door probes a sweep is waiting on, each as `ses_… (pid N) at HOST:PORT`: read from
-/// another thread by a caller that says on a terminal what it waits for (`mur ps`), since a
-/// door that never answers (a SIGSTOPped session) holds the listing for seconds.
-#[derive(Default)]
-pub struct InFlight(std::sync::Mutex<std::collections::BTreeMap<usize, String>>);
-
-impl InFlight {
-    fn set(&self, job: usize, probe: Option<String>) {
-        let mut probes = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match probe {
-            Some(probe) => probes.insert(job, probe),
-            None => probes.remove(&job),
-        };
-    }
-
-    /// The probes not yet answered, in record order.
-    pub fn waiting(&self) -> Vec<String> {
-        let probes = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        probes.values().cloned().collect()
-    }
-}
-
-/// One record's three layers, as a conversation [`multi::run`] drives.
-struct Check<'a> {
-    record: &'a RunningRecord,
-    /// What layers 1 and 2 settled, when they did.
-    local: Option<Liveness>,
-    probe: Probe<'a>,
-}
-
-impl<'a> Check<'a> {
-    fn new(record: &'a RunningRecord) -> Self {
-        Self {
-            record,
-            local: None,
-            probe: Probe::new(&record.url, record.door_token.as_ref()),
-        }
-    }
-
-    /// Layers 1 and 2 first (`answer` is `None` when the check starts); when they leave the
-    /// question open, the probe's next exchange.
-    fn step(&mut self, answer: Option<multi::Answer>) -> Option<multi::Exchange> {
-        if answer.is_none() {
-            self.local = process_liveness(self.record);
-            if self.local.is_some() {
-                return None;
-            }
-        }
-        self.probe.step(answer)
-    }
-
-    /// The verdict: layers 1 and 2's, or layer 3's from what the door said.
-    fn liveness(self) -> Liveness {
-        if let Some(local) = self.local {
-            return local;
-        }
-        match self.probe.said() {
-            Ok(id) if id == self.record.session_id.as_str() => Liveness::Live,
-            Ok(other) => Liveness::Unreachable(format!(
-                "the door at {} answers for session {}",
-                self.record.url,
-                other.escape_debug()
-            )),
-            Err(why) => Liveness::Unreachable(why),
-        }
-    }
 }
 
 /// A record that survived a sweep.
@@ -395,7 +296,7 @@ pub enum Depth {
 /// stale; `in_flight` holds, while it runs, the door probes not yet answered. The `Err` is the
 /// directory being unreadable.
 pub fn sweep(dir: &Dir, depth: Depth, in_flight: &InFlight) -> Result<Sweep, String> {
-    let scan = scan_pruning(dir)?;
+    let scan: Scan = scan_pruning(dir)?;
     let mut sweep = Sweep::default();
     for file in scan.unreadable {
         if file.invalid {
@@ -421,7 +322,7 @@ pub fn sweep(dir: &Dir, depth: Depth, in_flight: &InFlight) -> Result<Sweep, Str
     };
     for (entry, liveness) in scan.entries.into_iter().zip(liveness) {
         match liveness {
-            Some(Liveness::Gone(reason)) => match prune(&entry) {
+            Some(Liveness::Gone(reason)) => match prune(&entry, End::Gone) {
                 Ok(()) => sweep.pruned.push(Pruned {
                     path: entry.path,
                     reason,
@@ -448,20 +349,35 @@ pub fn sweep(dir: &Dir, depth: Depth, in_flight: &InFlight) -> Result<Sweep, Str
 }
 
 /// Remove one record and its control token file, through the directory it was read from, and
-/// the session's task directories and log if it left any. For a [`Liveness::Gone`] reading only. The
+/// the session's task directories if it left any; keep it as ended ([`ended::keep_found`]: its
+/// log stays, marked, unless the session kept its own ended record already). For a
+/// [`Liveness::Gone`] reading only; `end` says how it ended as far as the caller knows. The
 /// `Err` is the OS error that kept the record in place (a read-only filesystem, say), or an
 /// entry whose name is not its record's (`check_name`): then nothing is removed, whoever
 /// built the entry — [`scan`] never yields one, and [`Entry::new`] is public.
-pub fn prune(entry: &Entry) -> Result<(), std::io::Error> {
+pub fn prune(entry: &Entry, end: End) -> Result<(), std::io::Error> {
     check_name(&entry.record, &entry.name, &entry.path)
         .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidData, why))?;
     let removed = entry.dir.unlink(&entry.name);
     let _ = entry.dir.unlink(entry.control_name());
     if removed.is_ok() {
         crate::home::remove_task_dirs(&entry.record.session_id);
-        crate::home::remove_logs(&entry.record.session_id);
+        ended::keep_found(&entry.record, end, &entry.dir);
     }
     removed
+}
+
+impl<R> Entry<R> {
+    /// An entry for `record`, read from `name` in `dir`.
+    pub fn new(dir: &Dir, name: impl Into<OsString>, record: R) -> Self {
+        let name = name.into();
+        Self {
+            path: dir.join(&name),
+            record,
+            dir: dir.clone(),
+            name,
+        }
+    }
 }
 
 impl Entry {
@@ -472,17 +388,6 @@ impl Entry {
         self.dir
             .names()
             .map_or(true, |names| names.contains(&self.name))
-    }
-
-    /// An entry for `record`, read from `name` in `dir`.
-    pub fn new(dir: &Dir, name: impl Into<OsString>, record: RunningRecord) -> Self {
-        let name = name.into();
-        Self {
-            path: dir.join(&name),
-            record,
-            dir: dir.clone(),
-            name,
-        }
     }
 
     /// The name of the control token file beside this record (whether or not the session
@@ -588,6 +493,12 @@ impl Drop for ControlGuard {
         let _ = self.dir.unlink(record_name(&self.session_id));
     }
 }
+
+pub mod ended;
+pub mod names;
+mod verify;
+
+pub use verify::{InFlight, Liveness, process_liveness, verify, verify_all};
 
 #[cfg(test)]
 mod tests;

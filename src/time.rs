@@ -98,6 +98,21 @@ pub fn format_uptime(secs: i64) -> String {
     }
 }
 
+/// How long ago, `secs` seconds, said as docker says it in `ps -a`: `3 seconds ago`, `about a
+/// minute ago`, `12 minutes ago`, `about an hour ago`, `5 hours ago`, `2 days ago`.
+pub fn format_ago(secs: i64) -> String {
+    let plural = |n: i64, unit: &str| format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" });
+    match secs.max(0) {
+        0 => "less than a second ago".to_string(),
+        s @ 1..60 => plural(s, "second"),
+        60..120 => "about a minute ago".to_string(),
+        s @ 120..3600 => plural(s / 60, "minute"),
+        3600..7200 => "about an hour ago".to_string(),
+        s @ 7200..172_800 => plural(s / 3600, "hour"),
+        s => plural(s / 86_400, "day"),
+    }
+}
+
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
@@ -131,6 +146,27 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ago_is_said_as_docker_says_it() {
+        let said: Vec<String> = [0, 1, 59, 60, 130, 3600, 7200, 90_000, 172_800]
+            .map(format_ago)
+            .into();
+        assert_eq!(
+            said,
+            [
+                "less than a second ago",
+                "1 second ago",
+                "59 seconds ago",
+                "about a minute ago",
+                "2 minutes ago",
+                "about an hour ago",
+                "2 hours ago",
+                "25 hours ago",
+                "2 days ago"
+            ]
+        );
+    }
 
     /// Known instants: the epoch, a leap day, the 2038 boundary, end of a century leap year.
     const VECTORS: &[(i64, &str)] = &[

@@ -90,3 +90,38 @@ fn capsule_names_and_versions_address_one_session() {
     );
     assert!(resolve("ab", &running).unwrap_err().contains("too short"));
 }
+
+#[test]
+fn instance_names_member_names_and_id_prefixes() {
+    let mut named = entry("aaaa1111", Some("ffff"));
+    named.record.name = Some("h2".into());
+    let mut member = entry("bbbb2222", Some("ffff"));
+    member.record.member = Some("beta".into());
+    let running = [named, member, entry("cccc3333", None)];
+    assert!(session_of(resolve("h2", &running).unwrap()).ends_with("aaaa1111"));
+    assert!(session_of(resolve("beta", &running).unwrap()).ends_with("bbbb2222"));
+    let frm = "frm_0199c4e2f1b7712a9d3e4f500000ffff";
+    assert!(session_of(resolve(&format!("{frm}/beta"), &running).unwrap()).ends_with("bbbb2222"));
+    assert!(session_of(resolve("ffff/beta", &running).unwrap()).ends_with("bbbb2222"));
+    assert!(resolve("ffff/gamma", &running).is_err());
+    // Every id here shares its first 28 hex digits: a prefix of them is ambiguous, one that
+    // reaches a digit of its own is not.
+    assert!(
+        resolve("0199c4e2", &running)
+            .unwrap_err()
+            .contains("matches")
+    );
+    let prefix = "ses_0199c4e2f1b7712a9d3e4f50cccc";
+    assert!(session_of(resolve(prefix, &running).unwrap()).ends_with("cccc3333"));
+    assert!(session_of(resolve(&prefix[4..], &running).unwrap()).ends_with("cccc3333"));
+}
+
+#[test]
+fn the_shown_prefix_is_the_shortest_unique_one_from_the_least() {
+    assert_eq!(
+        unique_prefix(&["0123456789abcdef", "0123456789abffff"], 12),
+        13
+    );
+    assert_eq!(unique_prefix(&["0123", "4567"], 12), 12);
+    assert_eq!(unique_prefix(&[], 12), 12);
+}

@@ -12,40 +12,46 @@ use crate::address::{self, Named};
 use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::home::{LOGS_DIR, log_name, old_log_name};
+use crate::running::ended::Ended;
 use crate::running::{Depth, Entry};
 use crate::session::log::MAX_LOG_BYTES;
 use crate::sys::dir::Dir;
 
 pub const APPLET: Applet = Applet {
     name: "logs",
-    summary: "show a running session's log",
+    summary: "show a session's log, running or ended",
     usage: "\
 Usage: mur logs ADDR [-f] [--task ID] [-n N]
 
-Print the log of a running session: what its handlers wrote on stderr and the
+Print the log of a session: what its handlers wrote on stderr and the
 session's task events (started, completed/failed/... with the duration and,
 for a failure, the reason), one line each:
   2026-05-01T12:00:00Z tsk_0199...  stderr: the handler's own words
   2026-05-01T12:00:01Z tsk_0199...  mur: failed in 0.52s: the handler exited with code 3
-ADDR is @N, a full ses_ id, a suffix of at least 4 characters, or a capsule
-NAME or NAME@VERSION that one running session has (see 'mur stop --help').
+ADDR is as 'mur stop --help' says: @N, a --name, an id or a prefix or suffix
+of one, FORMATION/MEMBER, a member or capsule NAME. An address no running
+session answers to is looked for among the ended sessions this home keeps
+('mur ps -a'; an instance name then names the one that ended last).
 
 The log is ~/.murmur/logs/<session>.log (mode 0600): at most 1 MiB, then it is
 rotated to <session>.log.1 (the one before dropped), so a session keeps at most
-2 MiB of log. It goes when the session ends. A handler's stderr never reaches a
+2 MiB of log. It is kept when the session ends, with the ended session (see
+'mur ps --help'); a session that ended without a word (SIGKILLed, crashed) has
+a last line saying so. A handler's stderr never reaches a
 caller of the door: a failed task's answer says only why (exit code, signal,
 timeout); the rest is here.
 
 Options:
   -f, --follow   keep printing lines as they are written, until the session ends
+                 (an ended session's log is printed whole, and -f returns)
   --task ID      only the lines of this task (its full tsk_ id, or a suffix of
                  at least 4 characters)
   -n, --lines N  only the last N lines (before following)
   -h, --help     this text
 
 Exit status: 0 when the log was printed (with -f: once the session has ended);
-1 when the address matched no running session, or its log cannot be read; 2 on
-a usage error.
+1 when the address matched no session, running or ended, or its log cannot be
+read; 2 on a usage error.
 ",
     main,
     spec: &SPEC,
@@ -122,15 +128,29 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let options = parse(args)?;
     let sweep = super::sweep("logs", Depth::Process, false)?;
     let running: Vec<Entry> = sweep.kept.into_iter().map(|k| k.entry).collect();
-    let entry = match address::resolve(&options.address, &running).map_err(Failure::Failed)? {
-        Named::Session(entry) => entry,
-        Named::Formation(id, _) => {
-            return Err(Failure::Failed(format!(
-                "{id} is a formation; each member has a log of its own (name one: mur ps lists them)"
-            )));
+    let ended: Vec<Ended>;
+    // A running session answers to an address before any ended one does.
+    let (id, live) = match address::lookup(&options.address, &running).map_err(Failure::Failed)? {
+        Some(named) => {
+            let entry = one(named)?;
+            (&entry.record.session_id, Some(&entry.record))
+        }
+        None => {
+            ended = super::ended("logs")?;
+            match address::lookup(&options.address, &ended).map_err(Failure::Failed)? {
+                Some(named) => (&one(named)?.record.session_id, None),
+                None => {
+                    let why = address::resolve(&options.address, &running)
+                        .err()
+                        .unwrap_or_default();
+                    return Err(Failure::Failed(format!(
+                        "{why}; nor does any ended session it keeps (mur ps -a lists them)"
+                    )));
+                }
+            }
         }
     };
-    let id = entry.record.session_id.as_str();
+    let id = id.as_str();
     let no_log = || Failure::Failed(format!("{id} has no log (its home could not hold one)"));
     let dir = crate::home::existing_dir(LOGS_DIR)
         .map_err(|err| Failure::Failed(err.into()))?
@@ -151,8 +171,13 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         return Ok(0);
     }
     loop {
-        let ended = crate::running::process_liveness(&entry.record)
-            .is_some_and(|l| matches!(l, crate::running::Liveness::Gone(_)));
+        // An ended session's log is whole already: printed, and done.
+        let ended = live.is_none_or(|record| {
+            matches!(
+                crate::running::process_liveness(record),
+                Some(crate::running::Liveness::Gone(_))
+            )
+        });
         // Read what the open file holds; when the name now holds another file (rotated), the
         // rest of the old one was read first, and the new one is read from its start.
         let _ = file.read_to_end(&mut text);
@@ -167,6 +192,16 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             return Ok(0);
         }
         std::thread::sleep(FOLLOW_TICK);
+    }
+}
+
+/// The one session `named` names: a formation is not one.
+fn one<R>(named: Named<'_, R>) -> Result<&Entry<R>, Failure> {
+    match named {
+        Named::Session(entry) => Ok(entry),
+        Named::Formation(id, _) => Err(Failure::Failed(format!(
+            "{id} is a formation; each member has a log of its own (name one: mur ps lists them)"
+        ))),
     }
 }
 

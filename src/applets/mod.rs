@@ -6,7 +6,9 @@ pub mod control;
 mod detached;
 pub mod formation;
 pub mod logs;
+pub mod prune;
 pub mod ps;
+pub mod rm;
 pub mod run;
 pub mod stop;
 pub mod token;
@@ -15,7 +17,8 @@ pub mod watch;
 use crate::address::{self, Named};
 use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Outcome};
-use crate::running::{Depth, Entry, InFlight, Sweep};
+use crate::running::ended::{Bounds, Ended};
+use crate::running::{Depth, Entry, InFlight, Sweep, Unreadable};
 
 /// One applet: how it is named, what `--help` prints, and its main, which takes the arguments
 /// after the applet name.
@@ -35,6 +38,8 @@ pub const APPLETS: &[Applet] = &[
     stop::APPLET,
     token::APPLET,
     logs::APPLET,
+    rm::APPLET,
+    prune::APPLET,
     cancel::APPLET,
     control::APPLET,
     watch::APPLET,
@@ -113,12 +118,29 @@ fn report(applet: &str, sweep: &Sweep, verbose: bool) {
             &format!("pruned {n} stale record{plural} (-v names them)"),
         );
     }
-    for file in &sweep.unreadable {
+    report_unreadable(applet, &sweep.unreadable);
+}
+
+/// Say on stderr which files of a record directory were kept unread, and why.
+fn report_unreadable(applet: &str, files: &[Unreadable]) {
+    for file in files {
         cli::warn(
             applet,
             &format!("kept {}: {}", file.path.display(), file.reason),
         );
     }
+}
+
+/// The ended sessions of this home, most recently ended first (`ps -a`, `logs`, `rm`,
+/// `prune`), with what could not be read, and a bound set wrong in the environment, said on
+/// stderr as the running records' are.
+pub fn ended(applet: &str) -> Result<Vec<Ended>, Failure> {
+    if let Err(why) = Bounds::from_env() {
+        cli::warn(applet, &why);
+    }
+    let scan = crate::running::ended::list().map_err(Failure::Failed)?;
+    report_unreadable(applet, &scan.unreadable);
+    Ok(scan.entries)
 }
 
 /// The arguments of an applet that reaches one door (`cancel`, `watch`): its positional words,

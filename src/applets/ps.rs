@@ -9,17 +9,28 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::Applet;
+use crate::address;
 use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
+use crate::json::ended::EndedRecord;
+use crate::running::ended::Ended;
 use crate::running::{Depth, InFlight, Kept};
 use crate::time;
+use filter::{FILTER_PREFIXES, FilterKey, Filters, STATUSES};
+use format::{Template, align, header, printable, render, template};
+use row::{Row, SHORT_ID, short, status_cell, uptime_secs};
+
+mod filter;
+mod format;
+mod row;
 
 pub const APPLET: Applet = Applet {
     name: "ps",
     summary: "list the capsules running on this machine",
     usage: "\
-Usage: mur ps [--json | -q | --format TEMPLATE] [-v] [--filter KEY=VALUE]...
+Usage: mur ps [-a] [--json | -q | --format TEMPLATE] [-v] [--no-trunc]
+              [--filter KEY=VALUE]...
               [--capsule NAME[@VERSION]] [--formation ID] [--status STATUS]
 
 List every capsule session of this murmur home, most recent first: the
@@ -38,13 +49,26 @@ A live process whose door does not answer is kept and shown as 'unreachable',
 with the reason on a line of its own after the table:
   unreachable ses_0199...: the door at 127.0.0.1:8080 answers for session ses_01a9...
 
-Columns: SESSION CAPSULE STATUS DETACHED UPTIME [FORMATION] URL
-  STATUS     running, or unreachable (live process, door not answering as it)
+With -a, the ended sessions this home keeps follow the running ones, most
+recently ended first (the last 100, or fewer when their logs pass 64 MiB:
+MURMUR_KEEP_ENDED and MURMUR_KEEP_ENDED_MIB change that; 'mur logs' reads
+their logs, 'mur rm' and 'mur prune' remove them).
+
+Columns: SESSION NAME CAPSULE STATUS DETACHED UPTIME [FORMATION] URL
+  SESSION    the id's first 12 hex digits (more when two would share them):
+             an address as it is; --no-trunc shows whole ids
+  NAME       the --name it runs under, else its member name in its formation
+  STATUS     running, or unreachable (live process, door not answering as it);
+             with -a also 'exited (CODE) 2 minutes ago', 'killed ...' (mur
+             stop had to SIGKILL it) or 'gone ...' (found gone: SIGKILLed or
+             crashed, its exit status unknown); UPTIME is then how long it ran
   DETACHED   yes when the session outlives the terminal that started it
   FORMATION  shown when any session belongs to a formation; one summary line
              per formation follows the table
 
 Options:
+  -a, --all  the ended sessions too
+  --no-trunc whole session and formation ids in the table
   --json     one JSON document: {\"capsules\":[...],\"formations\":[...]}; keys are
              stable (added, never renamed or removed); never a token
   -q, --quiet
@@ -62,15 +86,17 @@ Options:
   --filter KEY=VALUE
              only the sessions matching; repeatable: a key given twice
              matches either value, different keys must all match. Keys:
-               name, capsule  NAME or NAME@VERSION (as --capsule)
+               name           a --name, a member name, or a capsule's
+               capsule        NAME or NAME@VERSION (as --capsule)
                id             a session id, or 4+ of its first or last chars
                formation      a frm_ id or suffix of 4+ chars (as --formation)
-               status         running or unreachable (as --status)
+               status         running, unreachable, or (implying -a)
+                              exited, killed, gone (as --status)
   --capsule NAME[@VERSION]
              --filter capsule=NAME[@VERSION]
   --formation ID
              --filter formation=ID
-  --status running|unreachable
+  --status running|unreachable|exited|killed|gone
              --filter status=STATUS
   --json, -q and --format each choose the output: give one
   -v, --verbose
@@ -98,6 +124,8 @@ static SPEC: Spec = Spec::new(
     &[
         Opt::flag("json", None, "one JSON document"),
         Opt::flag("quiet", Some('q'), "session ids only"),
+        Opt::flag("all", Some('a'), "the ended sessions too"),
+        Opt::flag("no-trunc", None, "whole ids in the table"),
         Opt::value(
             "format",
             None,
@@ -130,7 +158,7 @@ static SPEC: Spec = Spec::new(
             "status",
             None,
             "STATUS",
-            Kind::Words(&["running", "unreachable"]),
+            Kind::Words(STATUSES),
             "only the sessions in that state",
         ),
         Opt::flag(
@@ -150,144 +178,22 @@ enum Output {
     Format(Template),
 }
 
-/// A `--format` template: its pieces, and whether docker's `table` directive asked for a
-/// header row and aligned columns.
-#[derive(Debug, PartialEq, Eq)]
-struct Template {
-    table: bool,
-    pieces: Vec<Piece>,
-}
-
-/// One piece of a `--format` template.
-#[derive(Debug, PartialEq, Eq)]
-enum Piece {
-    Text(String),
-    Key(&'static str),
-    /// `{{json .key}}`, or with `None` `{{json .}}`: the value (the whole session) as JSON.
-    Json(Option<&'static str>),
-    /// Between two columns of a `table` template: a tab, or blanks alone between two keys.
-    Column,
-}
-
-/// The `--filter` keys, docker's where one fits, each as the option it stands for when there
-/// is one: `--capsule X` is `--filter capsule=X`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FilterKey {
-    /// A capsule's `NAME` or `NAME@VERSION` (docker's `name`; `capsule` says the same).
-    Capsule,
-    /// A session id, whole or by 4+ of its first or last characters (docker's `id`).
-    Id,
-    Formation,
-    Status,
-}
-
-const FILTER_KEYS: &[(&str, FilterKey)] = &[
-    ("name", FilterKey::Capsule),
-    ("capsule", FilterKey::Capsule),
-    ("id", FilterKey::Id),
-    ("formation", FilterKey::Formation),
-    ("status", FilterKey::Status),
-];
-
-/// What completion offers for `--filter`: each key with its `=`.
-const FILTER_PREFIXES: [&str; 5] = ["name=", "capsule=", "id=", "formation=", "status="];
-
-/// Which sessions are shown: docker's rule, each key's values or-ed (`--filter status=running
-/// --filter status=unreachable` is both), different keys and-ed.
+/// What is shown besides the sessions themselves.
 #[derive(Default)]
-struct Filters {
-    given: Vec<(FilterKey, String)>,
+struct Shown {
+    verbose: bool,
+    /// `-a`: the ended sessions too.
+    all: bool,
+    /// `--no-trunc`: whole ids in the table.
+    whole_ids: bool,
 }
 
-impl Filters {
-    fn any(&self) -> bool {
-        !self.given.is_empty()
-    }
-
-    /// Add `key=value`, checked so that a value that can match nothing is a usage error (named
-    /// as the user wrote it, `option`), not an empty listing.
-    fn add(&mut self, option: &str, key: FilterKey, value: String) -> Result<(), Failure> {
-        let value = match key {
-            FilterKey::Capsule => value,
-            FilterKey::Id | FilterKey::Formation => {
-                if value.len() < crate::address::MIN_SUFFIX {
-                    let what = if key == FilterKey::Id { "ses_" } else { "frm_" };
-                    return Err(Failure::Usage(format!(
-                        "{option} wants a {what} id or at least {} of its characters, not '{value}'",
-                        crate::address::MIN_SUFFIX
-                    )));
-                }
-                value.to_ascii_lowercase()
-            }
-            FilterKey::Status => {
-                if !["running", "unreachable"].contains(&value.as_str()) {
-                    return Err(Failure::Usage(format!(
-                        "{option} wants running or unreachable, not '{value}'"
-                    )));
-                }
-                value
-            }
-        };
-        self.given.push((key, value));
-        Ok(())
-    }
-
-    /// `--filter KEY=VALUE`.
-    fn add_filter(&mut self, text: String) -> Result<(), Failure> {
-        let known = || {
-            FILTER_KEYS
-                .iter()
-                .map(|(k, _)| *k)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let Some((name, value)) = text.split_once('=') else {
-            return Err(Failure::Usage(format!(
-                "--filter wants KEY=VALUE (keys: {}), not '{text}'",
-                known()
-            )));
-        };
-        let Some((_, key)) = FILTER_KEYS.iter().find(|(k, _)| *k == name) else {
-            return Err(Failure::Usage(format!(
-                "--filter: unknown key '{name}' (the keys: {}){}",
-                known(),
-                cli::spec::did_you_mean(name, FILTER_KEYS.iter().map(|(k, _)| *k))
-            )));
-        };
-        self.add(&format!("--filter {name}="), *key, value.to_string())
-    }
-
-    fn keep(&self, k: &Kept) -> bool {
-        let matches = |key: FilterKey, value: &str| {
-            let r = &k.entry.record;
-            match key {
-                FilterKey::Capsule => value == r.capsule_name || value == r.capsule(),
-                FilterKey::Id => {
-                    let id = r.session_id.as_str().to_ascii_lowercase();
-                    id.starts_with(value) || id.ends_with(value)
-                }
-                FilterKey::Formation => r
-                    .formation_id
-                    .as_ref()
-                    .is_some_and(|id| id.as_str().ends_with(value)),
-                FilterKey::Status => value == status(k),
-            }
-        };
-        self.given.iter().all(|(key, _)| {
-            self.given
-                .iter()
-                .filter(|(other, _)| other == key)
-                .any(|(_, value)| matches(*key, value))
-        })
-    }
-}
-
-fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, bool), Failure> {
+fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, Shown), Failure> {
     let mut output = Output::Table;
     // The option that chose the output, so a second one is refused naming both.
     let mut chosen: Option<&str> = None;
     let mut filters = Filters::default();
-    let mut verbose = false;
+    let mut shown = Shown::default();
     let mut parser = Parser::new(&SPEC, args);
     while let Some(arg) = parser.next_arg()? {
         let mut choose = |option: &'static str, how: Output| match chosen.replace(option) {
@@ -312,7 +218,9 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, bool), Failu
                 };
                 choose("--format", how)?;
             }
-            Arg::Flag("verbose") => verbose = true,
+            Arg::Flag("verbose") => shown.verbose = true,
+            Arg::Flag("all") => shown.all = true,
+            Arg::Flag("no-trunc") => shown.whole_ids = true,
             Arg::Opt("filter", text) => filters.add_filter(cli::utf8(text)?)?,
             Arg::Opt("capsule", value) => {
                 filters.add("--capsule", FilterKey::Capsule, cli::utf8(value)?)?;
@@ -326,240 +234,132 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Output, Filters, bool), Failu
             other => return Err(other.unexpected()),
         }
     }
-    Ok((output, filters, verbose))
-}
-
-/// The keys of a session in `--json` (and so in `--format`), in the order it writes them.
-const KEYS: &[&str] = &[
-    "session_id",
-    "capsule_name",
-    "capsule_version",
-    "status",
-    "reason",
-    "pid",
-    "url",
-    "workdir",
-    "started_at",
-    "uptime_secs",
-    "outlives_launcher",
-    "authenticated",
-    "formation_id",
-    "log_lines_dropped",
-];
-
-/// A `--format` template, as docker reads one: `json` is a session's JSON object a line
-/// (`{{json .}}`); `table TEMPLATE` adds a header row and aligns the columns (separated by a
-/// tab, `\t` written out, or blanks between two keys); `table` alone is the default table
-/// (`None`). Otherwise text with `{{.key}}` and `{{json .key}}` / `{{json .}}` (spaces inside
-/// the braces allowed), each key one of [`KEYS`]. The `Err` is a usage error naming an unknown
-/// key or an unclosed `{{`.
-fn template(text: &str) -> Result<Option<Template>, Failure> {
-    if text == "json" {
-        return Ok(Some(Template {
-            table: false,
-            pieces: vec![Piece::Json(None)],
-        }));
-    }
-    let (table, body) = match text.strip_prefix("table") {
-        Some("") => return Ok(None),
-        Some(rest) if rest.starts_with(char::is_whitespace) => (true, rest.trim_start()),
-        _ => (false, text),
-    };
-    let body = body.replace("\\t", "\t").replace("\\n", "\n");
-    let mut pieces = vec![];
-    let mut rest = body.as_str();
-    while let Some(open) = rest.find("{{") {
-        text_pieces(&rest[..open], table, &mut pieces);
-        let after = &rest[open + 2..];
-        let close = after.find("}}").ok_or_else(|| {
-            Failure::Usage(format!("--format: '{{{{' without '}}}}' in '{text}'"))
-        })?;
-        let inner = after[..close].trim();
-        pieces.push(match inner.strip_prefix("json") {
-            Some(field) if field.trim() == "." => Piece::Json(None),
-            Some(field) if field.starts_with(char::is_whitespace) => {
-                Piece::Json(Some(key(field.trim())?))
-            }
-            _ => Piece::Key(key(inner)?),
-        });
-        rest = &after[close + 2..];
-    }
-    text_pieces(rest, table, &mut pieces);
-    if table {
-        // Blanks alone between two keys separate columns, as a tab does.
-        let n = pieces.len();
-        for i in 1..n.saturating_sub(1) {
-            if matches!(&pieces[i], Piece::Text(t) if t.trim().is_empty())
-                && !matches!(pieces[i - 1], Piece::Column)
-                && !matches!(pieces[i + 1], Piece::Column)
-            {
-                pieces[i] = Piece::Column;
-            }
-        }
-    }
-    Ok(Some(Template { table, pieces }))
-}
-
-/// The text between keys: in a `table` template each tab is a column break.
-fn text_pieces(text: &str, table: bool, pieces: &mut Vec<Piece>) {
-    let mut parts = text.split(if table { '\t' } else { '\0' }).peekable();
-    while let Some(part) = parts.next() {
-        if !part.is_empty() {
-            pieces.push(Piece::Text(part.to_string()));
-        }
-        if parts.peek().is_some() {
-            pieces.push(Piece::Column);
-        }
-    }
-}
-
-/// `.key`, one of [`KEYS`], or a usage error listing them.
-fn key(inner: &str) -> Result<&'static str, Failure> {
-    let name = inner.strip_prefix('.').unwrap_or("");
-    KEYS.iter().find(|k| **k == name).copied().ok_or_else(|| {
-        Failure::Usage(format!(
-            "--format: unknown key '{inner}'; the keys are {}{}",
-            KEYS.iter()
-                .map(|k| format!(".{k}"))
-                .collect::<Vec<_>>()
-                .join(" "),
-            cli::spec::suggest(name, KEYS.iter().copied())
-                .map_or_else(String::new, |k| format!("; did you mean '.{k}'?"))
-        ))
-    })
-}
-
-/// One session through a template, as cells (one, unless a `table` template has columns):
-/// strings as they are, null as nothing, anything else as JSON; control characters escaped so
-/// a value cannot forge a line.
-fn render(pieces: &[Piece], doc: &Value) -> Vec<String> {
-    let mut cells = vec![String::new()];
-    for piece in pieces {
-        let cell = cells.last_mut().expect("never empty");
-        match piece {
-            Piece::Text(text) => cell.push_str(text),
-            Piece::Column => cells.push(String::new()),
-            Piece::Json(None) => cell.push_str(&doc.to_string()),
-            Piece::Json(Some(key)) => cell.push_str(&doc[*key].to_string()),
-            Piece::Key(key) => match &doc[*key] {
-                Value::Null => {}
-                Value::String(text) => cell.extend(text.chars().flat_map(|c| {
-                    if c.is_control() {
-                        c.escape_default().collect::<Vec<_>>()
-                    } else {
-                        vec![c]
-                    }
-                })),
-                other => cell.push_str(&other.to_string()),
-            },
-        }
-    }
-    cells
-}
-
-/// A `table` template's header row: each column's keys in capitals (`{{.url}}` is `URL`).
-fn header(pieces: &[Piece]) -> Vec<String> {
-    let mut cells = vec![vec![]];
-    for piece in pieces {
-        let cell = cells.last_mut().expect("never empty");
-        match piece {
-            Piece::Column => cells.push(vec![]),
-            Piece::Key(key) | Piece::Json(Some(key)) => cell.push(key.to_ascii_uppercase()),
-            Piece::Json(None) => cell.push("JSON".to_string()),
-            Piece::Text(_) => {}
-        }
-    }
-    cells.into_iter().map(|keys| keys.join(" ")).collect()
+    shown.all |= filters.wants_ended();
+    Ok((output, filters, shown))
 }
 
 fn main(args: Vec<std::ffi::OsString>) -> Outcome {
-    let (output, filters, verbose) = parse(args)?;
+    let (output, filters, shown) = parse(args)?;
     let in_flight = InFlight::default();
-    let mut sweep = std::thread::scope(|scope| {
+    let sweep = std::thread::scope(|scope| {
         let (done, finished) = std::sync::mpsc::channel::<()>();
         if std::io::stderr().is_terminal() {
             let in_flight = &in_flight;
             scope.spawn(move || say_what_waits(&finished, in_flight));
         }
-        let sweep = super::sweep_watched("ps", Depth::Door, verbose, &in_flight);
+        let sweep = super::sweep_watched("ps", Depth::Door, shown.verbose, &in_flight);
         drop(done);
         sweep
     })?;
-    let running = sweep.kept.len();
-    sweep.kept.retain(|k| filters.keep(k));
+    let ended = if shown.all {
+        super::ended("ps")?
+    } else {
+        Vec::new()
+    };
+    // A session between keeping its ended record and removing its running one is listed once,
+    // as running.
+    let is_running = |e: &Ended| {
+        sweep
+            .kept
+            .iter()
+            .any(|k| k.entry.record.session_id == e.record.session_id)
+    };
+    let all: Vec<Row> = (sweep.kept.iter().map(Row::Running))
+        .chain(ended.iter().filter(|e| !is_running(e)).map(Row::Ended))
+        .collect();
+    let listed = all.len();
+    let rows: Vec<Row> = all.into_iter().filter(|row| filters.keep(row)).collect();
+    let kept: Vec<&Kept> = rows
+        .iter()
+        .filter_map(|row| match row {
+            Row::Running(k) => Some(*k),
+            Row::Ended(_) => None,
+        })
+        .collect();
 
     let now = time::unix_now();
-    let formations = group_formations(&sweep.kept);
+    let formations = group_formations(&kept);
     let mut out = Out::default();
     match output {
         Output::Json => {
             let doc = json!({
-                "capsules": sweep.kept.iter().map(|k| capsule_json(k, now)).collect::<Vec<_>>(),
+                "capsules": rows.iter().map(|row| capsule_json(row, now)).collect::<Vec<_>>(),
                 "formations": formations.iter().map(|(id, members)| formation_json(id, members)).collect::<Vec<_>>(),
             });
             out.line(&doc.to_string());
         }
         Output::Quiet => {
-            for k in &sweep.kept {
-                out.line(k.entry.record.session_id.as_str());
+            for row in &rows {
+                out.line(row.record().session_id().as_str());
             }
         }
         Output::Format(Template {
             table: false,
             pieces,
         }) => {
-            for k in &sweep.kept {
-                out.line(&render(&pieces, &capsule_json(k, now)).concat());
+            for row in &rows {
+                out.line(&render(&pieces, &capsule_json(row, now)).concat());
             }
         }
         Output::Format(Template {
             table: true,
             pieces,
         }) => {
-            let mut rows = vec![header(&pieces)];
-            rows.extend(
-                sweep
-                    .kept
-                    .iter()
-                    .map(|k| render(&pieces, &capsule_json(k, now))),
+            let mut lines = vec![header(&pieces)];
+            lines.extend(
+                rows.iter()
+                    .map(|row| render(&pieces, &capsule_json(row, now))),
             );
-            for line in align(&rows) {
+            for line in align(&lines) {
                 out.line(&line);
             }
         }
         // Said apart from an empty machine, so a typo in a filter is not taken for one.
-        Output::Table if sweep.kept.is_empty() && running > 0 => {
-            out.line("no running capsules match");
-        }
-        Output::Table if sweep.kept.is_empty() => out.line("no running capsules"),
+        Output::Table if rows.is_empty() && listed > 0 => out.line(if shown.all {
+            "no capsules, running or ended, match"
+        } else {
+            "no running capsules match"
+        }),
+        Output::Table if rows.is_empty() => out.line(if shown.all {
+            "no capsules, running or ended"
+        } else {
+            "no running capsules"
+        }),
         Output::Table => {
-            for line in table(&sweep.kept, !formations.is_empty(), now) {
+            let with_formation = rows.iter().any(|row| row.record().formation_id().is_some());
+            for line in table(&rows, with_formation, shown.whole_ids, now) {
                 out.line(&line);
             }
             for (id, members) in &formations {
                 out.line(&formation_summary(id, members));
             }
-            for k in &sweep.kept {
-                if let Some(why) = &k.unreachable {
-                    let id = &k.entry.record.session_id;
-                    out.line(&format!("unreachable {id}: {}", why.escape_debug()));
-                }
-            }
-            for k in sweep.kept.iter().filter(|_| verbose) {
-                let (id, record) = (&k.entry.record.session_id, &k.entry.record);
-                if let Some(why) = &record.sandbox {
-                    out.line(&format!("unsandboxed {id}: {}", why.escape_debug()));
-                }
-                if record.log_lines_dropped > 0 {
-                    let n = record.log_lines_dropped;
-                    out.line(&format!(
-                        "stderr {id}: {n} log lines dropped: stderr not read"
-                    ));
-                }
-            }
+            notes(&mut out, &kept, shown.verbose);
         }
     }
-    Ok(i32::from(filters.any() && sweep.kept.is_empty()))
+    Ok(i32::from(filters.any() && rows.is_empty()))
+}
+
+/// What follows the table: each unreachable session's reason, and with `verbose` each session
+/// that runs its handlers unsandboxed or dropped log lines.
+fn notes(out: &mut Out, kept: &[&Kept], verbose: bool) {
+    for k in kept {
+        if let Some(why) = &k.unreachable {
+            let id = &k.entry.record.session_id;
+            out.line(&format!("unreachable {id}: {}", why.escape_debug()));
+        }
+    }
+    for k in kept.iter().filter(|_| verbose) {
+        let (id, record) = (&k.entry.record.session_id, &k.entry.record);
+        if let Some(why) = &record.sandbox {
+            out.line(&format!("unsandboxed {id}: {}", why.escape_debug()));
+        }
+        if record.log_lines_dropped > 0 {
+            let n = record.log_lines_dropped;
+            out.line(&format!(
+                "stderr {id}: {n} log lines dropped: stderr not read"
+            ));
+        }
+    }
 }
 
 /// How long `ps` waits in silence before saying on a terminal what it waits for.
@@ -605,96 +405,65 @@ fn say_what_waits(finished: &Receiver<()>, in_flight: &InFlight) {
     );
 }
 
-fn status(kept: &Kept) -> &'static str {
-    if kept.unreachable.is_some() {
-        "unreachable"
+fn table(rows: &[Row], with_formation: bool, whole_ids: bool, now: i64) -> Vec<String> {
+    let sessions: Vec<&str> = rows
+        .iter()
+        .map(|row| row.record().session_id().hex())
+        .collect();
+    let mut formations: Vec<&str> = rows
+        .iter()
+        .filter_map(|row| row.record().formation_id())
+        .map(|f| f.hex())
+        .collect();
+    formations.sort_unstable();
+    formations.dedup();
+    let (session_digits, formation_digits) = if whole_ids {
+        (crate::id::HEX_DIGITS, crate::id::HEX_DIGITS)
     } else {
-        "running"
-    }
-}
-
-fn uptime_secs(kept: &Kept, now: i64) -> Option<i64> {
-    time::parse_rfc3339(&kept.entry.record.started_at).map(|start| (now - start).max(0))
-}
-
-fn table(kept: &[Kept], with_formation: bool, now: i64) -> Vec<String> {
-    let mut rows: Vec<Vec<String>> = vec![];
-    let mut header = vec!["SESSION", "CAPSULE", "STATUS", "DETACHED", "UPTIME"];
+        (
+            address::unique_prefix(&sessions, SHORT_ID),
+            address::unique_prefix(&formations, SHORT_ID),
+        )
+    };
+    let mut cells: Vec<Vec<String>> = vec![];
+    let mut header = vec!["SESSION", "NAME", "CAPSULE", "STATUS", "DETACHED", "UPTIME"];
     if with_formation {
         header.push("FORMATION");
     }
     header.push("URL");
-    rows.push(header.into_iter().map(String::from).collect());
-    for k in kept {
-        let r = &k.entry.record;
-        let mut row = vec![
-            r.session_id.to_string(),
-            r.capsule(),
-            status(k).to_string(),
-            if r.outlives_launcher { "yes" } else { "no" }.to_string(),
-            uptime_secs(k, now).map_or_else(|| "?".to_string(), time::format_uptime),
+    cells.push(header.into_iter().map(String::from).collect());
+    for (row, hex) in rows.iter().zip(&sessions) {
+        let detached = match row {
+            Row::Running(k) if k.entry.record.outlives_launcher => "yes",
+            Row::Running(_) => "no",
+            Row::Ended(_) => "-",
+        };
+        let mut line = vec![
+            short("ses_", hex, session_digits),
+            printable(row.name().unwrap_or("-")),
+            printable(&row.record().capsule()),
+            status_cell(row, now),
+            detached.to_string(),
+            uptime_secs(row, now).map_or_else(|| "?".to_string(), time::format_uptime),
         ];
         if with_formation {
-            row.push(
-                r.formation_id
-                    .as_ref()
-                    .map_or_else(|| "-".to_string(), |f| f.to_string()),
-            );
+            line.push(row.record().formation_id().map_or_else(
+                || "-".to_string(),
+                |f| short("frm_", f.hex(), formation_digits),
+            ));
         }
-        row.push(r.url.clone());
-        rows.push(row.into_iter().map(|cell| printable(&cell)).collect());
+        line.push(match row {
+            Row::Running(k) => printable(&k.entry.record.url),
+            Row::Ended(_) => "-".to_string(),
+        });
+        cells.push(line);
     }
-    align(&rows)
+    align(&cells)
 }
 
-/// Rows as lines of columns padded to their widest cell, two spaces apart (the last column not
-/// padded, so no line ends in blanks).
-fn align(rows: &[Vec<String>]) -> Vec<String> {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|row| row.get(c))
-                .map(|cell| cell.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    rows.iter()
-        .map(|row| {
-            let last = row.len().saturating_sub(1);
-            row.iter()
-                .enumerate()
-                .map(|(c, cell)| {
-                    if c == last {
-                        cell.clone()
-                    } else {
-                        format!("{cell:<w$}", w = widths[c])
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("  ")
-        })
-        .collect()
-}
-
-/// A cell with control characters and spaces escaped, so a hostile capsule name cannot forge
-/// table rows or terminal escapes.
-fn printable(cell: &str) -> String {
-    cell.chars()
-        .flat_map(|c| {
-            if c.is_control() || c == ' ' {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
-fn group_formations(kept: &[Kept]) -> BTreeMap<String, Vec<&Kept>> {
+fn group_formations<'a>(kept: &[&'a Kept]) -> BTreeMap<String, Vec<&'a Kept>> {
     let mut groups: BTreeMap<String, Vec<&Kept>> = BTreeMap::new();
-    for k in kept {
+    for &k in kept {
         if let Some(f) = &k.entry.record.formation_id {
             groups.entry(f.to_string()).or_default().push(k);
         }
@@ -726,23 +495,34 @@ fn formation_summary(id: &str, members: &[&Kept]) -> String {
     )
 }
 
-fn capsule_json(k: &Kept, now: i64) -> Value {
-    let r = &k.entry.record;
+/// One session as `--json` (and `--format`) give it: every key for either kind, null where it
+/// does not apply (a running session has not ended; an ended one has no pid, door or token).
+fn capsule_json(row: &Row, now: i64) -> Value {
+    let (kept, ended) = match row {
+        Row::Running(k) => (Some(*k), None),
+        Row::Ended(e) => (None, Some(&e.record)),
+    };
+    let running = kept.map(|k| &k.entry.record);
     json!({
-        "session_id": r.session_id,
-        "capsule_name": r.capsule_name,
-        "capsule_version": r.capsule_version,
-        "status": status(k),
-        "reason": k.unreachable,
-        "pid": r.pid,
-        "url": r.url,
-        "workdir": r.workdir,
-        "started_at": r.started_at,
-        "uptime_secs": uptime_secs(k, now),
-        "outlives_launcher": r.outlives_launcher,
-        "authenticated": r.door_token.is_some(),
-        "formation_id": r.formation_id,
-        "log_lines_dropped": r.log_lines_dropped,
+        "session_id": row.record().session_id(),
+        "capsule_name": row.record().capsule_name(),
+        "capsule_version": row.get(|r| &r.capsule_version, |r| &r.capsule_version),
+        "status": row.status(),
+        "reason": kept.and_then(|k| k.unreachable.as_ref()),
+        "pid": running.map(|r| r.pid),
+        "url": running.map(|r| &r.url),
+        "workdir": row.get(|r| &r.workdir, |r| &r.workdir),
+        "started_at": row.get(|r| &r.started_at, |r| &r.started_at),
+        "uptime_secs": uptime_secs(row, now),
+        "outlives_launcher": running.map(|r| r.outlives_launcher),
+        "authenticated": running.map(|r| r.door_token.is_some()),
+        "formation_id": row.record().formation_id(),
+        "log_lines_dropped": running.map(|r| r.log_lines_dropped),
+        "name": row.record().name(),
+        "member": row.record().member(),
+        "ended_at": ended.map(|e| &e.ended_at),
+        "exit_code": ended.and_then(|e| e.exit_code),
+        "duration_secs": ended.and_then(EndedRecord::duration_secs),
     })
 }
 
@@ -755,61 +535,4 @@ fn formation_json(id: &str, members: &[&Kept]) -> Value {
         "unreachable": members.iter().filter(|k| k.unreachable.is_some()).count(),
         "launcher": launcher,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pieces(text: &str) -> Vec<Piece> {
-        template(text).unwrap().unwrap().pieces
-    }
-
-    #[test]
-    fn templates_name_json_keys_and_nothing_else() {
-        assert_eq!(
-            pieces("{{.url}} x{{ .pid }}"),
-            [
-                Piece::Key("url"),
-                Piece::Text(" x".into()),
-                Piece::Key("pid")
-            ]
-        );
-        let err = |t: &str| match template(t) {
-            Err(Failure::Usage(why)) => why,
-            other => panic!("{other:?}"),
-        };
-        assert!(err("{{.nope}}").contains("unknown key '.nope'"));
-        assert!(err("{{url}}").contains("unknown key 'url'"));
-        assert!(err("{{.urll}}").contains("did you mean '.url'?"));
-        assert!(err("{{json .nope}}").contains("unknown key '.nope'"));
-        assert!(err("{{.url").contains("without"));
-        let doc = json!({"url": "a\nb\"c\\", "pid": 7, "reason": null});
-        let p = pieces("{{.url}} {{.pid}} [{{.reason}}] {{json .url}}");
-        assert_eq!(render(&p, &doc), ["a\\nb\"c\\ 7 [] \"a\\nb\\\"c\\\\\""]);
-        assert_eq!(render(&pieces("json"), &doc), [doc.to_string()]);
-        assert_eq!(render(&pieces("{{json .}}"), &doc), [doc.to_string()]);
-    }
-
-    #[test]
-    fn table_templates_have_a_header_and_columns() {
-        assert!(template("table").unwrap().is_none());
-        let t = template("table {{.url}}\\t{{.pid}} {{.status}}")
-            .unwrap()
-            .unwrap();
-        assert!(t.table);
-        assert_eq!(header(&t.pieces), ["URL", "PID", "STATUS"]);
-        let doc = json!({"url": "u", "pid": 7, "status": "running"});
-        assert_eq!(render(&t.pieces, &doc), ["u", "7", "running"]);
-        // Without `table` a tab is text, and `tablex` is no directive.
-        assert_eq!(render(&pieces("{{.url}}\t{{.pid}}"), &doc), ["u\t7"]);
-        assert_eq!(render(&pieces("tablex{{.pid}}"), &doc), ["tablex7"]);
-        assert_eq!(
-            align(&[
-                vec!["URL".into(), "PID".into()],
-                vec!["long-url".into(), "7".into()]
-            ]),
-            ["URL       PID", "long-url  7"]
-        );
-    }
 }

@@ -12,7 +12,8 @@ pub const APPLET: Applet = Applet {
     name: "run",
     summary: "run one capsule session behind an A2A door",
     usage: "\
-Usage: mur run [MANIFEST|DIR] [--task TEXT|- [--out DIR]] [-d] [--json] [--workdir DIR]
+Usage: mur run [MANIFEST|DIR] [--task TEXT|- [--out DIR]] [-d] [--name NAME] [--json]
+               [--workdir DIR]
                [--bind ADDR] [--port N | --listen-fd N] [--advertise-url URL]
                [--capsule-sha256 HEX] [--formation-dir DIR]
 
@@ -49,6 +50,10 @@ Options:
                   With --task: nothing streamed; one JSON object at the end,
                   {\"task_id\",\"state\",\"answer\",\"reason\",\"files\"}, and
                   nothing else on stdout
+  --name NAME     name the session (a lowercase letter, then up to 31 of a-z,
+                  0-9, -): an address for every applet, unique among running
+                  sessions of this home (a taken name is refused, naming the
+                  session that holds it)
   --workdir DIR   the handler's working directory (default: the current one)
   --bind ADDR     listen address: an IP, or localhost (127.0.0.1, the default;
                   a wildcard only if given)
@@ -146,6 +151,13 @@ static SPEC: Spec = Spec::new(
             "DIR",
             Kind::Dir,
             "join a formation from its mounted Secret",
+        ),
+        Opt::value(
+            "name",
+            None,
+            "NAME",
+            Kind::Text,
+            "a name for the session, unique among running ones",
         ),
         Opt::value(
             "listen-fd",
@@ -267,6 +279,7 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
         formation_dir: None,
         out: None,
         listen_fd: None,
+        name: None,
     };
     let mut detach = false;
     let mut parser = Parser::new(&SPEC, args);
@@ -294,6 +307,11 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<(Options, Option<PathBuf>, boo
                 options.advertise_url = Some(url);
             }
             Arg::Opt("workdir", dir) => options.workdir = dir.into(),
+            Arg::Opt("name", name) => {
+                let name = cli::utf8(name)?;
+                crate::running::names::check(&name).map_err(Failure::Usage)?;
+                options.name = Some(name);
+            }
             Arg::Opt("formation-dir", dir) => options.formation_dir = Some(dir.into()),
             Arg::Opt("out", dir) => options.out = Some(dir.into()),
             Arg::Opt("listen-fd", value) => {

@@ -11,6 +11,7 @@ use crate::address::{self, Named};
 use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
+use crate::json::ended::End;
 use crate::json::record::{ProcessIdentity, RunningRecord};
 use crate::net::client::Deadlines;
 use crate::process::{self, Ended, NotSignallable, Stoppable, Target};
@@ -221,7 +222,7 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
     let deadline = Instant::now() + timeout;
     let target = Target::open(record.pid, &record.process_start);
     if let Err(NotSignallable::Gone(_)) = target {
-        forget(entry);
+        forget(entry, End::Gone);
         out.line(&format!("stopped: {label}  already gone"));
         return true;
     }
@@ -237,7 +238,15 @@ fn stop_session(entry: &Entry, timeout: Duration, out: &mut Out) -> bool {
     let until = asked.map(|(until, _)| until);
     match process::stop(&target, until, !timeout.is_zero(), deadline) {
         Ok(ended) => {
-            forget(entry);
+            // SIGKILLed, it could say nothing of its end: kept as killed.
+            forget(
+                entry,
+                if ended == Ended::Kill {
+                    End::Killed
+                } else {
+                    End::Gone
+                },
+            );
             let how = match (ended, asked) {
                 (Ended::Asked, Some((_, method))) => method,
                 _ => ended.name(),
@@ -317,7 +326,7 @@ fn asked_only(
                 Err(NotSignallable::Gone(_))
             )
         {
-            forget(entry);
+            forget(entry, End::Gone);
             out.line(&format!("stopped: {label}  {method}"));
             return true;
         }
@@ -334,10 +343,10 @@ fn asked_only(
     }
 }
 
-/// Remove the record of a process that is gone; a record that cannot be removed is said, and
-/// the next `mur ps` will try again.
-fn forget(entry: &Entry) {
-    if let Err(err) = running::prune(entry) {
+/// Remove the record of a process that is gone (kept as ended `end`, unless it kept its own
+/// word); a record that cannot be removed is said, and the next `mur ps` will try again.
+fn forget(entry: &Entry, end: End) {
+    if let Err(err) = running::prune(entry, end) {
         cli::warn(
             "stop",
             &format!("cannot remove {}: {err}", entry.path.display()),
@@ -372,7 +381,7 @@ fn stop_formation(id: &str, members: &[&Entry], timeout: Duration, out: &mut Out
                 ok &= stop_session(member, timeout, out);
                 continue;
             }
-            forget(member);
+            forget(member, End::Gone);
             out.line(&format!(
                 "stopped: {}  {}  with its formation",
                 record.session_id,

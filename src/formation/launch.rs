@@ -262,7 +262,7 @@ fn prune_records_of(id: &FormationId) {
     let Ok(Some(dir)) = crate::home::running_dir_if_present(Some("formation")) else {
         return;
     };
-    let Ok(scan) = crate::running::scan(&dir) else {
+    let Ok(scan) = crate::running::scan::<crate::json::record::RunningRecord>(&dir) else {
         return;
     };
     for entry in scan.entries {
@@ -271,7 +271,7 @@ fn prune_records_of(id: &FormationId) {
                 crate::running::process_liveness(&entry.record),
                 Some(crate::running::Liveness::Gone(_))
             )
-            && let Err(err) = crate::running::prune(&entry)
+            && let Err(err) = crate::running::prune(&entry, crate::json::ended::End::Gone)
         {
             crate::cli::warn(
                 "formation",

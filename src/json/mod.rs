@@ -2,6 +2,7 @@
 //! a malformed one. (A2A's own shapes live in [`crate::a2a`].)
 
 pub mod channel;
+pub mod ended;
 pub mod manifest;
 pub mod raw;
 pub mod record;
@@ -23,4 +24,11 @@ pub fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
     )
+}
+
+/// `value` as a file of mur's holds it: pretty JSON and a newline (records, ended records).
+pub fn file_bytes(value: &impl serde::Serialize) -> Vec<u8> {
+    let mut body = serde_json::to_vec_pretty(value).expect("a record always serializes");
+    body.push(b'\n');
+    body
 }

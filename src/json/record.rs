@@ -69,6 +69,14 @@ pub struct RunningRecord {
     /// `mur ps -v`; the record is written again when the count changes. Absent while none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub log_lines_dropped: u64,
+    /// The instance name `mur run --name` gave it: unique among the running sessions of its
+    /// home while it runs (`running::names` holds the claim), an address everywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its member name in its formation (`FORMATION/member`, or `member` where one running
+    /// session has it): unique within the formation only, so not an instance name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -102,9 +110,7 @@ impl RunningRecord {
 
     /// The bytes written to the record file.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut body = serde_json::to_vec_pretty(self).expect("a record always serializes");
-        body.push(b'\n');
-        body
+        super::file_bytes(self)
     }
 
     pub fn identity(&self) -> ProcessIdentity {

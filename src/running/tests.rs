@@ -40,14 +40,14 @@ fn scan_orders_newest_first_and_leaves_staging_control_and_broken_files() {
     std::fs::write(d.0.join(".x.json.1.2.tmp"), "{").unwrap();
     std::fs::write(control_path(&d.0, older.session_id.as_str()), "ctl1.a.b").unwrap();
 
-    let found = scan(&d.1).unwrap();
+    let found: Scan = scan(&d.1).unwrap();
     let ids: Vec<_> = found.entries.iter().map(|e| e.record.clone()).collect();
     assert_eq!(ids, vec![newer, older]);
     assert_eq!(found.unreadable.len(), 1);
     assert!(found.unreadable[0].invalid);
     assert!(d.0.join("broken.json").exists(), "scan removes nothing");
 
-    let listed = scan_pruning(&d.1).unwrap();
+    let listed: Scan = scan_pruning(&d.1).unwrap();
     assert_eq!(listed.entries.len(), 2);
     assert!(
         !d.0.join("broken.json").exists(),
@@ -68,7 +68,7 @@ fn a_record_others_may_read_is_remoded_and_one_others_may_write_is_kept_untruste
     std::fs::set_permissions(&readable_path, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::set_permissions(&writable_path, std::fs::Permissions::from_mode(0o666)).unwrap();
 
-    let listed = scan_pruning(&d.1).unwrap();
+    let listed: Scan = scan_pruning(&d.1).unwrap();
     let ids: Vec<_> = listed.entries.iter().map(|e| e.record.clone()).collect();
     assert_eq!(ids, vec![readable], "only the trusted record is an entry");
     assert_eq!(
@@ -115,7 +115,7 @@ fn a_running_dir_swapped_for_a_link_after_opening_redirects_nothing() {
         outside.join("junk.json").exists(),
         "nothing outside is pruned"
     );
-    prune(&listed.entries[0]).unwrap();
+    prune(&listed.entries[0], End::Gone).unwrap();
     assert!(!record_path(&moved, &id).exists());
     std::mem::forget(guard);
 }
@@ -132,7 +132,7 @@ fn prune_and_either_guard_take_the_record_and_its_control_file() {
     assert_eq!(mode_of(&control_path(&d.0, &id)), 0o600);
     assert_eq!(mode_of(&record_path(&d.0, &id)), 0o600);
     let entry = scan(&d.1).unwrap().entries.remove(0);
-    prune(&entry).unwrap();
+    prune(&entry, End::Gone).unwrap();
     assert!(!record_path(&d.0, &id).exists() && !control_path(&d.0, &id).exists());
     std::mem::forget(control);
     std::mem::forget(guard);
@@ -179,7 +179,10 @@ fn a_record_under_another_sessions_name_is_reported_kept_and_never_pruned() {
     assert!(read(&d.1, other.as_str()).is_none());
 
     let built = Entry::new(&d.1, copy_name.clone(), copy);
-    assert!(prune(&built).is_err(), "prune checks the name too");
+    assert!(
+        prune(&built, End::Gone).is_err(),
+        "prune checks the name too"
+    );
     assert!(d.0.join(&copy_name).exists());
 }
 

@@ -14,8 +14,9 @@
 //!   and its own failure reasons; what a handler writes on stderr is its own to keep clean. A
 //!   control character a handler writes is escaped, so `mur logs` cannot forge a line or drive
 //!   a terminal.
-//! - **Its session's only.** The log goes when the session ends in order, or when a later
-//!   `mur ps` prunes its record as gone ([`crate::home::remove_logs`]).
+//! - **Kept past its session.** When the session ends, however it ends, the log stays with
+//!   what is kept of it (`running::ended`, bounded), and goes when that goes
+//!   ([`crate::home::remove_logs`]).
 //!
 //! One session per process, so one log per process: a process-wide handle ([`open`]), which
 //! the task threads write through a lock.
@@ -228,17 +229,29 @@ pub fn task_lines(task_id: &str, max: u64) -> Vec<String> {
         .collect()
 }
 
-/// Remove this process's session log, at the session's orderly end.
+/// Close this process's session log, at the session's orderly end: nothing is written to it
+/// after. The file stays, kept with the ended session (`running::ended`), and goes with it.
 pub fn close() {
-    if let Some(log) = LOG.get() {
-        let mut guard = log.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(open) = guard.take() {
-            let mut old = open.name.clone();
-            old.push(".1");
-            let _ = open.dir.unlink(&old);
-            let _ = open.dir.unlink(&open.name);
-        }
+    take();
+}
+
+/// Close this process's session log and remove it: a session that failed to start leaves no
+/// log behind (it never served, so there is nothing to keep).
+pub fn discard() {
+    if let Some(open) = take() {
+        let mut old = open.name.clone();
+        old.push(".1");
+        let _ = open.dir.unlink(&old);
+        let _ = open.dir.unlink(&open.name);
     }
+}
+
+fn take() -> Option<Open> {
+    LOG.get()?
+        .open
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
 }
 
 #[cfg(test)]

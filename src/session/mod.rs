@@ -40,9 +40,10 @@ use serde_json::json;
 
 use crate::id::SessionId;
 use crate::json::channel::env;
+use crate::json::ended::{End, EndedRecord};
 use crate::json::manifest::{Lifecycle, Manifest};
 use crate::json::record::RunningRecord;
-use crate::running::{ControlGuard, RecordGuard};
+use crate::running::{ControlGuard, RecordGuard, ended, names};
 use crate::sys::signal;
 use taskdir::SessionTasks;
 use tasks::{Capsule, Engine};
@@ -89,6 +90,8 @@ pub struct Options {
     pub out: Option<PathBuf>,
     /// `--listen-fd N`: serve the listening socket inherited as descriptor N.
     pub listen_fd: Option<i32>,
+    /// `--name`: the instance name claimed for as long as the session runs.
+    pub name: Option<String>,
 }
 
 /// What a capsule declares, whichever way it came.
@@ -193,6 +196,7 @@ fn session(options: &Options) -> Result<i32, String> {
     // A start that fails leaves nothing behind: what can fail is done before the log and the
     // task directories exist (the port first: the commonest failure), or removes them.
     let (listener, addr) = listen::listen(options)?;
+    let name_guard = names::claim_in(running.as_ref(), options.name.as_deref(), &session_id)?;
     let mut tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
     let formation_dir = crate::mounted::named(options.formation_dir.as_deref());
     let (dirs, unsandboxed) =
@@ -203,7 +207,7 @@ fn session(options: &Options) -> Result<i32, String> {
     let door = door(&declared, &session_id, &addr, &engine, &mut tokens);
     let (server, stop_door) = start_door(listener, &door).inspect_err(|_| {
         undo();
-        log::close();
+        log::discard();
     })?;
 
     let pid = std::process::id();
@@ -226,6 +230,8 @@ fn session(options: &Options) -> Result<i32, String> {
         records_dir: Some(options.workdir.clone()),
         sandbox: unsandboxed,
         log_lines_dropped: 0,
+        name: options.name.clone(),
+        member: member.as_ref().map(|m| m.name.clone()),
     };
     // The control token is written before the record; failing to write either never fails the
     // session: it runs on, unaddressable (the seed's rule), and says so.
@@ -271,12 +277,17 @@ fn session(options: &Options) -> Result<i32, String> {
     door.stop_requested.store(true, Ordering::Release);
     wind_down(&engine);
     stop_door.stop();
-    drop(record_guard);
-    drop(control_guard);
+    log::close();
+    // Kept as ended before the record goes: whoever finds the process gone finds its word.
+    ended::keep(&EndedRecord::of(
+        &record,
+        End::Exited,
+        Some(ending.exit_code()),
+    ));
+    drop((record_guard, control_guard, name_guard));
     if std::process::id() == 1 {
         await_witnesses();
     }
-    log::close();
     server.join();
     Ok(ending.exit_code())
 }

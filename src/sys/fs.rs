@@ -103,3 +103,21 @@ pub fn find_on_path(program: &OsStr, path: &OsStr) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests;
+
+/// Take an exclusive `flock(2)` on `file` without waiting: `Ok(true)` when taken, `Ok(false)`
+/// when another open file holds one. The lock lasts as long as this open file does, and the
+/// kernel drops it when the process ends however it ends (SIGKILL too): a claim that can never
+/// go stale.
+pub fn try_lock_exclusive(file: &fs::File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor `file` owns for the call; no pointers.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}

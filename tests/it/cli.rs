@@ -303,7 +303,7 @@ fn bash_and_fish_complete_every_option_of_every_applet_and_addresses_only_where_
         (&["mur", "token", "echo", ""], set(&[])),
         (
             &["mur", "ps", "--status", ""],
-            set(&["running", "unreachable"]),
+            set(&["running", "unreachable", "exited", "killed", "gone"]),
         ),
         (&["mur", "formation", "--emit", ""], set(&["kubernetes"])),
         (&["mur", "completions", ""], set(&["bash", "zsh", "fish"])),

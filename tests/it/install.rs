@@ -22,12 +22,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use common::home::repo;
 use common::skip::skipped;
 
-const APPLETS: [&str; 10] = [
+const APPLETS: [&str; 12] = [
     "run",
     "ps",
     "stop",
     "token",
     "logs",
+    "rm",
+    "prune",
     "cancel",
     "control",
     "watch",
@@ -443,24 +445,24 @@ fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
 }
 
 /// The musl binary, which install.sh builds wherever the musl target can be had, fits the
-/// budget: 1.875 MiB. (It was 1.5 MiB until the binary, at 1,567,400 bytes, gained the Kubernetes
-/// emitter and member mode with its name lookup (about 70 KB), the Landlock sandbox (29 KB),
-/// admission that reports every problem (20 KB) and the door's worker pool and parking (20 KB):
-/// 1,702,568 bytes. It was 1.75 MiB until issue 32's operating work (formation -d, run --out,
-/// container pid 1, sd_notify STATUS=) brought it to 1,833,704 bytes, 1.3 KB short, and the
-/// option tables with their suggestions, ps's docker formats and the completion writer added
-/// 12 KB: 1,845,928 bytes. `opt-level = "z"` would win back about 6% — 1,669,800 to 1,575,592 bytes,
-/// measured before the sandbox — but its cost to the door's speed was lost in the shared
-/// machine's noise, so "s" stays until it is measured.)
+/// budget: 2 MiB. Its history, in bytes: 1,567,400 within 1.5 MiB, until the Kubernetes emitter
+/// and member mode (about 70 KB), the Landlock sandbox (29 KB), admission that reports every
+/// problem (20 KB) and the door's worker pool (20 KB) made it 1,702,568 (budget 1.75 MiB); then
+/// issues 30-32 — the event-driven door, the spawn path sound by construction, serde_json built
+/// for speed (+29 KB), ended sessions kept with instance names and id prefixes (+70 KB), the
+/// option tables with suggestions and the completion writer (+12 KB), socket activation, `--out`
+/// and the service notifications — 1,981,160. `opt-level = "z"` would win back about 6%
+/// (measured before the sandbox: 1,669,800 to 1,575,592 bytes), but its cost to the door's speed
+/// was lost in the shared machine's noise, so "s" stays until it is measured.
 #[test]
-fn the_installed_musl_binary_is_at_most_one_and_seven_eighths_mib() {
+fn the_installed_musl_binary_is_at_most_two_mib() {
     let work = TempDir::new("install-size");
     let out = run_script("install.sh", work.path(), &["prefix"]);
     assert!(out.status.success(), "install.sh failed\n{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !stdout.contains("musl (") {
         return skipped(
-            "the_installed_musl_binary_is_at_most_one_and_seven_eighths_mib",
+            "the_installed_musl_binary_is_at_most_two_mib",
             "install.sh could not have the musl target here and built with glibc (its stderr says why)",
         );
     }
@@ -468,8 +470,8 @@ fn the_installed_musl_binary_is_at_most_one_and_seven_eighths_mib() {
         .unwrap()
         .len();
     assert!(
-        size <= 15 << 17,
-        "the musl binary is {size} bytes, over 1.875 MiB\n{}",
+        size <= 2 << 20,
+        "the musl binary is {size} bytes, over 2 MiB\n{}",
         show(&out)
     );
     // The README's figure is this build's, not one written by hand long ago.

@@ -163,10 +163,9 @@ fn follow_prints_new_lines_and_ends_with_the_session() {
     session.wait_exit(WAIT);
     let status = common::run::wait_child(&mut child, WAIT).expect("logs -f ends with the session");
     assert_eq!(status.code(), Some(0));
-    // The log went with the session.
+    // The log stays with the ended session.
     assert!(
-        !home
-            .murmur()
+        home.murmur()
             .join("logs")
             .join(format!("{}.log", session.id))
             .exists()

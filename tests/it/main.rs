@@ -37,6 +37,7 @@ mod cli;
 mod door_a2a;
 mod door_events;
 mod door_input;
+mod ended;
 mod engine;
 mod examples;
 mod faults;

@@ -24,12 +24,17 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// The table rows of `mur ps` (header excluded), split on whitespace, for `session_id`.
+/// The table row of `mur ps` for `session_id`, split on whitespace: the one whose first cell
+/// (the id as the table shows it, shortened) begins `session_id`.
 fn row<'a>(stdout: &'a str, session_id: &str) -> Option<Vec<&'a str>> {
     stdout
         .lines()
-        .find(|line| line.starts_with(session_id))
-        .map(|line| line.split_whitespace().collect())
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| {
+            cells
+                .first()
+                .is_some_and(|c| c.starts_with("ses_") && session_id.starts_with(c))
+        })
 }
 
 /// Exactly the pruning lines of `-v` stderr.
@@ -149,7 +154,7 @@ fn a_live_process_without_a_door_is_unreachable_and_kept() {
     let run = home.mur(&["ps"]);
     run.expect_code(0);
     let cells = row(&run.stdout, &id).unwrap_or_else(|| panic!("not listed:\n{}", run.stdout));
-    assert_eq!(cells[2], "unreachable", "{cells:?}");
+    assert_eq!(cells[3], "unreachable", "{cells:?}");
     assert_eq!(run.stderr, "", "nothing pruned, nothing to say");
     assert!(
         path.exists(),
@@ -351,14 +356,18 @@ fn a_live_session_behind_its_door_is_running() {
     let header: Vec<&str> = lines[0].split_whitespace().collect();
     assert_eq!(
         header,
-        ["SESSION", "CAPSULE", "STATUS", "DETACHED", "UPTIME", "URL"]
+        [
+            "SESSION", "NAME", "CAPSULE", "STATUS", "DETACHED", "UPTIME", "URL"
+        ]
     );
     let cells = row(&run.stdout, &id).unwrap();
-    assert_eq!(cells.len(), 6, "{cells:?}");
-    assert_eq!(cells[1], "echo@0.1.0");
-    assert_eq!(cells[2], "running");
-    assert_eq!(cells[3], "yes");
-    assert_eq!(cells[5], door.url());
+    assert_eq!(cells.len(), 7, "{cells:?}");
+    assert_eq!(cells[0], &id[..16], "docker's 12 hex digits");
+    assert_eq!(cells[1], "-", "no name");
+    assert_eq!(cells[2], "echo@0.1.0");
+    assert_eq!(cells[3], "running");
+    assert_eq!(cells[4], "yes");
+    assert_eq!(cells[6], door.url());
     assert!(path.exists());
     assert!(!door.seen_of("/.well-known/agent-card.json").is_empty());
 }
@@ -597,6 +606,7 @@ fn formations_get_a_column_and_a_summary_line() {
         header,
         [
             "SESSION",
+            "NAME",
             "CAPSULE",
             "STATUS",
             "DETACHED",
@@ -609,12 +619,12 @@ fn formations_get_a_column_and_a_summary_line() {
     );
     for id in &members {
         let cells = row(&run.stdout, id).unwrap();
-        assert_eq!(cells[5], frm, "{cells:?}");
-        assert_eq!(cells[2], "unreachable");
+        assert!(frm.starts_with(cells[6]), "{cells:?}");
+        assert_eq!(cells[3], "unreachable");
     }
     let cells = row(&run.stdout, &alone).unwrap();
-    assert_eq!(cells[5], "-");
-    assert_eq!(cells[2], "running");
+    assert_eq!(cells[6], "-");
+    assert_eq!(cells[3], "running");
     let summaries: Vec<&&str> = lines
         .iter()
         .filter(|l| l.starts_with("formation "))
@@ -659,7 +669,7 @@ fn staging_and_control_files_are_left_alone() {
     let run = home.mur(&["ps", "-v"]);
     run.expect_code(0);
     assert_eq!(run.stderr, "", "nothing pruned, nothing unreadable");
-    assert_eq!(row(&run.stdout, &id).unwrap()[2], "running");
+    assert_eq!(row(&run.stdout, &id).unwrap()[3], "running");
     assert_eq!(home.running_entries(), before);
     for path in [&record_path, &control, &staging, &orphan_control] {
         assert!(path.exists(), "{} removed", path.display());
@@ -1188,7 +1198,7 @@ fn docker_filters_and_conflicting_outputs() {
         (&["ps", "--filter", "name"], "KEY=VALUE"),
         (
             &["ps", "--filter", "status=asleep"],
-            "running or unreachable",
+            "one of running, unreachable, exited, killed, gone",
         ),
         (&["ps", "--filter", "id=ab"], "at least 4"),
         (&["ps", "--format", "{{json .nope}}"], "unknown key '.nope'"),

@@ -21,6 +21,8 @@ fn record() -> RunningRecord {
         records_dir: None,
         sandbox: None,
         log_lines_dropped: 0,
+        name: None,
+        member: None,
     }
 }
 
