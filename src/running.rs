@@ -349,7 +349,7 @@ pub fn sweep(dir: &Dir, depth: Depth, in_flight: &InFlight) -> Result<Sweep, Str
 }
 
 /// Remove one record and its control token file, through the directory it was read from, and
-/// the session's task directories if it left any; keep it as ended ([`ended::keep_found`]: its
+/// the session's task directories if it left any; keep it as ended (`ended::keep_found`: its
 /// log stays, marked, unless the session kept its own ended record already). For a
 /// [`Liveness::Gone`] reading only; `end` says how it ended as far as the caller knows. The
 /// `Err` is the OS error that kept the record in place (a read-only filesystem, say), or an

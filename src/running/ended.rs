@@ -5,11 +5,11 @@
 //! Invariants:
 //! - **Kept however the session ended.** A session that ends itself keeps its own record (its
 //!   exit code) before its running record goes ([`keep`]); one found gone — SIGKILLed, crashed —
-//!   is kept by whoever prunes its running record ([`keep_found`], from `running::prune`),
+//!   is kept by whoever prunes its running record (`keep_found`, from `running::prune`),
 //!   marked `killed` or `gone`, with a line saying so appended to its log. A found one never
 //!   replaces a record the session kept itself: a session's process is gone only after it kept
 //!   its record, so a record there is the session's own word.
-//! - **Bounded.** Every keeper trims ([`trim`]): the most recently ended sessions are kept while
+//! - **Bounded.** Every keeper trims (`trim`): the most recently ended sessions are kept while
 //!   there are at most [`Bounds::sessions`] of them and their logs hold at most
 //!   [`Bounds::log_bytes`], whichever bound is reached first; older ones go, record and log.
 //!   `MURMUR_KEEP_ENDED=0` keeps none: a log then goes with its session, as before there was

@@ -74,7 +74,7 @@ fn claim(dir: &Dir, name: &str, session_id: &SessionId) -> Result<NameGuard, Str
     ))
 }
 
-/// [`claim`] `name`, if one was asked for, in `dir`, the running directory when the home has a
+/// `claim` `name`, if one was asked for, in `dir`, the running directory when the home has a
 /// usable one: a name cannot be held without one, so that is the `Err` too.
 pub fn claim_in(
     dir: Option<&Dir>,

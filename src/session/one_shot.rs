@@ -1,7 +1,7 @@
 //! `mur run --task`: one task, its answer streamed to stdout as the handler writes it — each
 //! chunk written and flushed as it arrives, so `mur run cap --task x | while read line` sees
 //! progress — and the session's exit code from how it ended. The answer's files go to `--out
-//! DIR` or are named on stderr ([`files`]). With `--json`, nothing is streamed: stdout is one
+//! DIR` or are named on stderr (`one_shot/files.rs`). With `--json`, nothing is streamed: stdout is one
 //! JSON object once the task has ended, and nothing else.
 
 mod files;

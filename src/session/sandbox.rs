@@ -7,12 +7,12 @@
 //! the device nodes `DEVICES`; read and run the capsule directory and mur's own binary
 //! (`$MUR formation call`); everything in the workdir, the task's directory and the session's
 //! private `TMPDIR`; and what `sandbox.read`/`write` declare. Never a place that holds a token
-//! or a key ([`super::hidden`]: every murmur home mur knows, a formation member's directory): a
+//! or a key (`session/hidden.rs`: every murmur home mur knows, a formation member's directory): a
 //! declaration containing or inside one is refused, and any other tree containing one — a
 //! system directory, the workdir, the capsule directory — is granted entry by entry around it
 //! (Landlock grants whole hierarchies, with no exceptions carved out), which the session says at
 //! its start for the workdir and capsule directory. Before the first task, a thread entering the
-//! very domain a handler gets tries to open each of them ([`linux::probe`]): one it can open
+//! very domain a handler gets tries to open each of them (`probe`): one it can open
 //! stops the start.
 //!
 //! The home is always somewhere an unsandboxed handler could read every session's tokens; so a

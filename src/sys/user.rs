@@ -32,12 +32,11 @@ pub fn home_of(user: &OsStr) -> Option<PathBuf> {
     dir.is_absolute().then_some(dir)
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
     #[test]
-    #[cfg(target_os = "linux")]
     fn root_has_a_home_in_the_user_database() {
         assert_eq!(home_of(OsStr::new("root")), Some(PathBuf::from("/root")));
         assert_eq!(home_of(OsStr::new("no-such-user-mur")), None);

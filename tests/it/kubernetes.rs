@@ -372,6 +372,7 @@ fn podman_kube_play_runs_the_review_formation() {
 /// the handler is granted (here its capsule directory, as `/etc` held the Secret once): that
 /// tree is granted around it. And a member whose manifest declares a tree holding it does not
 /// start.
+#[cfg(target_os = "linux")]
 #[test]
 fn a_members_handler_cannot_open_its_mounted_secret() {
     if !crate::sandbox::has_landlock("a_members_handler_cannot_open_its_mounted_secret", 1) {

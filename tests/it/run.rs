@@ -1176,6 +1176,7 @@ fn readiness_reaches_notify_socket_after_the_record_is_written() {
 /// What `systemctl status` shows: a `STATUS=` line as the session's tasks change (sent only
 /// changed), then `STOPPING=1` when it winds down; to an abstract socket (`@name`) too, as
 /// systemd names one.
+#[cfg(target_os = "linux")]
 #[test]
 fn the_service_manager_hears_the_tasks_and_the_stop() {
     use std::os::linux::net::SocketAddrExt;

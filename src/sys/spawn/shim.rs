@@ -224,7 +224,7 @@ mod linux {
         /// Wait for the subreaper to exit (it does once the tree is empty, or it gave up on a
         /// process stuck in the kernel) and reap it; the handler's wait status. The frame and
         /// stacks are freed only once nothing can use them: after the reap, and not even then
-        /// when the subreaper died inside the handler's clone ([`Frame::cloning`]) — the handler
+        /// when the subreaper died inside the handler's clone (`Frame::cloning`) — the handler
         /// may still be running on them until its exec, so they are leaked.
         pub fn reap(&mut self) -> io::Result<ExitStatus> {
             // Not waited for twice: once reaped, its pid may be another child's.
