@@ -34,7 +34,7 @@ _mur() {
         "ps") opts="--json -q --quiet -a --all --no-trunc --format --filter --capsule --formation --status -v --verbose --help"; takes=" --format --filter --capsule --formation --status " ;;
         "stop") opts="-t --timeout --all --help"; takes=" -t --timeout " ;;
         "token") opts="--control --help"; takes="  " ;;
-        "logs") opts="-f --follow --task -n --lines --help"; takes=" --task -n --lines " ;;
+        "logs") opts="-f --follow --task -n --lines --tail --since -t --timestamps --help"; takes=" --task -n --lines --tail --since " ;;
         "rm") opts="--help"; takes="  " ;;
         "prune") opts="--help"; takes="  " ;;
         "cancel") opts="--url --json --help"; takes=" --url " ;;

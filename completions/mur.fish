@@ -32,7 +32,7 @@ function __mur_where
         case 'token'
             set takes 
         case 'logs'
-            set takes --task -n --lines
+            set takes --task -n --lines --tail --since
         case 'rm'
             set takes 
         case 'prune'
@@ -130,6 +130,9 @@ for c in mur mur-run mur-ps mur-stop mur-token mur-logs mur-rm mur-prune mur-can
     complete -c $c -n "__mur_is 'logs'" -l follow -s f -d 'keep printing lines as they are written'
     complete -c $c -n "__mur_is 'logs'" -l task -x -d 'one task\'s lines'
     complete -c $c -n "__mur_is 'logs'" -l lines -s n -x -d 'the last N lines'
+    complete -c $c -n "__mur_is 'logs'" -l tail -x -d 'the last N lines (as -n)'
+    complete -c $c -n "__mur_is 'logs'" -l since -x -d 'only lines from then on: a duration ago (10m) or a time'
+    complete -c $c -n "__mur_is 'logs'" -l timestamps -s t -d 'each line\'s time too'
     complete -c $c -n "__mur_is 'logs'" -s h -l help -d 'this text'
     complete -c $c -n "__mur_operand 'logs' 0" -a '(__mur_addresses)'
     complete -c $c -n "__mur_is 'rm'" -s h -l help -d 'this text'

@@ -21,13 +21,13 @@ pub const APPLET: Applet = Applet {
     name: "logs",
     summary: "show a session's log, running or ended",
     usage: "\
-Usage: mur logs ADDR [-f] [--task ID] [-n N]
+Usage: mur logs ADDR [-f] [-t] [--task ID] [-n N | --tail N] [--since WHEN]
 
 Print the log of a session: what its handlers wrote on stderr and the
 session's task events (started, completed/failed/... with the duration and,
-for a failure, the reason), one line each:
-  2026-05-01T12:00:00Z tsk_0199...  stderr: the handler's own words
-  2026-05-01T12:00:01Z tsk_0199...  mur: failed in 0.52s: the handler exited with code 3
+for a failure, the reason), one line each (with -t, each line's time first):
+  tsk_0199...  stderr: the handler's own words
+  tsk_0199...  mur: failed in 0.52s: the handler exited with code 3
 ADDR is as 'mur stop --help' says: @N, a --name, an id or a prefix or suffix
 of one, FORMATION/MEMBER, a member or capsule NAME. An address no running
 session answers to is looked for among the ended sessions this home keeps
@@ -46,7 +46,12 @@ Options:
                  (an ended session's log is printed whole, and -f returns)
   --task ID      only the lines of this task (its full tsk_ id, or a suffix of
                  at least 4 characters)
-  -n, --lines N  only the last N lines (before following)
+  -n, --lines N, --tail N
+                 only the last N lines (before following)
+  --since WHEN   only the lines from WHEN on: a duration ago (10m, 2h, 90s)
+                 or a time (2026-05-01T12:00:00Z)
+  -t, --timestamps
+                 each line's time (UTC, RFC 3339) before it
   -h, --help     this text
 
 Exit status: 0 when the log was printed (with -f: once the session has ended);
@@ -67,6 +72,15 @@ static SPEC: Spec = Spec::new(
         ),
         Opt::value("task", None, "ID", Kind::Text, "one task's lines"),
         Opt::value("lines", Some('n'), "N", Kind::Text, "the last N lines"),
+        Opt::value("tail", None, "N", Kind::Text, "the last N lines (as -n)"),
+        Opt::value(
+            "since",
+            None,
+            "WHEN",
+            Kind::Text,
+            "only lines from then on: a duration ago (10m) or a time",
+        ),
+        Opt::flag("timestamps", Some('t'), "each line's time too"),
     ],
     &[Kind::Address],
 );
@@ -81,6 +95,9 @@ struct Options {
     follow: bool,
     task: Option<String>,
     last: Option<usize>,
+    /// `--since`: the first second shown (Unix time).
+    since: Option<i64>,
+    timestamps: bool,
 }
 
 fn parse(args: Vec<std::ffi::OsString>) -> Result<Options, Failure> {
@@ -90,6 +107,8 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<Options, Failure> {
         follow: false,
         task: None,
         last: None,
+        since: None,
+        timestamps: false,
     };
     let mut parser = Parser::new(&SPEC, args);
     while let Some(arg) = parser.next_arg()? {
@@ -105,13 +124,16 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<Options, Failure> {
                 }
                 options.task = Some(id.to_ascii_lowercase());
             }
-            Arg::Opt("lines", n) => {
-                let n: usize = cli::number("-n", n)?;
+            Arg::Opt(option @ ("lines" | "tail"), n) => {
+                let flag = if option == "lines" { "-n" } else { "--tail" };
+                let n: usize = cli::number(flag, n)?;
                 if n > MAX_LINES {
-                    return Err(Failure::Usage(format!("-n wants at most {MAX_LINES}")));
+                    return Err(Failure::Usage(format!("{flag} wants at most {MAX_LINES}")));
                 }
                 options.last = Some(n);
             }
+            Arg::Opt("since", when) => options.since = Some(since(when)?),
+            Arg::Flag("timestamps") => options.timestamps = true,
             Arg::Operand(value) if address.is_none() => {
                 let value = cli::utf8(value)?;
                 address::at_n(&value).map_err(Failure::Usage)?;
@@ -161,7 +183,11 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     file.read_to_end(&mut text)
         .map_err(|err| Failure::Failed(format!("cannot read {id}'s log: {err}")))?;
     let mut out = Out::default();
-    let mut lines = Lines::new(options.task.clone());
+    let mut lines = Lines {
+        task: options.task.clone(),
+        since: options.since,
+        timestamps: options.timestamps,
+    };
     let mut shown = lines.complete(&mut text);
     if let Some(n) = options.last {
         shown.drain(..shown.len().saturating_sub(n));
@@ -195,6 +221,21 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     }
 }
 
+/// `--since WHEN`: an RFC 3339 time, or a duration ago (`10m`, `2h`, `90s`; a bare number is
+/// seconds), as Unix time.
+fn since(when: std::ffi::OsString) -> Result<i64, Failure> {
+    if let Some(at) = when.to_str().and_then(crate::time::parse_rfc3339) {
+        return Ok(at);
+    }
+    let ago = cli::duration("--since", when, Duration::ZERO).map_err(|_| {
+        Failure::Usage(
+            "--since wants a duration ago (10m, 2h) or a time (2026-05-01T12:00:00Z)".into(),
+        )
+    })?;
+    let ago = i64::try_from(ago.as_secs()).unwrap_or(i64::MAX);
+    Ok(crate::time::unix_now().saturating_sub(ago))
+}
+
 /// The one session `named` names: a formation is not one.
 fn one<R>(named: Named<'_, R>) -> Result<&Entry<R>, Failure> {
     match named {
@@ -223,16 +264,15 @@ fn read_whole(dir: &Dir, name: &str) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// Complete lines taken off the front of what was read, filtered by task.
+/// Complete lines taken off the front of what was read, filtered by task and time, shown with
+/// or without the time each starts with.
 struct Lines {
     task: Option<String>,
+    since: Option<i64>,
+    timestamps: bool,
 }
 
 impl Lines {
-    fn new(task: Option<String>) -> Self {
-        Self { task }
-    }
-
     /// The complete lines at the front of `bytes` (removed from it) that pass the filter; an
     /// unfinished last line stays for the next read.
     fn complete(&mut self, bytes: &mut Vec<u8>) -> Vec<String> {
@@ -243,18 +283,26 @@ impl Lines {
         String::from_utf8_lossy(&taken)
             .lines()
             .filter(|line| self.wanted(line))
-            .map(str::to_string)
+            .map(|line| match line.split_once(' ') {
+                Some((_, rest)) if !self.timestamps => rest.to_string(),
+                _ => line.to_string(),
+            })
             .collect()
     }
 
-    /// Whether `line` (`<time> <task> …`) is of the task asked for, if one was.
+    /// Whether `line` (`<time> <task> …`) is of the task asked for, if one was, and no older
+    /// than `since`.
     fn wanted(&self, line: &str) -> bool {
-        let Some(task) = &self.task else {
-            return true;
-        };
-        line.split(' ')
-            .nth(1)
-            .is_some_and(|id| id.to_ascii_lowercase().ends_with(task.as_str()))
+        let mut words = line.split(' ');
+        let time = words.next().and_then(crate::time::parse_rfc3339);
+        let task = words.next();
+        let recent = self
+            .since
+            .is_none_or(|since| time.is_none_or(|at| at >= since));
+        let of_task = self.task.as_ref().is_none_or(|wanted| {
+            task.is_some_and(|id| id.to_ascii_lowercase().ends_with(wanted.as_str()))
+        });
+        recent && of_task
     }
 }
 
@@ -264,12 +312,29 @@ mod tests {
 
     #[test]
     fn lines_are_taken_whole_and_filtered_by_task_suffix() {
-        let mut lines = Lines::new(Some("beef".into()));
+        let mut lines = Lines {
+            task: Some("beef".into()),
+            since: None,
+            timestamps: true,
+        };
         let mut bytes = b"t tsk_1dead x: a\nt tsk_1BEEF x: b\nt tsk_1beef x: par".to_vec();
         assert_eq!(lines.complete(&mut bytes), ["t tsk_1BEEF x: b"]);
         assert_eq!(bytes, b"t tsk_1beef x: par");
         bytes.extend_from_slice(b"tial\n");
         assert_eq!(lines.complete(&mut bytes), ["t tsk_1beef x: partial"]);
         assert!(bytes.is_empty());
+    }
+
+    #[test]
+    fn since_keeps_later_lines_and_the_time_goes_unless_asked_for() {
+        let mut lines = Lines {
+            task: None,
+            since: crate::time::parse_rfc3339("2026-05-01T12:00:01Z"),
+            timestamps: false,
+        };
+        let mut bytes = b"2026-05-01T12:00:00Z tsk_1 mur: a\n2026-05-01T12:00:01Z tsk_1 mur: b\n\
+                          2026-05-01T12:00:02Z tsk_1 mur: c\n"
+            .to_vec();
+        assert_eq!(lines.complete(&mut bytes), ["tsk_1 mur: b", "tsk_1 mur: c"]);
     }
 }

@@ -44,8 +44,23 @@ fn handler_stderr_reaches_the_log_tagged_by_task_and_events_reach_stderr() {
     assert_eq!(mode_of(&logs), 0o700);
     assert_eq!(mode_of(&file), 0o600);
 
-    let out = home.mur(&["logs", &session.id]);
+    // Each line starts with its task, as docker's logs print no time unless asked (-t).
+    let plain = home.mur(&["logs", &session.id]);
+    plain.expect_code(0);
+    assert!(
+        plain
+            .stdout
+            .starts_with(&format!("{id} mur: started turn 1\n")),
+        "{}",
+        plain.stdout
+    );
+    let out = home.mur(&["logs", "-t", &session.id]);
     out.expect_code(0);
+    assert!(
+        out.stdout.starts_with("20"),
+        "with -t each line starts with its time: {}",
+        out.stdout
+    );
     assert!(
         out.stdout.contains(&format!(" {id} stderr: err: hello\n")),
         "{}",
@@ -122,6 +137,22 @@ fn a_failed_tasks_stderr_is_in_the_log_not_in_the_answer() {
     last.expect_code(0);
     assert_eq!(last.stdout.lines().count(), 1, "{}", last.stdout);
     assert!(last.stdout.contains("mur: failed in "), "{}", last.stdout);
+    // --tail is -n by docker's name; --since a duration ago or a time.
+    let tail = home.mur(&["logs", "@1", "--task", suffix, "--tail", "1"]);
+    assert_eq!(tail.stdout, last.stdout);
+    let recent = home.mur(&["logs", "@1", "--since", "10m"]);
+    recent.expect_code(0);
+    assert!(
+        recent.stdout.contains("mur: failed in "),
+        "{}",
+        recent.stdout
+    );
+    let future = home.mur(&["logs", "@1", "--since", "2999-01-01T00:00:00Z"]);
+    future.expect_code(0);
+    assert_eq!(future.stdout, "", "nothing is that recent");
+    let bad = home.mur(&["logs", "@1", "--since", "soon"]);
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("--since wants"), "{}", bad.stderr);
 
     wait_until(WAIT, "the failure event on stderr", || {
         session
@@ -158,7 +189,7 @@ fn follow_prints_new_lines_and_ends_with_the_session() {
             break line;
         }
     };
-    assert!(seen.contains(" tsk_"), "{seen}");
+    assert!(seen.starts_with("tsk_"), "{seen}");
     session.signal(libc::SIGTERM);
     session.wait_exit(WAIT);
     let status = common::run::wait_child(&mut child, WAIT).expect("logs -f ends with the session");
