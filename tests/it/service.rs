@@ -48,16 +48,23 @@ fn systemd_analyze_verify_finds_nothing_to_say_about_the_unit() {
     let home = Home::new();
     let copy: PathBuf = home.path().join("mur.service");
     std::fs::write(&copy, unit().replace(INSTALLED, mur_bin())).unwrap();
+    assert_verified(&home, &copy);
+}
+
+/// `systemd-analyze verify UNIT` (run in the home, where the units are) has nothing to say:
+/// verify exits 0 on a line it ignores ("Failed to parse …, ignoring"), so any word is a finding.
+#[track_caller]
+fn assert_verified(home: &Home, unit: &std::path::Path) {
     let out = std::process::Command::new("systemd-analyze")
         .arg("verify")
-        .arg(&copy)
+        .arg(unit)
         .current_dir(home.path())
         .output()
         .unwrap();
-    // verify exits 0 on a line it ignores ("Failed to parse …, ignoring"): any word is a finding.
     assert!(
         out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "systemd-analyze verify mur.service: {}\n{}{}",
+        "systemd-analyze verify {}: {}\n{}{}",
+        unit.display(),
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
@@ -205,19 +212,7 @@ fn systemd_analyze_verify_finds_nothing_to_say_about_the_socket_unit() {
     )
     .unwrap();
     std::fs::write(home.path().join("mur.socket"), socket).unwrap();
-    let out = std::process::Command::new("systemd-analyze")
-        .arg("verify")
-        .arg(home.path().join("mur.socket"))
-        .current_dir(home.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "systemd-analyze verify mur.socket: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_verified(&home, &home.path().join("mur.socket"));
 }
 
 /// Socket activation as systemd does it (`systemd-socket-activate`: it holds the socket, passes
