@@ -40,6 +40,7 @@ fuzz_target!(|data: &[u8]| {
         advertise: None,
         stop_requested: Arc::new(AtomicBool::new(false)),
         streams: Arc::default(),
+        public_card: std::sync::OnceLock::new(),
     };
     let (version, body): (Option<&[u8]>, &[u8]) = match data.split_first() {
         None => (None, data),
