@@ -29,7 +29,7 @@ impl Sse {
 
     /// An HTTP+JSON stream: `method` at `path` with `headers` (lines ending `\r\n`) and
     /// `body`; the stream, once the response head has arrived (events are the bare objects).
-    pub fn rest(addr: &str, method: &str, path: &str, headers: &str, body: &[u8]) -> Sse {
+    pub fn http_json(addr: &str, method: &str, path: &str, headers: &str, body: &[u8]) -> Sse {
         let mut stream = TcpStream::connect(addr).expect("connect");
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{headers}Content-Length: {}\r\n\r\n",

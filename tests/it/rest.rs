@@ -144,7 +144,7 @@ fn v1_paths_answer_the_proto_json_and_errors_as_http_statuses() {
     assert_eq!(listed["tasks"][0]["artifacts"][0]["parts"][0]["text"], "hi");
     assert!(!listed["nextPageToken"].as_str().unwrap().is_empty());
 
-    let streamed = events(Sse::rest(
+    let streamed = events(Sse::http_json(
         &session.url,
         "POST",
         "/message:stream",
@@ -357,14 +357,14 @@ fn subscribe_and_cancel_a_live_task_in_both_generations() {
         Some(&send),
     ));
     let id = answer["task"]["id"].as_str().unwrap().to_string();
-    let new = Sse::rest(
+    let new = Sse::http_json(
         &session.url,
         "GET",
         &format!("/tasks/{id}:subscribe"),
         V1,
         b"",
     );
-    let old = Sse::rest(
+    let old = Sse::http_json(
         &session.url,
         "POST",
         &format!("/v1/tasks/{id}:subscribe"),
@@ -477,7 +477,7 @@ fn v0_3_paths_speak_the_0_3_proto_json_and_continue_a_task() {
     assert_eq!(got["artifacts"][0]["parts"][0]["text"], "hello Ada");
     assert_eq!(got["history"].as_array().unwrap().len(), 3, "{got}");
 
-    let streamed = events(Sse::rest(
+    let streamed = events(Sse::http_json(
         &session.url,
         "POST",
         "/v1/message:stream",
