@@ -512,6 +512,20 @@ fn v0_3_paths_speak_the_0_3_proto_json_and_continue_a_task() {
         None,
     );
     assert_eq!(refused(&versioned), (400, "VERSION_NOT_SUPPORTED".into()));
+    let missing = rest(
+        &session,
+        "GET",
+        "/v1/tasks/tsk_0190f0f0f0f07000800000000000abcd",
+        None,
+        None,
+        None,
+    );
+    assert_eq!(refused(&missing), (404, "TASK_NOT_FOUND".into()));
+    assert_eq!(
+        missing.json()["type"],
+        "TaskNotFoundError",
+        "the name 0.3's SDK reads"
+    );
     let card = rest(&session, "GET", "/v1/card", None, None, None);
     assert_eq!(
         refused(&card),
@@ -695,4 +709,46 @@ fn rest_bodies_are_counted_in_the_budget_from_their_heads() {
         (response.status == 200).then(|| response.json())
     });
     assert_eq!(answer["task"]["artifacts"][0]["parts"][0]["text"], "after");
+}
+
+/// The official a2a-sdk 1.x client, its `ClientFactory` allowed only HTTP+JSON, against a real
+/// door: `tests/sdk/a2a_rest.py` checks send, get, list, the errors as the SDK's types, a stream,
+/// a multi-turn task and a cancel through the native 1.0 `RestTransport`, then (`--legacy`)
+/// the same but ListTasks through its 0.3 `CompatRestTransport` at the `/v1` paths; on the wire
+/// no JSON-RPC. Recorded as skipped when the SDK cannot be had (no PyPI).
+#[test]
+fn a2a_sdk_1_over_http_json_in_both_generations() {
+    let test = "a2a_sdk_1_over_http_json_in_both_generations";
+    let Some(python) = crate::interop::installed(&crate::interop::PY1, test) else {
+        return;
+    };
+    let home = Home::new();
+    let script = "#!/bin/sh\ninput=$(cat)\nif [ \"$MUR_TURN\" = 1 ] && [ \"$input\" = ask ]; then echo 'name?'; exit 10; fi\necho \"$input\"\n";
+    let manifest = home.write_capsule(
+        "asker",
+        json!({"name": "asker", "version": "1.0.0"}),
+        Some(script),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/a2a_rest.py");
+    for (legacy, transport) in [(false, "RestTransport"), (true, "CompatRestTransport")] {
+        let out = std::process::Command::new(&python)
+            .arg(&driver)
+            .arg(&session.url)
+            .args(legacy.then_some("--legacy"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().last().unwrap_or("");
+        let summary: Value = serde_json::from_str(last).unwrap_or_else(|_| {
+            panic!(
+                "legacy {legacy}: no summary: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert_eq!(summary["ok"], true, "legacy {legacy}: {summary}");
+        assert_eq!(summary["transport"], transport, "{summary}");
+        assert!(summary["checked"].as_u64().unwrap() >= 14, "{summary}");
+    }
 }

@@ -376,7 +376,7 @@ pub fn interop(sdk: &Sdk, door: Door, test: &str) {
 
 /// `sdk`'s client, or `None` when it cannot be had (the test `test` then records itself as
 /// skipped).
-fn installed(sdk: &Sdk, test: &str) -> Option<PathBuf> {
+pub fn installed(sdk: &Sdk, test: &str) -> Option<PathBuf> {
     sdk.install()
         .map_err(|why| skipped(test, &format!("the A2A SDK interop test: {why}")))
         .ok()

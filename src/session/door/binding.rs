@@ -66,15 +66,38 @@ impl Binding {
 }
 
 /// The body of an error: the JSON-RPC error answering `rpc` (its id) in `shape`, or with no id
-/// HTTP+JSON's `google.rpc.Status`.
+/// HTTP+JSON's `google.rpc.Status` — for 0.3 (`shape`, the path's generation) with the error's
+/// A2A name beside it as `type`, the member a2a-sdk's 0.3 REST client maps to its error types
+/// (0.3 gives REST errors no body of its own; without it that client reads a 404 as an unknown
+/// method).
 fn error_body(rpc: Option<&Value>, err: &RpcError, shape: Generation) -> Value {
     match rpc {
         Some(id) => err.answer(id.clone(), shape),
         None => {
             let (status, name) = http_status(err.code);
-            err.status_body(status, name)
+            let mut body = err.status_body(status, name);
+            if let (Generation::V0_3, Some(named)) = (shape, error_name(err.code)) {
+                body["type"] = named.into();
+                body["message"] = err.message.clone().into();
+            }
+            body
         }
     }
+}
+
+/// The A2A error an error code is, by the name the SDKs give its type.
+fn error_name(code: i64) -> Option<&'static str> {
+    Some(match code {
+        rpc::TASK_NOT_FOUND => "TaskNotFoundError",
+        rpc::TASK_NOT_CANCELABLE => "TaskNotCancelableError",
+        rpc::PUSH_NOT_SUPPORTED => "PushNotificationNotSupportedError",
+        rpc::UNSUPPORTED_OPERATION => "UnsupportedOperationError",
+        rpc::INVALID_PARAMS => "InvalidParamsError",
+        rpc::INVALID_REQUEST => "InvalidRequestError",
+        rpc::METHOD_NOT_FOUND => "MethodNotFoundError",
+        rpc::INTERNAL_ERROR => "InternalError",
+        _ => return None,
+    })
 }
 
 /// The whole answer for `err` to a JSON-RPC request with id `rpc`, or (`None`) to an HTTP+JSON

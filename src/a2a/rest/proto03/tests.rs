@@ -29,6 +29,17 @@ fn a_proto_json_send_becomes_json_rpc_params() {
         })
     );
     assert!(request(Op::Send, json!([])).is_err());
+    // Proto field names are read as their JSON names; the client's own JSON is left alone.
+    let snake = json!({"request": {"message_id": "m", "role": "ROLE_USER", "content": [
+        {"file": {"file_with_uri": "u", "mime_type": "t"}}, {"data": {"data": {"a_b": 1}}}],
+        "metadata": {"x_y": 1}}, "configuration": {"history_length": 1, "blocking": true}});
+    assert_eq!(
+        Value::Object(request(Op::Send, snake).unwrap()),
+        json!({"message": {"messageId": "m", "role": "user", "metadata": {"x_y": 1}, "parts": [
+            {"kind": "file", "file": {"uri": "u", "mimeType": "t"}},
+            {"kind": "data", "data": {"a_b": 1}}]},
+            "configuration": {"historyLength": 1, "blocking": true}})
+    );
 }
 
 #[test]
