@@ -82,10 +82,10 @@ fn events(mut stream: Sse) -> Vec<Value> {
 
 const V1: &str = "A2A-Version: 1.0\r\n";
 
-/// 1.0: send, get, list, cancel and stream at the paths the spec gives, the answers 1.0's
-/// objects themselves; the task is the JSON-RPC door's too; each error its status.
+/// 1.0: send, get, list and stream at the paths the spec gives, the answers 1.0's objects
+/// themselves; the task is the JSON-RPC door's too.
 #[test]
-fn v1_paths_answer_the_proto_json_and_errors_as_http_statuses() {
+fn v1_paths_answer_the_proto_json() {
     let home = Home::new();
     let session = home.start(&[]);
     let v1 = Some("1.0");
@@ -162,71 +162,56 @@ fn v1_paths_answer_the_proto_json_and_errors_as_http_statuses() {
             .iter()
             .any(|e| e["artifactUpdate"]["artifact"]["parts"][0]["text"] == "hi")
     );
+}
 
-    // Errors: each its HTTP status and A2A reason, as a2a-1.0.md §5.4 maps them.
+/// 1.0's errors: each its HTTP status and A2A reason, as a2a-1.0.md §5.4 maps them, in a
+/// `google.rpc.Status` body naming the field at fault.
+#[test]
+fn v1_errors_are_http_statuses_with_a_status_body() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let v1 = Some("1.0");
+    let send = v1_send(json!([{"text": "hi"}]));
+    let id = session.send(None, "x", true)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let missing = "/tasks/tsk_0190f0f0f0f07000800000000000abcd";
-    let cases: Vec<(&str, String, Option<Value>, u16, &str)> = vec![
-        ("GET", missing.into(), None, 404, "TASK_NOT_FOUND"),
-        (
-            "POST",
-            format!("{missing}:cancel"),
-            None,
-            404,
-            "TASK_NOT_FOUND",
-        ),
+    let agent =
+        json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}});
+    let (not_found, invalid) = ((404, "TASK_NOT_FOUND"), (400, "INVALID_PARAMS"));
+    let cases = [
+        ("GET", missing.to_string(), None, not_found),
+        ("POST", format!("{missing}:cancel"), None, not_found),
         (
             "POST",
             format!("/tasks/{id}:cancel"),
             None,
-            400,
-            "TASK_NOT_CANCELABLE",
+            (400, "TASK_NOT_CANCELABLE"),
         ),
         (
             "GET",
             format!("/tasks/{id}:subscribe"),
             None,
-            400,
-            "UNSUPPORTED_OPERATION",
+            (400, "UNSUPPORTED_OPERATION"),
         ),
+        ("GET", "/tasks?pageSize=500".to_string(), None, invalid),
+        ("GET", "/tasks?contextId=%zz".to_string(), None, invalid),
         (
             "GET",
-            "/tasks?pageSize=500".into(),
+            "/extendedAgentCard".to_string(),
             None,
-            400,
-            "INVALID_PARAMS",
+            (400, "UNSUPPORTED_OPERATION"),
         ),
-        (
-            "GET",
-            "/tasks?contextId=%zz".into(),
-            None,
-            400,
-            "INVALID_PARAMS",
-        ),
-        (
-            "GET",
-            "/extendedAgentCard".into(),
-            None,
-            400,
-            "UNSUPPORTED_OPERATION",
-        ),
+        ("POST", "/message:send".to_string(), Some(agent), invalid),
         (
             "POST",
-            "/message:send".into(),
-            Some(
-                json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}),
-            ),
-            400,
-            "INVALID_PARAMS",
-        ),
-        (
-            "POST",
-            "/message:send".into(),
+            "/message:send".to_string(),
             Some(json!([1])),
-            400,
-            "INVALID_PARAMS",
+            invalid,
         ),
     ];
-    for (method, path, body, status, reason) in cases {
+    for (method, path, body, (status, reason)) in cases {
         let response = rest(&session, method, &path, v1, None, body.as_ref());
         assert_eq!(
             refused(&response),
@@ -325,27 +310,13 @@ fn push_config_paths_reach_the_json_rpc_methods() {
     }
 }
 
-/// A handler waiting on a gate: a task that stays working until the test lets it go.
-fn gated(home: &Home, gate: &Gate) -> String {
-    let script = format!(
-        "#!/bin/sh\ninput=$(cat)\n{}echo \"done $input\"\n",
-        gate.wait()
-    );
-    let manifest = home.write_capsule(
-        "gated",
-        json!({"name": "gated", "version": "1.0.0"}),
-        Some(&script),
-    );
-    manifest.to_str().unwrap().to_string()
-}
-
 /// A live task, both generations: subscribing (GET and POST) gives its events from now on,
 /// cancelling it answers the canceled task, and every subscriber's stream ends with that state.
 #[test]
 fn subscribe_and_cancel_a_live_task_in_both_generations() {
     let home = Home::new();
     let gate = Gate::new(&home);
-    let session = home.start(&[&gated(&home, &gate)]);
+    let session = home.start(&[&gate.capsule(&home)]);
     let mut send = v1_send(json!([{"text": "slow"}]));
     send["configuration"] = json!({"returnImmediately": true});
     let answer = ok(rest(
@@ -410,19 +381,25 @@ fn subscribe_and_cancel_a_live_task_in_both_generations() {
     gate.open();
 }
 
+/// A door whose handler answers with the text it got, except that a first turn saying `ask`
+/// asks `name?` (input required).
+fn asker(home: &Home) -> Session {
+    let script = "#!/bin/sh\ninput=$(cat)\nif [ \"$MUR_TURN\" = 1 ] && [ \"$input\" = ask ]; then echo 'name?'; exit 10; fi\necho \"$input\"\n";
+    let manifest = home.write_capsule(
+        "asker",
+        json!({"name": "asker", "version": "1.0.0"}),
+        Some(script),
+    );
+    home.start(&[manifest.to_str().unwrap()])
+}
+
 /// 0.3 at `/v1`: its proto's JSON in and out (`ROLE_USER`, `content`, parts without `kind`,
 /// a send answered `{task}`), the stream's events `StreamResponse`s; a multi-turn task over
 /// both generations' paths; 0.3 has no `ListTasks`, and its paths want no 1.0 header.
 #[test]
 fn v0_3_paths_speak_the_0_3_proto_json_and_continue_a_task() {
     let home = Home::new();
-    let script = "#!/bin/sh\ninput=$(cat)\nif [ \"$MUR_TURN\" = 1 ]; then echo 'name?'; exit 10; fi\necho \"hello $input\"\n";
-    let manifest = home.write_capsule(
-        "asker",
-        json!({"name": "asker", "version": "1.0.0"}),
-        Some(script),
-    );
-    let session = home.start(&[manifest.to_str().unwrap()]);
+    let session = asker(&home);
     let message = |text: &str, task: Option<&str>| {
         let mut m = json!({"messageId": format!("m-{text}"), "role": "ROLE_USER",
                            "content": [{"text": text}]});
@@ -437,7 +414,7 @@ fn v0_3_paths_speak_the_0_3_proto_json_and_continue_a_task() {
         "/v1/message:send",
         None,
         None,
-        Some(&message("hi", None)),
+        Some(&message("ask", None)),
     ));
     let task = &asked["task"];
     assert!(task.get("kind").is_none(), "{asked}");
@@ -447,7 +424,7 @@ fn v0_3_paths_speak_the_0_3_proto_json_and_continue_a_task() {
     );
     assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
     assert_eq!(task["status"]["message"]["content"][0]["text"], "name?");
-    assert_eq!(task["history"][0]["content"][0]["text"], "hi");
+    assert_eq!(task["history"][0]["content"][0]["text"], "ask");
     let id = task["id"].as_str().unwrap().to_string();
 
     // The second turn by 1.0's path: one task, whichever binding and generation.
@@ -474,7 +451,7 @@ fn v0_3_paths_speak_the_0_3_proto_json_and_continue_a_task() {
         None,
     ));
     assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED", "{got}");
-    assert_eq!(got["artifacts"][0]["parts"][0]["text"], "hello Ada");
+    assert_eq!(got["artifacts"][0]["parts"][0]["text"], "Ada");
     assert_eq!(got["history"].as_array().unwrap().len(), 3, "{got}");
 
     let streamed = events(Sse::http_json(
@@ -482,7 +459,7 @@ fn v0_3_paths_speak_the_0_3_proto_json_and_continue_a_task() {
         "POST",
         "/v1/message:stream",
         "",
-        message("hi", None).to_string().as_bytes(),
+        message("ask", None).to_string().as_bytes(),
     ));
     assert!(streamed[0]["task"]["id"].is_string(), "{streamed:?}");
     let last = &streamed.last().unwrap()["statusUpdate"];
@@ -496,9 +473,19 @@ fn v0_3_paths_speak_the_0_3_proto_json_and_continue_a_task() {
             .iter()
             .all(|e| e.as_object().unwrap().len() == 1 && e.get("kind").is_none())
     );
+}
 
-    // 0.3 names no ListTasks; a 1.0 header on a 0.3 path is refused; the extended card of a
-    // public door is not configured.
+/// 0.3's errors at `/v1`: 0.3 names no ListTasks; a 1.0 header on a 0.3 path is refused; an
+/// unknown task is 404 naming its A2A type as a2a-sdk's 0.3 client reads it; the extended card
+/// of a public door is not configured; a part of no kind is invalid.
+#[test]
+fn v0_3_errors_are_http_statuses() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let id = session.send(None, "x", true)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(
         rest(&session, "GET", "/v1/tasks", None, None, None).status,
         404
@@ -723,13 +710,7 @@ fn a2a_sdk_1_over_http_json_in_both_generations() {
         return;
     };
     let home = Home::new();
-    let script = "#!/bin/sh\ninput=$(cat)\nif [ \"$MUR_TURN\" = 1 ] && [ \"$input\" = ask ]; then echo 'name?'; exit 10; fi\necho \"$input\"\n";
-    let manifest = home.write_capsule(
-        "asker",
-        json!({"name": "asker", "version": "1.0.0"}),
-        Some(script),
-    );
-    let session = home.start(&[manifest.to_str().unwrap()]);
+    let session = asker(&home);
     let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/a2a_rest.py");
     for (legacy, transport) in [(false, "RestTransport"), (true, "CompatRestTransport")] {
         let out = std::process::Command::new(&python)
