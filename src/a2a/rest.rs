@@ -206,7 +206,10 @@ pub fn params(
     let mut params = match (generation, body) {
         (_, None | Some(Value::Null)) => Map::new(),
         (Generation::V0_3, Some(body)) => proto03::request(op, body)?,
-        (Generation::V1_0, Some(Value::Object(body))) => body,
+        (Generation::V1_0, Some(body @ Value::Object(_))) => match lower_camel(body) {
+            Value::Object(body) => body,
+            _ => Map::new(),
+        },
         (Generation::V1_0, Some(_)) => {
             return Err(RpcError::invalid(
                 "params",
@@ -216,6 +219,41 @@ pub fn params(
     };
     params.extend(named);
     Ok(Value::Object(params))
+}
+
+/// `value` with every member named by its proto field name (`message_id`) renamed to its JSON
+/// name (`messageId`): a proto JSON parser accepts either (a2a-sdk's 0.3 REST client and the TCK's
+/// REST client send the former). A `metadata` or `data` member is the client's own JSON, left as it is.
+fn lower_camel(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, inner)| match key.as_str() {
+                    "metadata" | "data" => (key, inner),
+                    _ => (camel(&key), lower_camel(inner)),
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(lower_camel).collect()),
+        other => other,
+    }
+}
+
+/// `snake_case` as `lowerCamelCase`.
+fn camel(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    let mut upper = false;
+    for c in key.chars() {
+        match (c, upper) {
+            ('_', _) => upper = true,
+            (c, true) => {
+                out.push(c.to_ascii_uppercase());
+                upper = false;
+            }
+            (c, false) => out.push(c),
+        }
+    }
+    out
 }
 
 /// A method's result as the binding answers it: 1.0's is already its proto's JSON; 0.3's is

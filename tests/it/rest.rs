@@ -698,6 +698,38 @@ fn rest_bodies_are_counted_in_the_budget_from_their_heads() {
     assert_eq!(answer["task"]["artifacts"][0]["parts"][0]["text"], "after");
 }
 
+/// Run an SDK's REST driver (`command`, given whether to take 0.3's transport) against an asker
+/// door, once per generation: its one JSON line must say every check passed, through a
+/// transport whose name matches the generation's.
+fn sdk_over_rest(command: impl Fn(bool) -> std::process::Command, transports: [&str; 2]) {
+    let home = Home::new();
+    let session = asker(&home);
+    for (legacy, transport) in [false, true].into_iter().zip(transports) {
+        let out = command(legacy).arg(&session.url).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().last().unwrap_or("");
+        let summary: Value = serde_json::from_str(last).unwrap_or_else(|_| {
+            panic!(
+                "legacy {legacy}: no summary: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert_eq!(summary["ok"], true, "legacy {legacy}: {summary}");
+        assert!(
+            summary["transport"].as_str().unwrap().ends_with(transport),
+            "{summary}"
+        );
+        assert!(summary["checked"].as_u64().unwrap() >= 14, "{summary}");
+    }
+}
+
+/// A driver script of `tests/sdk/`.
+fn driver(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sdk")
+        .join(name)
+}
+
 /// The official a2a-sdk 1.x client, its `ClientFactory` allowed only HTTP+JSON, against a real
 /// door: `tests/sdk/a2a_rest.py` checks send, get, list, the errors as the SDK's types, a stream,
 /// a multi-turn task and a cancel through the native 1.0 `RestTransport`, then (`--legacy`)
@@ -709,27 +741,34 @@ fn a2a_sdk_1_over_http_json_in_both_generations() {
     let Some(python) = crate::interop::installed(&crate::interop::PY1, test) else {
         return;
     };
-    let home = Home::new();
-    let session = asker(&home);
-    let driver = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/a2a_rest.py");
-    for (legacy, transport) in [(false, "RestTransport"), (true, "CompatRestTransport")] {
-        let out = std::process::Command::new(&python)
-            .arg(&driver)
-            .arg(&session.url)
-            .args(legacy.then_some("--legacy"))
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let last = stdout.lines().last().unwrap_or("");
-        let summary: Value = serde_json::from_str(last).unwrap_or_else(|_| {
-            panic!(
-                "legacy {legacy}: no summary: {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        assert_eq!(summary["ok"], true, "legacy {legacy}: {summary}");
-        assert_eq!(summary["transport"], transport, "{summary}");
-        assert!(summary["checked"].as_u64().unwrap() >= 14, "{summary}");
-    }
+    let command = |legacy: bool| {
+        let mut command = std::process::Command::new(&python);
+        command
+            .arg(driver("a2a_rest.py"))
+            .env("PYTHONDONTWRITEBYTECODE", "1");
+        command.args(legacy.then_some("--legacy"));
+        command
+    };
+    sdk_over_rest(command, ["RestTransport", "CompatRestTransport"]);
+}
+
+/// The official @a2a-js/sdk 1.x client given only its `RestTransportFactory`: the same checks
+/// (`tests/sdk/a2a_rest.mjs`) through its `RestTransport`, then with `legacyCompat` its
+/// `LegacyRestTransport` at the `/v1` paths. Recorded as skipped when the SDK cannot be had.
+#[test]
+fn a2a_js_sdk_1_over_http_json_in_both_generations() {
+    let test = "a2a_js_sdk_1_over_http_json_in_both_generations";
+    let Some(dir) = crate::interop::installed(&crate::interop::JS1, test) else {
+        return;
+    };
+    let command = |legacy: bool| {
+        let mut command = std::process::Command::new("node");
+        command
+            .arg(driver("a2a_rest.mjs"))
+            .arg("--sdk-dir")
+            .arg(&dir);
+        command.args(legacy.then_some("--legacy"));
+        command
+    };
+    sdk_over_rest(command, ["RestTransport", "LegacyRestTransport"]);
 }

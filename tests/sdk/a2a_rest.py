@@ -164,7 +164,8 @@ async def run(url, legacy):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    door = args[0] if args[0].startswith("http") else f"http://{args[0]}/"
+    where = next(a for a in args if not a.startswith("--"))
+    door = where if where.startswith("http") else f"http://{where}/"
     try:
         result = asyncio.run(run(door, "--legacy" in args))
     except Exception as e:  # noqa: BLE001  reported, not raised: the Rust test reads the line

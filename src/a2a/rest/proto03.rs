@@ -17,7 +17,7 @@ use super::super::rpc::{Method, Op};
 
 /// A 0.3 REST body as its method's JSON-RPC `params`.
 pub fn request(op: Op, body: Value) -> Result<Map<String, Value>, RpcError> {
-    let Value::Object(mut body) = lower_camel(body) else {
+    let Value::Object(mut body) = super::lower_camel(body) else {
         return Err(RpcError::invalid(
             "params",
             "the body must be a JSON object",
@@ -46,41 +46,6 @@ pub fn request(op: Op, body: Value) -> Result<Map<String, Value>, RpcError> {
             .unwrap_or_default()),
         _ => Ok(Map::new()),
     }
-}
-
-/// `value` with every member named by its proto field name (`message_id`) renamed to its JSON
-/// name (`messageId`): a proto JSON parser accepts either (a2a-sdk's 0.3 REST client sends the
-/// former). A `metadata` or `data` member is the client's own JSON, left as it is.
-fn lower_camel(value: Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(key, inner)| match key.as_str() {
-                    "metadata" | "data" => (key, inner),
-                    _ => (camel(&key), lower_camel(inner)),
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(lower_camel).collect()),
-        other => other,
-    }
-}
-
-/// `snake_case` as `lowerCamelCase`.
-fn camel(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    let mut upper = false;
-    for c in key.chars() {
-        match (c, upper) {
-            ('_', _) => upper = true,
-            (c, true) => {
-                out.push(c.to_ascii_uppercase());
-                upper = false;
-            }
-            (c, false) => out.push(c),
-        }
-    }
-    out
 }
 
 /// A proto-JSON message as 0.3 JSON-RPC's.

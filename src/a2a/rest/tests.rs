@@ -98,3 +98,18 @@ fn a_body_gives_the_params_and_the_path_names_the_task() {
     );
     assert_eq!(err.unwrap_err().code, rpc::INVALID_PARAMS);
 }
+
+#[test]
+fn a_body_s_proto_field_names_are_read_as_json_names_but_not_the_client_s_own_json() {
+    let call = route("POST", "/message:send").unwrap();
+    let body = json!({"message": {"message_id": "m", "role": "ROLE_USER", "parts": [
+        {"data": {"a_b": 1}, "media_type": "application/json"}], "metadata": {"x_y": 2}},
+        "configuration": {"return_immediately": true}});
+    let got = params(call.generation, call.method.op, call.params, Some(body)).unwrap();
+    assert_eq!(
+        got,
+        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [
+            {"data": {"a_b": 1}, "mediaType": "application/json"}], "metadata": {"x_y": 2}},
+            "configuration": {"returnImmediately": true}})
+    );
+}
