@@ -1,7 +1,9 @@
-//! The session's door: the agent card, JSON-RPC 2.0 on `POST /` in both A2A generations, and the
-//! control routes.
+//! The session's door: the agent card, A2A in both generations and both of its HTTP bindings —
+//! JSON-RPC 2.0 on `POST /`, HTTP+JSON at its paths (`rest`) — and the control routes.
 //!
-//! Every `POST /` passes the same steps in order, and the first refusal answers it:
+//! Both bindings reach one dispatch (`Door::call`); only the framing differs (`binding`). Every
+//! `POST /` passes the same steps in order, and the first refusal answers it (an HTTP+JSON
+//! request the same, its method named by its path and its generation by its path and header):
 //!
 //! 1. at an authenticated door, the bearer token (401) — from the head, before a byte of the
 //!    body is reserved or read (`admit`), so an unauthenticated caller learns nothing else and
@@ -14,7 +16,8 @@
 //! 5. the token grants the method or its twin (403);
 //! 6. the params are valid (-32602 naming the member), and the method runs.
 //!
-//! Errors travel with HTTP 200 in the shape of the method's generation ([`crate::a2a::error`]).
+//! JSON-RPC's errors travel with HTTP 200 in the shape of the method's generation
+//! ([`crate::a2a::error`]); HTTP+JSON's as HTTP statuses.
 //! A malformed request costs only its own answer.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -8,6 +8,8 @@
 //! | `POST /`, a valid token (anyone, at a public door) | admitted with its caller | counted in the budget |
 //! | `POST /` without one, body ≤ 16 KiB | admitted as a guest, answered 401 (from the head when the guests' share is full) | counted in the guests' share; read only for the id the 401 echoes |
 //! | `POST /` without one, a larger body | 401 | never read: drained while the refusal lingers |
+//! | an HTTP+JSON path (`crate::a2a::rest`), a valid token (anyone, at a public door) | admitted with its caller and the call its path names | counted in the budget |
+//! | an HTTP+JSON path without one | 401 (no id to read the body for) | never read |
 //! | `/control…` without the control token, body ≤ 16 KiB | as `POST /` without a token | counted in the guests' share, read and dropped |
 //! | `/control…` without it, a larger body; with it, a body over 8 KiB | 401; 413 | never read |
 //! | `/control…` with it | admitted, as the operator | counted in the budget |
