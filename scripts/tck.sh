@@ -26,7 +26,9 @@
 # TCK_REF_03 / TCK_REF_10: any commit-ish of the clone) into target/tck/src-<gen>; TCK_DIR_03 /
 # TCK_DIR_10 instead name ready checkouts to use as they are. Categories: TCK_CATEGORIES
 # (default "mandatory capabilities"), selected as run_tck.py --category C --transports jsonrpc
-# does, but run through pytest directly to get a JSON report per category.
+# does, but run through pytest directly to get a JSON report per category; the category
+# transport-equivalence runs with --transports jsonrpc,rest and --enable-equivalence-testing
+# (the door serves both bindings at one URL).
 #
 # mur: `cargo build --release` (a no-op when up to date), then `mur run --json` (the embedded
 # echo capsule) with HOME a fresh directory under target/tck; MUR=/path/to/mur skips the build.
@@ -292,6 +294,7 @@ for gen in $GENS; do
         capabilities) sel=(tests/optional/capabilities/) ;;
         quality) sel=(tests/optional/quality/) ;;
         features) sel=(tests/optional/features/) ;;
+        transport-equivalence) sel=(tests/optional/multi_transport/ -m transport_equivalence) ;;
         *) die "TCK_CATEGORIES: unknown category $cat" ;;
         esac
         base=$OUT/results/$SUT-$door-$gen-$cat
@@ -308,6 +311,8 @@ for gen in $GENS; do
             hdr+=(TCK_BEARER="$SUT_TOKEN")
             skip+=(-p tck_bearer)
         fi
+        transports=(--transports jsonrpc)
+        [ "$cat" = transport-equivalence ] && transports=(--transports jsonrpc,rest --enable-equivalence-testing)
         rm -f "$base.json" "$base.log"
         t0=$(date +%s%N)
         # exported in the subshell, not passed to env(1): the token stays out of every argv
@@ -316,7 +321,7 @@ for gen in $GENS; do
             { [ ${#hdr[@]} -eq 0 ] || export "${hdr[@]}"; } &&
             PYTHONPATH="$OUT/plugin" TCK_SKIP_FILE="$OUT/skip-$gen.txt" \
             PYTHONDONTWRITEBYTECODE=1 "$VPY" -m pytest "${sel[@]}" "${skip[@]}" --sut-url="$SUT_URL" \
-            --test-scope=all --transports jsonrpc --tb=short -q -p no:cacheprovider -o log_level=INFO \
+            --test-scope=all "${transports[@]}" --tb=short -q -p no:cacheprovider -o log_level=INFO \
             --json-report --json-report-file="$base.json" --json-report-omit=collectors \
             >"$base.log" 2>&1) || true
         t1=$(date +%s%N)

@@ -51,10 +51,12 @@ pub enum CardFor {
 
 /// An agent card (a2a-1.0.md §6–7).
 ///
-/// The 1.0 members: `supportedInterfaces` naming the one URL for 1.0 first and then 0.3,
+/// The 1.0 members: `supportedInterfaces` naming the one URL for JSON-RPC 1.0 first, then 0.3,
+/// then HTTP+JSON of each (its paths under the same URL: `crate::a2a::rest`),
 /// `capabilities.extendedAgentCard`, a bearer scheme as `httpAuthSecurityScheme` with
 /// `securityRequirements`. The 0.3 members: the top-level `url`, `preferredTransport` and
-/// `protocolVersion` that 0.3 clients find their endpoint by, a bearer scheme as `type` and
+/// `protocolVersion` that 0.3 clients find their endpoint by, `additionalInterfaces` naming
+/// JSON-RPC and HTTP+JSON at it, a bearer scheme as `type` and
 /// `scheme` with `security`, and `supportsAuthenticatedExtendedCard`. [`CardFor::Both`] carries
 /// both sets (each scheme entry in both shapes); [`CardFor::Only`] one set, nothing else.
 ///
@@ -105,12 +107,15 @@ pub fn agent_card(facts: &CardFacts, written_for: CardFor) -> Value {
     card
 }
 
-/// 1.0's own members: the interfaces (1.0 first, then 0.3 at the same URL), the extended card
-/// capability, and a bearer scheme in 1.0's shape.
+/// 1.0's own members: the interfaces (JSON-RPC 1.0 first, as a client that takes the first it
+/// speaks finds the door's first binding; then 0.3; then HTTP+JSON of each, all at the same
+/// URL), the extended card capability, and a bearer scheme in 1.0's shape.
 fn add_1_0(card: &mut Value, url: &str, bearer: bool) {
     card["supportedInterfaces"] = json!([
         {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
         {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
     ]);
     card["capabilities"]["extendedAgentCard"] = Value::Bool(bearer);
     if bearer {
@@ -119,10 +124,15 @@ fn add_1_0(card: &mut Value, url: &str, bearer: bool) {
     }
 }
 
-/// 0.3's own members: where its endpoint is, and a bearer scheme in 0.3's shape.
+/// 0.3's own members: where its endpoint is, the transports there (JSON-RPC preferred, and
+/// HTTP+JSON, whose 0.3 paths start `/v1`), and a bearer scheme in 0.3's shape.
 fn add_0_3(card: &mut Value, url: &str, bearer: bool) {
     card["url"] = json!(url);
     card["preferredTransport"] = json!("JSONRPC");
+    card["additionalInterfaces"] = json!([
+        {"url": url, "transport": "JSONRPC"},
+        {"url": url, "transport": "HTTP+JSON"},
+    ]);
     card["protocolVersion"] = json!("0.3.0");
     if bearer {
         card["securitySchemes"]["bearer"]["type"] = json!("http");

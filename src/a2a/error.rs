@@ -55,22 +55,38 @@ impl RpcError {
                     error["data"] = json!({"field": field});
                 }
             }
-            Generation::V1_0 => {
-                let mut data = vec![json!({
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": self.reason.unwrap_or_else(|| reason(self.code)),
-                    "domain": DOMAIN,
-                })];
-                if let Some(field) = &self.field {
-                    data.push(json!({
-                        "@type": "type.googleapis.com/google.rpc.BadRequest",
-                        "fieldViolations": [{"field": field, "description": self.message}],
-                    }));
-                }
-                error["data"] = Value::Array(data);
-            }
+            Generation::V1_0 => error["data"] = Value::Array(self.details()),
         }
         json!({"jsonrpc": "2.0", "id": id, "error": error})
+    }
+
+    /// The error as the HTTP+JSON binding answers it (a2a-1.0.md §11.6): a `google.rpc.Status`
+    /// carrying the HTTP `status` and its gRPC name, with 1.0's details — in either generation,
+    /// since 0.3's REST clients read the HTTP status alone.
+    pub fn status_body(&self, status: u16, name: &str) -> Value {
+        json!({"error": {
+            "code": status,
+            "status": name,
+            "message": self.message,
+            "details": self.details(),
+        }})
+    }
+
+    /// 1.0's error details: a `google.rpc.ErrorInfo` naming the reason, and a
+    /// `google.rpc.BadRequest` naming the field when one is at fault.
+    fn details(&self) -> Vec<Value> {
+        let mut details = vec![json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": self.reason.unwrap_or_else(|| reason(self.code)),
+            "domain": DOMAIN,
+        })];
+        if let Some(field) = &self.field {
+            details.push(json!({
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [{"field": field, "description": self.message}],
+            }));
+        }
+        details
     }
 }
 

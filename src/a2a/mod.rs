@@ -11,6 +11,7 @@
 //! - [`task`]: task states and the task as either generation shows it.
 //! - [`error`]: a JSON-RPC error in either generation's shape.
 //! - [`card`]: the one agent card that serves both generations.
+//! - [`rest`]: the HTTP+JSON binding's paths, and 0.3's proto JSON.
 
 pub mod card;
 pub mod error;
@@ -18,6 +19,7 @@ mod fields;
 pub mod message;
 pub mod params;
 pub mod quote;
+pub mod rest;
 pub mod rpc;
 pub mod stream;
 pub mod task;

@@ -11,7 +11,6 @@
 use serde_json::{Value, json};
 
 use crate::a2a::error::RpcError;
-use crate::a2a::version::Generation;
 
 use crate::a2a::rpc::{self, Op};
 use crate::net::server::{Request, Response};
@@ -184,15 +183,15 @@ impl DoorAuth {
 }
 
 /// The HTTP answer to `denied` at the door of capsule `realm`: its status, `WWW-Authenticate`
-/// (RFC 6750: the realm, and `insufficient_scope` on a 403), and a JSON-RPC error answering
-/// request `id` in `generation`'s shape.
-pub fn refuse(realm: &str, denied: &Denied, id: Value, generation: Generation) -> Response {
+/// (RFC 6750: the realm, and `insufficient_scope` on a 403), and the error as `body` frames it
+/// (the binding's: a JSON-RPC error answering the request, or HTTP+JSON's status object).
+pub fn refuse(realm: &str, denied: &Denied, body: impl FnOnce(&RpcError) -> Value) -> Response {
     let mut error = RpcError::new(denied.code(), denied.message.clone());
     error.reason = Some(match denied.status {
         401 => "UNAUTHENTICATED",
         _ => "PERMISSION_DENIED",
     });
-    let mut response = Response::json(denied.status, &error.answer(id, generation));
+    let mut response = Response::json(denied.status, &body(&error));
     let challenge = match denied.status {
         401 => format!("Bearer realm=\"{realm}\""),
         _ => format!("Bearer realm=\"{realm}\", error=\"insufficient_scope\""),

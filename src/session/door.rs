@@ -1,7 +1,9 @@
-//! The session's door: the agent card, JSON-RPC 2.0 on `POST /` in both A2A generations, and the
-//! control routes.
+//! The session's door: the agent card, A2A in both generations and both of its HTTP bindings —
+//! JSON-RPC 2.0 on `POST /`, HTTP+JSON at its paths (`rest`) — and the control routes.
 //!
-//! Every `POST /` passes the same steps in order, and the first refusal answers it:
+//! Both bindings reach one dispatch (`Door::call`); only the framing differs (`binding`). Every
+//! `POST /` passes the same steps in order, and the first refusal answers it (an HTTP+JSON
+//! request the same, its method named by its path and its generation by its path and header):
 //!
 //! 1. at an authenticated door, the bearer token (401) — from the head, before a byte of the
 //!    body is reserved or read (`admit`), so an unauthenticated caller learns nothing else and
@@ -14,7 +16,8 @@
 //! 5. the token grants the method or its twin (403);
 //! 6. the params are valid (-32602 naming the member), and the method runs.
 //!
-//! Errors travel with HTTP 200 in the shape of the method's generation ([`crate::a2a::error`]).
+//! JSON-RPC's errors travel with HTTP 200 in the shape of the method's generation
+//! ([`crate::a2a::error`]); HTTP+JSON's as HTTP statuses.
 //! A malformed request costs only its own answer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +42,7 @@ use crate::a2a::version::Generation;
 use crate::id::SessionId;
 use crate::json::strict::Refusal;
 use crate::net::server::{Request, Response};
+use binding::Binding;
 use envelope::{asked_generation, envelope, lookup, not_found, readable_id, refusal, resolve};
 use later::Later;
 use sse::Sse;
@@ -46,9 +50,11 @@ pub use streams::Streams;
 use streams::{PER_CALLER, Slot};
 
 mod admit;
+mod binding;
 mod cors;
 mod envelope;
 mod later;
+mod rest;
 mod route;
 mod sse;
 mod streams;
@@ -91,17 +97,11 @@ const RETRY_AFTER_SECS: u32 = 1;
 /// thread's answer and bookkeeping.
 const REQUEST_OVERHEAD: usize = 16 << 10;
 
-/// A demand the memory budget refused: HTTP 503 with `Retry-After` (the condition is transient,
-/// and HTTP clients and proxies know to retry it), carrying a JSON-RPC error body (-32032,
-/// `RESOURCE_EXHAUSTED`) that says why, for SDKs that read the body.
-fn budget_full(why: String, id: Value, generation: Generation) -> Response {
-    let mut error = RpcError::new(BUDGET_FULL, why);
-    error.reason = Some("RESOURCE_EXHAUSTED");
-    let mut response = json_response(503, &error.answer(id, generation));
-    response
-        .headers
-        .push(("Retry-After", RETRY_AFTER_SECS.to_string()));
-    response
+/// A demand the memory budget refused: answered HTTP 503 with `Retry-After` (the condition is
+/// transient, and HTTP clients and proxies know to retry it), its body saying why (-32032,
+/// `RESOURCE_EXHAUSTED`) for SDKs that read it ([`Binding::error`]).
+fn budget_full(why: String) -> RpcError {
+    RpcError::new(BUDGET_FULL, why)
 }
 
 /// Why a stream was refused: its caller holds its share of the door's streams
@@ -173,7 +173,13 @@ impl Door {
     /// 503 that refuses it. The operator's (module [`admit`]) comes from the whole budget, and
     /// evicts finished tasks only when that makes it fit; a guest's from the guests' share, and
     /// never evicts.
-    fn reserve(&self, request: &Request, bytes: usize, operator: bool) -> Result<Charge, Response> {
+    fn reserve(
+        &self,
+        request: &Request,
+        bytes: usize,
+        operator: bool,
+        rest: bool,
+    ) -> Result<Charge, Response> {
         let demand = bytes + REQUEST_OVERHEAD;
         let charge = match operator {
             true => self.engine.reserve(demand),
@@ -188,7 +194,8 @@ impl Door {
                 false => self.guest_refusal(bytes),
             };
             let shape = asked_generation(request).unwrap_or(Generation::V1_0);
-            budget_full(why, readable_id(&request.body), shape)
+            let id = (!rest).then(|| readable_id(&request.body));
+            binding::error(id.as_ref(), &budget_full(why), shape)
         })
     }
 
@@ -213,65 +220,81 @@ impl Door {
         )
     }
 
-    /// The request's body as JSON, counted against the memory budget as it is read; else what to
-    /// answer instead (no room, not JSON, a key twice), in the shape the header asked for.
-    fn read_body(
-        &self,
-        request: &Request,
-        charge: &Charge,
-        shape: Generation,
-    ) -> Result<Value, Result<Reply, Response>> {
+    /// The request's body as JSON, counted against the memory budget as it is read; else why
+    /// not (no room, not JSON, a key twice).
+    fn read_body(&self, request: &Request, charge: &Charge) -> Result<Value, RpcError> {
         let grant =
             |bytes| charge.grow(bytes) || (self.engine.make_room(bytes) && charge.grow(bytes));
         crate::json::strict::from_request(&request.body, &grant).map_err(|refusal| match refusal {
-            Refusal::Budget => {
-                let why = self.memory_refusal(request.body.len());
-                Err(budget_full(why, readable_id(&request.body), shape))
-            }
+            Refusal::Budget => budget_full(self.memory_refusal(request.body.len())),
             // JSON, but two equal keys in one object: which one counts would be a guess.
             Refusal::Json(err) if err.is_data() => {
                 let why = format!("invalid request: {err}; send each key once");
-                let err = RpcError::new(rpc::INVALID_REQUEST, why);
-                Ok(Reply::Value(err.answer(Value::Null, shape)))
+                RpcError::new(rpc::INVALID_REQUEST, why)
             }
-            Refusal::Json(err) => {
-                // serde's words say where: "expected value at line 1 column 7".
-                let why = format!("parse error: the body is not JSON ({err})");
-                let err = RpcError::new(rpc::PARSE_ERROR, why);
-                Ok(Reply::Value(err.answer(Value::Null, shape)))
-            }
+            // serde's words say where: "expected value at line 1 column 7".
+            Refusal::Json(err) => RpcError::new(
+                rpc::PARSE_ERROR,
+                format!("parse error: the body is not JSON ({err})"),
+            ),
         })
     }
 
+    /// One JSON-RPC request: its envelope, generation and method, then [`Door::call`].
     fn answer(
         &self,
         request: &Request,
         caller: &Caller,
         charge: &Charge,
     ) -> Result<Reply, Response> {
-        let answer = |value| Ok(Reply::Value(value));
         let generation = asked_generation(request);
         // Before the method is known, errors take the shape the header asked for.
         let shape = *generation.as_ref().unwrap_or(&Generation::V1_0);
-        let mut body = match self.read_body(request, charge, shape) {
+        let mut body = match self.read_body(request, charge) {
             Ok(body) => body,
-            Err(reply) => return reply,
+            Err(err) => {
+                let id = match err.code {
+                    BUDGET_FULL => readable_id(&request.body),
+                    _ => Value::Null,
+                };
+                return Err(binding::error(Some(&id), &err, shape));
+            }
         };
         let (id, name) = match envelope(&body) {
             Ok(found) => found,
-            Err((id, err)) => return answer(err.answer(id, shape)),
+            Err((id, err)) => return Err(binding::error(Some(&id), &err, shape)),
         };
+        let binding = Binding::Rpc(id);
         let generation = match generation {
             Ok(generation) => generation,
             Err(why) => {
                 let err = RpcError::new(rpc::VERSION_NOT_SUPPORTED, why);
-                return answer(err.answer(id, Generation::V1_0));
+                return Err(binding.error(&err, Generation::V1_0));
             }
         };
         let method = match resolve(name, generation) {
             Ok(method) => method,
-            Err((err, shape)) => return answer(err.answer(id, shape)),
+            Err((err, shape)) => return Err(binding.error(&err, shape)),
         };
+        let params = body
+            .get_mut("params")
+            .map(Value::take)
+            .unwrap_or(Value::Null);
+        self.call(method, generation, || Ok(params), caller, charge, binding)
+    }
+
+    /// Run `method`, called under `generation` by `caller`, its answers framed by `binding`: the
+    /// steps both bindings share, in order — the token grants the method or its twin (403), the
+    /// caller's stream bound (503), the params (`params`, read only now: -32602), the method.
+    fn call(
+        &self,
+        method: &'static Method,
+        generation: Generation,
+        params: impl FnOnce() -> Result<Value, RpcError>,
+        caller: &Caller,
+        charge: &Charge,
+        binding: Binding,
+    ) -> Result<Reply, Response> {
         let shape = if method.own {
             generation
         } else {
@@ -281,11 +304,11 @@ impl Door {
             && !caller.may_call(needed)
         {
             let denied = auth::forbidden(method.name);
-            return Err(auth::refuse(&self.name, &denied, id, shape));
+            return Err(binding.denied(&self.name, &denied, shape));
         }
         let streaming = matches!(method.op, Op::Stream | Op::Subscribe | Op::Watch);
         let slot = match streaming.then(|| self.streams.take(caller)) {
-            Some(None) => return Err(budget_full(too_many_streams(), id, shape)),
+            Some(None) => return Err(binding.error(&budget_full(too_many_streams()), shape)),
             slot => slot.flatten(),
         };
         let held = |reply| match slot {
@@ -297,29 +320,28 @@ impl Door {
                 self.engine.clone(),
                 self.stop_requested.clone(),
                 self.session_id.to_string(),
-                id,
+                binding.id(),
             );
             return Ok(held(Reply::Door(Box::new(Reply::Watch(Box::new(watch))))));
         }
-        let params = body
-            .get_mut("params")
-            .map(Value::take)
-            .unwrap_or(Value::Null);
-        let streaming = streaming && method.op != Op::Watch;
-        match self.dispatch(method, params, caller, shape, charge) {
+        let answered = params().and_then(|p| self.dispatch(method, p, caller, shape, charge));
+        match answered {
             Ok(Answered::Value(result)) if method.op == Op::StopSession => {
-                let reply = Reply::Value(rpc::result(id, result));
+                let reply = Reply::Value(binding.result(result));
                 Ok(Reply::Door(Box::new(reply)))
             }
-            Ok(Answered::Value(result)) => answer(rpc::result(id, result)),
+            Ok(Answered::Value(result)) => Ok(Reply::Value(binding.result(result))),
             Ok(Answered::Later(later)) => {
-                let reply = Reply::Later(Box::new(later::Answer { later, id, shape }));
+                let reply = Reply::Later(Box::new(later::Answer {
+                    later,
+                    binding,
+                    shape,
+                }));
                 match method.op {
                     Op::StopSession => Ok(Reply::Door(Box::new(reply))),
                     _ => Ok(reply),
                 }
             }
-            Err(err) if err.code == BUDGET_FULL => Err(budget_full(err.message, id, shape)),
             Ok(Answered::Feed(feed)) => {
                 // A formation peer is mur's own relay of stdout ([`Trail::exact`]); every other
                 // reader assembles an artifact that must equal the stored answer.
@@ -329,19 +351,23 @@ impl Door {
                 };
                 let writing = Charge::new(self.engine.stream_budget());
                 Ok(held(Reply::Stream(Sse::feed(
-                    feed, id, shape, trail, writing,
+                    feed, binding, shape, trail, writing,
                 ))))
             }
-            // A 0.3 stream carries the errors of a well-formed request as its one event (0.3's
-            // `SendStreamingMessageResponse` is a success or an error response; the 0.3 SDKs and
-            // conformance kit read it so). A malformed request, and any 1.0 error, is answered
-            // before a stream opens.
+            // A 0.3 JSON-RPC stream carries the errors of a well-formed request as its one event
+            // (0.3's `SendStreamingMessageResponse` is a success or an error response; the 0.3
+            // SDKs and conformance kit read it so). A malformed request, a refusal for memory,
+            // any 1.0 error and any HTTP+JSON one is answered before a stream opens.
             Err(err)
-                if streaming && shape == Generation::V0_3 && err.code != rpc::INVALID_PARAMS =>
+                if streaming
+                    && shape == Generation::V0_3
+                    && matches!(binding, Binding::Rpc(_))
+                    && ![rpc::INVALID_PARAMS, BUDGET_FULL].contains(&err.code) =>
             {
-                Ok(held(Reply::Stream(Sse::Once(Some(err.answer(id, shape))))))
+                let event = binding.error_body(&err, shape);
+                Ok(held(Reply::Stream(Sse::Once(Some(event)))))
             }
-            Err(err) => answer(err.answer(id, shape)),
+            Err(err) => Err(binding.error(&err, shape)),
         }
     }
 

@@ -54,6 +54,21 @@ impl Gate {
         )
     }
 
+    /// A capsule `gated` in `home` whose handler answers `done <stdin>` once the gate is open;
+    /// its manifest's path.
+    pub fn capsule(&self, home: &Home) -> String {
+        let script = format!(
+            "#!/bin/sh\ninput=$(cat)\n{}echo \"done $input\"\n",
+            self.wait()
+        );
+        let manifest = home.write_capsule(
+            "gated",
+            serde_json::json!({"name": "gated", "version": "1.0.0"}),
+            Some(&script),
+        );
+        manifest.to_str().unwrap().to_string()
+    }
+
     /// Open the gate: the waiting handler goes on.
     pub fn open(&self) {
         fs::write(&self.file, "").unwrap();

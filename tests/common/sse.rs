@@ -24,7 +24,24 @@ impl Sse {
     /// POST `method` with `params` (and the `A2A-Version` header `version`, when given) to the
     /// door at `addr`; the stream, once the response head has arrived.
     pub fn open(addr: &str, version: Option<&str>, method: &str, params: Value) -> Sse {
-        let mut stream = Self::send(addr, version, method, params);
+        Self::attach(Self::send(addr, version, method, params))
+    }
+
+    /// An HTTP+JSON stream: `method` at `path` with `headers` (lines ending `\r\n`) and
+    /// `body`; the stream, once the response head has arrived (events are the bare objects).
+    pub fn http_json(addr: &str, method: &str, path: &str, headers: &str, body: &[u8]) -> Sse {
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{headers}Content-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body).unwrap();
+        Self::attach(stream)
+    }
+
+    /// The stream on `stream`, once the response head has arrived.
+    fn attach(mut stream: TcpStream) -> Sse {
         stream
             .set_read_timeout(Some(Duration::from_secs(15)))
             .unwrap();

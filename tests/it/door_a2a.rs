@@ -68,20 +68,6 @@ fn task_count(session: &Session, token: Option<&str>) -> u64 {
     listed["totalSize"].as_u64().expect("totalSize")
 }
 
-/// A capsule whose handler answers `done <stdin>` once `gate` is open.
-fn gated_capsule(home: &Home, gate: &Gate) -> String {
-    let script = format!(
-        "#!/bin/sh\ninput=$(cat)\n{}echo \"done $input\"\n",
-        gate.wait()
-    );
-    let manifest = home.write_capsule(
-        "gated",
-        json!({"name": "gated", "version": "1.0.0"}),
-        Some(&script),
-    );
-    manifest.to_str().unwrap().to_string()
-}
-
 #[test]
 fn both_generations_send_and_read_the_same_task() {
     let home = Home::new();
@@ -128,7 +114,7 @@ fn both_generations_send_and_read_the_same_task() {
 fn return_immediately_answers_before_the_handler_has_ended() {
     let home = Home::new();
     let gate = Gate::new(&home);
-    let session = home.start(&[&gated_capsule(&home, &gate)]);
+    let session = home.start(&[&gate.capsule(&home)]);
     let mut quick = v1_send(json!([{"text": "q"}]));
     quick["configuration"] = json!({"returnImmediately": true});
     let task = session.call(None, "SendMessage", quick)["task"].clone();
@@ -576,7 +562,7 @@ fn errors_in_1_0_carry_error_info() {
 fn a_message_naming_a_task_never_starts_a_new_one() {
     let home = Home::new();
     let gate = Gate::new(&home);
-    let session = home.start(&[&gated_capsule(&home, &gate)]);
+    let session = home.start(&[&gate.capsule(&home)]);
     let running = session.send(None, "first", false);
     let id = running["id"].as_str().unwrap().to_string();
     let context = running["contextId"].as_str().unwrap().to_string();
@@ -853,7 +839,7 @@ fn scopes_grant_their_twin_and_list_tasks_shows_each_credential_its_own() {
 fn murmur_stop_session_cancels_and_accounts_but_leaves_the_session_to_its_signal() {
     let home = Home::new();
     let gate = Gate::new(&home);
-    let mut session = home.start(&[&gated_capsule(&home, &gate)]);
+    let mut session = home.start(&[&gate.capsule(&home)]);
     let running = session.send(None, "held", false);
     let queued = session.send(None, "waiting", false);
     let response = session.rpc_as(None, Some("1.0"), "murmur.StopSession", json!({}));

@@ -51,6 +51,7 @@ mod logs;
 mod parity;
 mod ps;
 mod races;
+mod rest;
 mod run;
 // Landlock and seccomp are Linux's; elsewhere there is no sandbox to test.
 #[cfg(target_os = "linux")]

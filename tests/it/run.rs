@@ -92,14 +92,21 @@ fn readiness_line_ps_and_card_agree_on_the_session() {
     assert_eq!(card["preferredTransport"], "JSONRPC");
     let url = format!("http://{}/", session.url);
     assert_eq!(card["url"], url.as_str());
-    // Both generations at the one URL, 1.0 first (the preferred one).
-    for (i, version) in ["1.0", "0.3"].into_iter().enumerate() {
+    // Both generations at the one URL, JSON-RPC 1.0 first (the preferred one), then HTTP+JSON.
+    let bindings = [
+        ("JSONRPC", "1.0"),
+        ("JSONRPC", "0.3"),
+        ("HTTP+JSON", "1.0"),
+        ("HTTP+JSON", "0.3"),
+    ];
+    for (i, (binding, version)) in bindings.into_iter().enumerate() {
         let interface = &card["supportedInterfaces"][i];
         assert_eq!(interface["protocolVersion"], version, "{card}");
-        assert_eq!(interface["protocolBinding"], "JSONRPC");
+        assert_eq!(interface["protocolBinding"], binding);
         assert_eq!(interface["url"], url.as_str());
     }
-    assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 2);
+    assert_eq!(card["supportedInterfaces"].as_array().unwrap().len(), 4);
+    assert_eq!(card["additionalInterfaces"][1]["transport"], "HTTP+JSON");
     assert_eq!(card["capabilities"]["streaming"], true);
     assert_eq!(card["capabilities"]["extendedAgentCard"], false);
     assert_eq!(card["skills"][0]["id"], "task");

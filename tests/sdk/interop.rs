@@ -7,9 +7,9 @@
 //! | SDK | its client lives in | made by | driven by |
 //! | --- | --- | --- | --- |
 //! | a2a-sdk (PyPI) 0.3.x | `target/a2a-venv` | `setup.sh py03` | `a2a_client.py` |
-//! | a2a-sdk (PyPI) 1.x, A2A 1.0 | `target/a2a1-venv` | `setup.sh py1` | `a2a_client_v1.py` |
+//! | a2a-sdk (PyPI) 1.x, A2A 1.0 | `target/a2a1-venv` | `setup.sh py1` | `a2a_client_v1.py`; over HTTP+JSON `a2a_rest.py` (`tests/it/rest.rs`) |
 //! | @a2a-js/sdk (npm) 0.3.x | `target/a2a-js03` | `setup.sh js03` | `a2a_client.mjs` |
-//! | @a2a-js/sdk (npm) 1.x, A2A 1.0 | `target/a2a-js1` | `setup.sh js1` | `a2a_client.mjs` |
+//! | @a2a-js/sdk (npm) 1.x, A2A 1.0 | `target/a2a-js1` | `setup.sh js1` | `a2a_client.mjs`; over HTTP+JSON `a2a_rest.mjs` (`tests/it/rest.rs`) |
 //!
 //! Each client is made on first use by `tests/sdk/setup.sh` (once per run of a test binary; one
 //! already holding the pinned SDK is kept), or taken from where its environment variable
@@ -375,8 +375,8 @@ pub fn interop(sdk: &Sdk, door: Door, test: &str) {
 }
 
 /// `sdk`'s client, or `None` when it cannot be had (the test `test` then records itself as
-/// skipped).
-fn installed(sdk: &Sdk, test: &str) -> Option<PathBuf> {
+/// skipped). Also for the HTTP+JSON drivers of `tests/it/rest.rs`.
+pub fn installed(sdk: &Sdk, test: &str) -> Option<PathBuf> {
     sdk.install()
         .map_err(|why| skipped(test, &format!("the A2A SDK interop test: {why}")))
         .ok()

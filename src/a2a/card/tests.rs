@@ -41,14 +41,32 @@ fn a_built_card_names_its_session_and_both_interfaces() {
     assert_eq!(public["security"], json!([{"bearer": []}]));
     assert_eq!(card["url"], "http://127.0.0.1:5/");
     assert_eq!(card["protocolVersion"], "0.3.0");
-    let versions: Vec<&Value> = card["supportedInterfaces"]
+    let interfaces: Vec<(&str, &str)> = card["supportedInterfaces"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| &i["protocolVersion"])
+        .map(|i| {
+            assert_eq!(i["url"], card["url"], "one URL for every binding");
+            let binding = i["protocolBinding"].as_str().unwrap();
+            (binding, i["protocolVersion"].as_str().unwrap())
+        })
         .collect();
-    assert_eq!(versions, [&json!("1.0"), &json!("0.3")]);
-    assert_eq!(card["supportedInterfaces"][1]["url"], card["url"]);
+    assert_eq!(
+        interfaces,
+        [
+            ("JSONRPC", "1.0"),
+            ("JSONRPC", "0.3"),
+            ("HTTP+JSON", "1.0"),
+            ("HTTP+JSON", "0.3")
+        ]
+    );
+    assert_eq!(
+        card["additionalInterfaces"],
+        json!([
+            {"url": "http://127.0.0.1:5/", "transport": "JSONRPC"},
+            {"url": "http://127.0.0.1:5/", "transport": "HTTP+JSON"},
+        ])
+    );
     assert_eq!(card["capabilities"]["streaming"], true);
 }
 
@@ -90,6 +108,7 @@ fn a_card_for_one_generation_carries_only_its_members() {
     assert_eq!(
         keys(&old),
         with(&[
+            "additionalInterfaces",
             "preferredTransport",
             "protocolVersion",
             "security",

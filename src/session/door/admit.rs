@@ -8,6 +8,8 @@
 //! | `POST /`, a valid token (anyone, at a public door) | admitted with its caller | counted in the budget |
 //! | `POST /` without one, body ≤ 16 KiB | admitted as a guest, answered 401 (from the head when the guests' share is full) | counted in the guests' share; read only for the id the 401 echoes |
 //! | `POST /` without one, a larger body | 401 | never read: drained while the refusal lingers |
+//! | an HTTP+JSON path (`crate::a2a::rest`), a valid token (anyone, at a public door) | admitted with its caller and the call its path names | counted in the budget |
+//! | an HTTP+JSON path without one | 401 (no id to read the body for) | never read |
 //! | `/control…` without the control token, body ≤ 16 KiB | as `POST /` without a token | counted in the guests' share, read and dropped |
 //! | `/control…` without it, a larger body; with it, a body over 8 KiB | 401; 413 | never read |
 //! | `/control…` with it | admitted, as the operator | counted in the budget |
@@ -24,9 +26,11 @@
 //! refuse the operator nor cost it an answer it has not read. A refused request evicts nothing.
 
 use super::Door;
-use super::auth::{self, Caller, Denied, DoorAuth};
+use super::auth::{Caller, Denied, DoorAuth};
+use super::binding::Binding;
 use super::cors::{allow_origin, is_a2a_path};
 use super::envelope::{asked_generation, readable_id};
+use crate::a2a::rest::{self, Call};
 use crate::a2a::version::Generation;
 use crate::net::server::{MAX_HEAD, Request, Response};
 use crate::session::budget::Charge;
@@ -55,6 +59,8 @@ pub(super) enum Route {
     Preflight,
     /// `POST /` from this caller.
     Rpc(Caller),
+    /// An HTTP+JSON call from this caller.
+    Rest(Caller, Box<Call>),
     /// `POST /` without a valid token at an authenticated door: its 401, once its small body
     /// has been read for its id.
     Unauthenticated(Denied),
@@ -102,7 +108,8 @@ impl Door {
         body_len: usize,
         operator: bool,
     ) -> Result<(Route, Charge), Response> {
-        match self.reserve(head, body_len, operator) {
+        let rest = matches!(route, Route::Rest(..));
+        match self.reserve(head, body_len, operator, rest) {
             Ok(charge) => Ok((route, charge)),
             // A refusal the share has no room to answer in turn is answered from the head: its
             // caller learns what matters (its token), and the share stays for others.
@@ -158,7 +165,19 @@ impl Door {
                     None => self.pointed(head, path, body_len, caller().is_ok()),
                 }
             }
-            _ => self.pointed(head, path, body_len, caller().is_ok()),
+            // An HTTP+JSON call, as `POST /`, except that a caller without a valid token is
+            // refused from the head whatever its body: there is no id to read it for.
+            _ => match rest::route(&head.method, &head.path) {
+                Some(call) => match caller() {
+                    Ok(caller) => Ok((Route::Rest(caller, Box::new(call)), true)),
+                    Err(denied) => Err(Binding::Rest(Box::new(call)).denied(
+                        self.realm(),
+                        &denied,
+                        Generation::V1_0,
+                    )),
+                },
+                None => self.pointed(head, path, body_len, caller().is_ok()),
+            },
         }
     }
 
@@ -179,12 +198,15 @@ impl Door {
     /// The 401 for a `POST /` without a valid token, echoing the request's id when its body has
     /// been read (`null` from the head alone).
     pub(super) fn unauthenticated(&self, request: &Request, denied: &Denied) -> Response {
-        let realm = self
-            .auth
-            .as_ref()
-            .map_or(self.name.as_str(), DoorAuth::realm);
         let shape = asked_generation(request).unwrap_or(Generation::V1_0);
-        auth::refuse(realm, denied, readable_id(&request.body), shape)
+        Binding::Rpc(readable_id(&request.body)).denied(self.realm(), denied, shape)
+    }
+
+    /// The realm a 401's challenge names.
+    fn realm(&self) -> &str {
+        self.auth
+            .as_ref()
+            .map_or(self.name.as_str(), DoorAuth::realm)
     }
 }
 

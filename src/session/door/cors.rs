@@ -5,12 +5,13 @@
 use super::Door;
 use crate::net::server::{Request, Response};
 
-/// The paths a browser may reach cross-origin: the card and JSON-RPC, never `/control`.
+/// The paths a browser may reach cross-origin: the card, JSON-RPC and HTTP+JSON, never
+/// `/control`.
 pub(super) fn is_a2a_path(path: &str) -> bool {
     matches!(
         path,
         "/" | "/.well-known/agent-card.json" | "/.well-known/agent.json"
-    )
+    ) || crate::a2a::rest::is_rest_path(path)
 }
 
 /// The request headers a cross-origin caller may send: what A2A clients set.
@@ -29,7 +30,7 @@ impl Door {
     }
 
     /// The answer to `OPTIONS` at a door with a CORS list: a preflight from a listed origin is
-    /// allowed (`POST` and `GET`, the headers A2A clients send, cached ten minutes); anything
+    /// allowed (`POST`, `GET` and HTTP+JSON's `DELETE`, the headers A2A clients send, cached ten minutes); anything
     /// else is 403, with no CORS header, so the browser refuses the call.
     pub(super) fn preflight(&self, origin: Option<String>) -> Response {
         let Some(origin) = origin else {
@@ -39,7 +40,10 @@ impl Door {
         response.body.clear();
         allow_origin(&mut response, origin);
         response.headers.extend([
-            ("Access-Control-Allow-Methods", "GET, POST".to_string()),
+            (
+                "Access-Control-Allow-Methods",
+                "GET, POST, DELETE".to_string(),
+            ),
             ("Access-Control-Allow-Headers", CORS_HEADERS.to_string()),
             ("Access-Control-Max-Age", "600".to_string()),
         ]);

@@ -7,32 +7,30 @@ use std::task::{Poll, Waker};
 use serde_json::{Value, json};
 
 use super::super::tasks::{Canceled, Settled};
+use super::binding::Binding;
 use super::{Answered, Door, lookup};
 use crate::a2a::error::RpcError;
+use crate::a2a::params;
 use crate::a2a::task::{State, Task, View};
 use crate::a2a::version::Generation;
-use crate::a2a::{params, rpc};
 use crate::net::server::{Deferred, Response};
 
 /// A method's result not known yet: `Pending` with the waker registered where the result will
 /// come from, until it is `Ready`.
 pub(super) type Later = Box<dyn FnMut(&Waker) -> Poll<Result<Value, RpcError>> + Send>;
 
-/// A JSON-RPC answer to request `id` once its result is known.
+/// The answer, framed by the request's binding, once its result is known.
 pub(super) struct Answer {
     pub(super) later: Later,
-    pub(super) id: Value,
+    pub(super) binding: Binding,
     pub(super) shape: Generation,
 }
 
 impl Deferred for Answer {
     fn poll(&mut self, waker: &Waker) -> Poll<Response> {
-        (self.later)(waker).map(|result| {
-            let answer = match result {
-                Ok(result) => rpc::result(self.id.clone(), result),
-                Err(err) => err.answer(self.id.clone(), self.shape),
-            };
-            super::json_response(200, &answer)
+        (self.later)(waker).map(|result| match result {
+            Ok(result) => super::json_response(200, &self.binding.result(result)),
+            Err(err) => self.binding.error(&err, self.shape),
         })
     }
 }

@@ -21,6 +21,7 @@ impl Door {
                 Response::json_bytes(200, card.clone())
             }
             Route::Rpc(caller) => self.rpc(request, &caller, charge),
+            Route::Rest(caller, call) => self.rest(request, &caller, *call, charge),
             Route::Unauthenticated(denied) => self.unauthenticated(request, &denied),
             Route::Refused(refusal) => *refusal,
             Route::Control(authorized) => match &self.control {
@@ -58,7 +59,8 @@ impl Door {
             _ => Response::text(
                 404,
                 "not found: the agent card is GET /.well-known/agent-card.json; \
-                 A2A JSON-RPC 2.0 is POST /",
+                 A2A JSON-RPC 2.0 is POST /; A2A HTTP+JSON is at /message:send, /tasks/{id}, \
+                 /tasks and /extendedAgentCard (1.0) and under /v1 (0.3)",
             ),
         }
     }

@@ -1,5 +1,6 @@
-//! A streamed answer: server-sent events, each a JSON-RPC answer to the request that asked —
-//! a task's events as its feed hands them out, shaped for this reader and counted in the
+//! A streamed answer: server-sent events, each framed by the request's binding (a JSON-RPC
+//! answer to the request that asked, or HTTP+JSON's bare object) — a task's events as its feed
+//! hands them out, shaped for this reader and counted in the
 //! session's budget while they are written, or one answer alone.
 //!
 //! Polled by the door's server ([`BodyStream`]): nothing here waits. An empty feed stores the
@@ -13,12 +14,12 @@ use serde_json::Value;
 
 use super::super::budget::Charge;
 use super::super::feed::Feed;
-use crate::a2a::rpc;
+use super::binding::Binding;
 use crate::a2a::stream::{Event, Heartbeat, Trail};
 use crate::a2a::version::Generation;
 use crate::net::server::BodyStream;
 
-/// Server-sent events, each a JSON-RPC answer to the request that asked.
+/// Server-sent events, each framed as the request's binding frames an answer.
 pub(super) enum Sse {
     Feed(Box<FeedStream>),
     /// One answer, then the end.
@@ -29,7 +30,7 @@ pub(super) enum Sse {
 /// ([`Trail`]: the chunks add up to the stored answer).
 pub(super) struct FeedStream {
     feed: Arc<Feed>,
-    id: Value,
+    binding: Binding,
     generation: Generation,
     trail: Trail,
     /// Counts, in the session's budget, the event this reader is writing now.
@@ -41,14 +42,14 @@ pub(super) struct FeedStream {
 impl Sse {
     pub(super) fn feed(
         feed: Arc<Feed>,
-        id: Value,
+        binding: Binding,
         generation: Generation,
         trail: Trail,
         charge: Charge,
     ) -> Self {
         Sse::Feed(Box::new(FeedStream {
             feed,
-            id,
+            binding,
             generation,
             trail,
             charge,
@@ -97,7 +98,7 @@ impl BodyStream for Sse {
         let (feed, generation) = (&stream.feed, stream.generation);
         let result = happened.render(&feed.task_id, &feed.context_id, generation);
         stream.heartbeat.wrote();
-        Poll::Ready(Some(event(&rpc::result(stream.id.clone(), result))))
+        Poll::Ready(Some(event(&stream.binding.result(result))))
     }
 }
 
