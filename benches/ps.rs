@@ -677,6 +677,7 @@ fn record(session: &str, url: &str, pid: u32, start: &str) -> RunningRecord {
         records_dir: None,
         sandbox: None,
         log_lines_dropped: 0,
+        handler_user: None,
         name: None,
         member: None,
     }

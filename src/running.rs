@@ -362,6 +362,7 @@ pub fn prune(entry: &Entry, end: End) -> Result<(), std::io::Error> {
     let _ = entry.dir.unlink(entry.control_name());
     if removed.is_ok() {
         crate::home::remove_task_dirs(&entry.record.session_id);
+        crate::session::identity::remove_task_dirs(entry.record.session_id.as_str());
         ended::keep_found(&entry.record, end, &entry.dir);
     }
     removed

@@ -102,9 +102,11 @@ Options:
   -v, --verbose
              name each pruned record and why, each session whose handlers
              run outside a sandbox and why (\"sandbox\": false, or no Landlock),
+             each whose handlers run as a user of their own (mur runs as root),
              and each session that dropped log lines because nobody read its
              stderr (a session never waits on its stderr):
                unsandboxed ses_0199...: unavailable: this kernel has no Landlock
+               user ses_0199...: handlers run as dynamic uid 61234
                stderr ses_0199...: 1200 log lines dropped: stderr not read
   -h, --help this text
 
@@ -340,7 +342,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
 }
 
 /// What follows the table: each unreachable session's reason, and with `verbose` each session
-/// that runs its handlers unsandboxed or dropped log lines.
+/// that runs its handlers unsandboxed or as a user of their own, or dropped log lines.
 fn notes(out: &mut Out, kept: &[&Kept], verbose: bool) {
     for k in kept {
         if let Some(why) = &k.unreachable {
@@ -352,6 +354,12 @@ fn notes(out: &mut Out, kept: &[&Kept], verbose: bool) {
         let (id, record) = (&k.entry.record.session_id, &k.entry.record);
         if let Some(why) = &record.sandbox {
             out.line(&format!("unsandboxed {id}: {}", why.escape_debug()));
+        }
+        if let Some(user) = &record.handler_user {
+            out.line(&format!(
+                "user {id}: handlers run as {}",
+                user.escape_debug()
+            ));
         }
         if record.log_lines_dropped > 0 {
             let n = record.log_lines_dropped;
@@ -518,6 +526,7 @@ fn capsule_json(row: &Row, now: i64) -> Value {
         "authenticated": running.map(|r| r.door_token.is_some()),
         "formation_id": row.record().formation_id(),
         "log_lines_dropped": running.map(|r| r.log_lines_dropped),
+        "handler_user": running.and_then(|r| r.handler_user.as_deref()),
         "name": row.record().name(),
         "member": row.record().member(),
         "ended_at": ended.map(|e| &e.ended_at),

@@ -258,5 +258,6 @@ pub fn spec<'a>(
         env: environment,
         cwd: Path::new("."),
         keep: Vec::new(),
+        user: None,
     }
 }

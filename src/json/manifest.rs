@@ -164,6 +164,7 @@ const SANDBOX: Shape = Shape::Either(&[
         Field::optional("read", Shape::List(&Shape::Text)),
         Field::optional("write", Shape::List(&Shape::Text)),
         Field::optional("connect", Shape::List(&Shape::Whole(u16::MAX as u64))),
+        Field::optional("user", Shape::Text),
     ]),
 ]);
 

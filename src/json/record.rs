@@ -1,7 +1,7 @@
 //! The running record: `~/.murmur/running/<session_id>.json`, one per live session.
 //!
 //! Nine keys are required; `door_token`, `credentials`, `formation_id`, `formation_lifeline`,
-//! `formation_launcher`, `spawned_by`, `records_dir` and `sandbox` are written only when they apply, so a
+//! `formation_launcher`, `spawned_by`, `records_dir`, `sandbox` and `handler_user` are written only when they apply, so a
 //! standalone session's record carries the nine alone plus `records_dir`. Unknown keys are
 //! ignored (a newer runtime may add some); a missing required key, or an id field that is not an
 //! id, makes the record unreadable — and an unreadable record is pruned, which is the whole of
@@ -65,6 +65,10 @@ pub struct RunningRecord {
     /// the kernel), for `mur ps -v`; absent when they run in one (or there is no handler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// Whom the session's handlers run as when not as mur (mur runs as root): `dynamic uid
+    /// 61234` or a user's name ([`crate::session`]'s identity), for `mur ps -v`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler_user: Option<String>,
     /// Lines the session dropped because its stderr was not read ([`crate::cli::warn`]), for
     /// `mur ps -v`; the record is written again when the count changes. Absent while none.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -2,7 +2,9 @@
 //! capsule's handlers run in a Landlock domain ([`crate::session::sandbox`] builds it).
 //!
 //! `true` (the default) | `false` | `"required"` | {`read`: [path…], `write`: [path…],
-//! `connect`: [port…]}; a path is absolute or `~/…` (the user's home). Only the form is checked
+//! `connect`: [port…], `user`: name}; a path is absolute or `~/…` (the user's home); `user` is
+//! whom handlers run as when mur runs as root (`"dynamic"`: a uid of the session's own; `"root"`,
+//! the default; or a user of the system's database — [`crate::session::identity`]). Only the form is checked
 //! here; whether a path contains the murmur home is checked where the paths are resolved, at the
 //! session's start.
 
@@ -34,6 +36,8 @@ pub struct Sandbox {
     /// The TCP ports the handler may connect to: `None` leaves connects alone; `Some` allows those
     /// only (where the kernel's Landlock has ABI ≥ 4).
     pub connect: Option<Vec<u16>>,
+    /// Whom handlers run as when mur runs as root, as written: `None` is `"root"` (as mur).
+    pub user: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for Sandbox {
@@ -47,7 +51,7 @@ impl<'de> Deserialize<'de> for Sandbox {
 pub type Declared<'a> = (&'static str, &'a Path, PathBuf);
 
 const EXPECTED: &str = "expected true, false, \"required\" or {\"read\": [path…], \"write\": \
-                        [path…], \"connect\": [port…]}";
+                        [path…], \"connect\": [port…], \"user\": name}";
 
 impl Sandbox {
     /// The key's value; the `Err` names the key path and what is allowed.
@@ -72,9 +76,10 @@ impl Sandbox {
                 "read" => sandbox.read = paths(key, value)?,
                 "write" => sandbox.write = paths(key, value)?,
                 "connect" => sandbox.connect = Some(ports(value)?),
+                "user" => sandbox.user = Some(user(value)?),
                 other => {
                     return Err(format!(
-                        "sandbox.{other}: unknown key (allowed: read, write, connect)",
+                        "sandbox.{other}: unknown key (allowed: read, write, connect, user)",
                         other = other.escape_debug()
                     ));
                 }
@@ -125,6 +130,29 @@ fn paths(key: &str, value: &Value) -> Result<Vec<PathBuf>, String> {
         .collect()
 }
 
+/// A user's name as the system's tools accept one (letters, digits, `_`, `-`, a trailing `$`;
+/// not starting with a digit or `-`; at most 32 bytes), or `"dynamic"` or `"root"`.
+fn user(value: &Value) -> Result<String, String> {
+    let name = value.as_str().ok_or(
+        "sandbox.user: expected a user's name (a string): \"dynamic\", \"root\" or a user",
+    )?;
+    let body = name.strip_suffix('$').unwrap_or(name);
+    let valid = !body.is_empty()
+        && name.len() <= 32
+        && !body.starts_with(|c: char| c.is_ascii_digit() || c == '-')
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    match valid {
+        true => Ok(name.to_string()),
+        false => Err(format!(
+            "sandbox.user: '{}' is not a user's name (letters, digits, _ and -, not starting \
+             with a digit)",
+            name.escape_debug()
+        )),
+    }
+}
+
 fn ports(value: &Value) -> Result<Vec<u16>, String> {
     let Value::Array(items) = value else {
         return Err("sandbox.connect: expected a list of TCP ports".into());
@@ -155,6 +183,15 @@ mod tests {
         let table =
             parse(json!({"read": ["/srv/data", "~/models"], "write": ["~"], "connect": [443]}));
         assert_eq!(table.mode, Mode::On);
+        assert_eq!(table.user, None);
+        assert_eq!(
+            parse(json!({"user": "nobody"})).user.as_deref(),
+            Some("nobody")
+        );
+        assert_eq!(
+            parse(json!({"user": "svc-a$"})).user.as_deref(),
+            Some("svc-a$")
+        );
         assert_eq!(table.connect, Some(vec![443]));
         let declared = table.declared(Some(Path::new("/home/u"))).unwrap();
         let resolved: Vec<_> = declared.iter().map(|(k, _, p)| (*k, p.as_path())).collect();
@@ -189,6 +226,11 @@ mod tests {
             ),
             (json!({"connect": [70000]}), "sandbox.connect[0]: 70000"),
             (json!({"connect": 443}), "sandbox.connect: expected a list"),
+            (json!({"user": 0}), "sandbox.user: expected a user's name"),
+            (json!({"user": ""}), "sandbox.user: '' is not"),
+            (json!({"user": "1x"}), "sandbox.user: '1x' is not"),
+            (json!({"user": "a/b"}), "sandbox.user: 'a/b' is not"),
+            (json!({"user": "a\0"}), "sandbox.user: 'a\\0' is not"),
         ] {
             let err = Sandbox::from_value(&value).unwrap_err();
             assert!(err.starts_with(said), "{value}: {err}");

@@ -81,6 +81,7 @@ pub fn spec<'a>(argv: &'a [String], workdir: &'a Path, vars: &[(String, OsString
         env: environment,
         cwd: workdir,
         keep: Vec::new(),
+        user: None,
     }
 }
 

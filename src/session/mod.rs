@@ -13,6 +13,7 @@ pub mod door;
 pub mod feed;
 pub mod handler;
 mod hidden;
+pub mod identity;
 mod launched;
 mod listen;
 pub mod log;
@@ -201,6 +202,10 @@ fn session(options: &Options) -> Result<i32, String> {
     let formation_dir = crate::mounted::named(options.formation_dir.as_deref());
     let (dirs, unsandboxed) =
         prepare_handlers(&mut declared, &session_id, formation_dir.as_deref())?;
+    let handler_user = dirs
+        .as_ref()
+        .and_then(SessionTasks::user)
+        .map(|u| u.shown.clone());
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
     let undo = || engine.finish();
     open_log(options, &session_id, lifeline.is_some()).inspect_err(|_| undo())?;
@@ -230,6 +235,7 @@ fn session(options: &Options) -> Result<i32, String> {
         records_dir: Some(options.workdir.clone()),
         sandbox: unsandboxed,
         log_lines_dropped: 0,
+        handler_user,
         name: options.name.clone(),
         member: member.as_ref().map(|m| m.name.clone()),
     };
@@ -315,12 +321,18 @@ fn prepare_handlers(
     formation_dir: Option<&Path>,
 ) -> Result<(Option<SessionTasks>, Option<String>), String> {
     let Capsule::Handler {
-        workdir, sandbox, ..
+        argv,
+        workdir,
+        sandbox,
     } = &mut declared.capsule
     else {
         return Ok((None, None));
     };
-    let dirs = task_dirs(session_id)?;
+    let user = identity::choose(&declared.sandbox, session_id.as_str())?;
+    if let Some(user) = &user {
+        identity::check_reach(user, workdir, &argv[0])?;
+    }
+    let dirs = task_dirs(session_id, user)?;
     let dir = declared.capsule_dir.as_deref();
     let (policy, why) = sandbox::apply(
         workdir,
@@ -521,13 +533,20 @@ fn running_dir() -> Result<Option<crate::sys::dir::Dir>, String> {
     }
 }
 
-/// `~/.murmur/tasks/<session>/`, where each task's `MUR_TASK_DIR` goes. Untrusted is the `Err`;
-/// unusable (a read-only or full disk) is `None`, with a warning: handlers then run without a
-/// task directory (text on stdin, stdout back).
-fn task_dirs(session_id: &SessionId) -> Result<Option<SessionTasks>, String> {
-    match SessionTasks::create(session_id.as_str()) {
+/// `~/.murmur/tasks/<session>/`, where each task's `MUR_TASK_DIR` goes (`/run/mur/<session>/`
+/// for handlers running as `user`). Untrusted is the `Err`, and so is unusable for handlers that
+/// run as a user of their own (they would run as no one); else unusable (a read-only or full
+/// disk) is `None`, with a warning: handlers then run without a task directory (text on stdin,
+/// stdout back).
+fn task_dirs(
+    session_id: &SessionId,
+    user: Option<identity::HandlerUser>,
+) -> Result<Option<SessionTasks>, String> {
+    let own_user = user.is_some();
+    match SessionTasks::create(session_id.as_str(), user) {
         Ok(dirs) => Ok(Some(dirs)),
         Err(crate::home::HomeError::Untrusted(why)) => Err(why),
+        Err(crate::home::HomeError::Unusable(why)) if own_user => Err(why),
         Err(crate::home::HomeError::Unusable(why)) => {
             crate::cli::warn("run", &format!("{why}; handlers get no MUR_TASK_DIR"));
             Ok(None)

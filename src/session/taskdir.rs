@@ -1,5 +1,10 @@
 //! A task's private directory, `MUR_TASK_DIR`: `~/.murmur/tasks/<session>/<task>/` (0700), where
-//! a handler finds every part of the message it is answering and leaves files to send back.
+//! a handler finds every part of the message it is answering and leaves files to send back. When
+//! handlers run as a user of their own (mur runs as root, [`crate::session::identity`]) the
+//! session's directory is `/run/mur/<session>/` (0711) instead, and each task's is handed to that
+//! user while its task runs — the directory, `out/` and the files written for it, each checked
+//! through its own descriptor to be ours with one link before it is given — and taken back
+//! before it is emptied.
 //!
 //! - `message.json`: the incoming message, all its parts, in the A2A 1.0 shape;
 //! - `history.json` (from turn 2): every earlier message of the task, both roles;
@@ -33,17 +38,21 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
+use super::identity::HandlerUser;
 use super::sandbox::Domain;
 use crate::a2a::message::{Content, Message, Part};
 use crate::a2a::version::Generation;
 use crate::json::raw::RawJson;
 use crate::sys::dir::Dir;
 use crate::sys::fs::ReadRefusal;
+use crate::sys::user::Ids;
 
 /// The most emptied task directories a session keeps for later tasks.
 const MAX_SPARES: usize = 16;
 /// The one file a spare keeps, empty: the next task's is written over it.
 const MESSAGE: &str = "message.json";
+/// A later turn's earlier messages.
+const HISTORY: &str = "history.json";
 
 /// One session's `tasks/<session>/`.
 pub struct SessionTasks {
@@ -53,6 +62,8 @@ pub struct SessionTasks {
     name: String,
     /// Emptied task directories, ready for the next tasks.
     spares: Mutex<Vec<Spare>>,
+    /// Whom the handlers run as when not as mur: each task's directory is theirs while it runs.
+    user: Option<HandlerUser>,
 }
 
 /// An emptied task directory: its name (`.spare.<task>`), and the ruleset made for it, if any.
@@ -62,16 +73,34 @@ struct Spare {
 }
 
 impl SessionTasks {
-    /// Create `~/.murmur/tasks/<session>/`.
-    pub fn create(session_id: &str) -> Result<Self, crate::home::HomeError> {
-        let parent = crate::home::private_dir("tasks")?;
+    /// Create `~/.murmur/tasks/<session>/`; for handlers running as `user`,
+    /// `/run/mur/<session>/` at `0711`, so they can pass it to their own task's directory.
+    pub fn create(
+        session_id: &str,
+        user: Option<HandlerUser>,
+    ) -> Result<Self, crate::home::HomeError> {
+        let parent = match &user {
+            Some(user) => user.runtime.clone(),
+            None => crate::home::private_dir("tasks")?,
+        };
         let dir = crate::home::create_held(&parent, session_id)?;
+        if user.is_some() {
+            dir.set_mode(0o711).map_err(|err| {
+                crate::home::HomeError::Unusable(format!("{}: {err}", dir.path().display()))
+            })?;
+        }
         Ok(Self {
             dir,
             parent,
             name: session_id.to_string(),
             spares: Mutex::new(Vec::new()),
+            user,
         })
+    }
+
+    /// Whom the session's handlers run as, when not as mur.
+    pub fn user(&self) -> Option<&HandlerUser> {
+        self.user.as_ref()
     }
 
     /// A directory for task `id`, with an empty `out/`: a spare renamed to `id` if there is one
@@ -100,6 +129,7 @@ impl SessionTasks {
             name: id.to_string(),
             retired: AtomicBool::new(false),
             domain: Mutex::new(domain),
+            user: self.user.as_ref().map(|user| user.ids),
         })
     }
 
@@ -127,6 +157,10 @@ impl SessionTasks {
     /// (that holds task directories only); it goes with it ([`crate::home::scratch_name`]).
     pub fn scratch(&self) -> Result<PathBuf, String> {
         let dir = crate::home::create_held(&self.parent, &crate::home::scratch_name(&self.name))?;
+        if let Some(user) = &self.user {
+            dir.set_owner(user.ids)
+                .map_err(|err| format!("{}: {err}", dir.path().display()))?;
+        }
         Ok(dir.path().to_path_buf())
     }
 
@@ -148,6 +182,8 @@ pub struct TaskDir {
     retired: AtomicBool,
     /// The ruleset of this directory's handlers, once made; kept with it as a spare.
     domain: Mutex<Option<Arc<Domain>>>,
+    /// Whom its handlers run as, when not as mur: handed the directory for each turn.
+    user: Option<Ids>,
 }
 
 impl TaskDir {
@@ -180,7 +216,38 @@ impl TaskDir {
         if !earlier.is_empty() {
             let history: Vec<Value> = earlier.iter().map(render).collect();
             let history = crate::json::raw::to_vec(&Value::Array(history));
-            self.dir.write_private("history.json", &history)?;
+            self.dir.write_private(HISTORY, &history)?;
+        }
+        match self.user {
+            Some(user) => self
+                .set_owner(user, &[MESSAGE, HISTORY])
+                .map_err(|err| format!("cannot hand {} over: {err}", self.dir.path().display())),
+            None => Ok(()),
+        }
+    }
+
+    /// Give the directory, `out/` and the files `names` (those present) to `ids`: each opened
+    /// without following a link and given through its descriptor — a file only when it is
+    /// mur's or the handler's with one link, so a name the handler swapped for a link to
+    /// another file of mur's gives it nothing.
+    fn set_owner(&self, ids: Ids, names: &[&str]) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let owners = [
+            crate::sys::user::mine().uid,
+            self.user.map_or(ids.uid, |u| u.uid),
+        ];
+        self.dir.set_owner(ids)?;
+        self.dir.open_child("out")?.set_owner(ids)?;
+        for name in names {
+            let file = match self.dir.open_read(name) {
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                opened => opened?,
+            };
+            let meta = file.metadata()?;
+            if !meta.is_file() || meta.nlink() != 1 || !owners.contains(&meta.uid()) {
+                return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+            }
+            std::os::unix::fs::fchown(&file, Some(ids.uid), Some(ids.gid))?;
         }
         Ok(())
     }
@@ -241,6 +308,10 @@ impl TaskDir {
     /// ([`Dir::open_child_to_empty`], [`Dir::remove_tree`]), so no mode keeps a spare — or,
     /// through it, the session's `tasks/<session>/` — in place.
     fn empty(&self) -> std::io::Result<()> {
+        if self.user.is_some() {
+            // Taken back first: what follows, and a later task's hold, expect it mur's.
+            self.set_owner(crate::sys::user::mine(), &[MESSAGE])?;
+        }
         self.dir.restore_owner_access()?;
         for name in self.dir.names()? {
             if name == "out" {

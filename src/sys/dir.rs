@@ -400,6 +400,12 @@ impl Dir {
         Err(io::Error::from_raw_os_error(libc::EACCES))
     }
 
+    /// Hand this directory to `ids` (`fchown` through its own descriptor): a handler's task
+    /// directory while it runs, and back to mur after.
+    pub fn set_owner(&self, ids: super::user::Ids) -> io::Result<()> {
+        std::os::unix::fs::fchown(&self.0.file, Some(ids.uid), Some(ids.gid))
+    }
+
     /// `renameat(self, from, self, to)`.
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
         self.rename_into(from, self, to)

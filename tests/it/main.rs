@@ -42,6 +42,7 @@ mod engine;
 mod examples;
 mod faults;
 mod formation;
+mod handler_user;
 mod hardening;
 mod home_trust;
 mod install;

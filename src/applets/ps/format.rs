@@ -42,6 +42,7 @@ const KEYS: &[&str] = &[
     "authenticated",
     "formation_id",
     "log_lines_dropped",
+    "handler_user",
     "name",
     "member",
     "ended_at",

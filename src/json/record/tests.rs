@@ -21,6 +21,7 @@ fn record() -> RunningRecord {
         records_dir: None,
         sandbox: None,
         log_lines_dropped: 0,
+        handler_user: None,
         name: None,
         member: None,
     }

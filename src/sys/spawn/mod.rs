@@ -51,6 +51,8 @@ pub struct Spec<'a> {
     /// Descriptors (close-on-exec, as all of ours are) the child alone inherits under their
     /// numbers, at most four: the flag is cleared in the child between clone and exec.
     pub keep: Vec<RawFd>,
+    /// Whom it runs as, when not as mur ([`crate::sys::user::assume`], in the child).
+    pub user: Option<crate::sys::user::Ids>,
 }
 
 /// A started handler: what answers for its processes, and our ends of its stdio.
@@ -155,7 +157,9 @@ fn command_line(spec: &Spec<'_>) -> io::Result<(OsString, Vec<OsString>)> {
 fn plan(spec: &Spec<'_>, stdio: [RawFd; 3]) -> io::Result<exec::Exec> {
     let (path, argv) = command_line(spec)?;
     let cwd = spec.cwd.as_os_str().to_os_string();
-    exec::Exec::new(path, argv, &spec.env, cwd, stdio, &spec.keep)
+    let mut exec = exec::Exec::new(path, argv, &spec.env, cwd, stdio, &spec.keep)?;
+    exec.user = spec.user;
+    Ok(exec)
 }
 
 #[cfg(target_os = "linux")]

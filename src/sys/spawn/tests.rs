@@ -13,6 +13,7 @@ fn spec<'a>(program: &'a str, args: &[String]) -> Spec<'a> {
         ],
         cwd: Path::new("/"),
         keep: Vec::new(),
+        user: None,
     }
 }
 
@@ -198,6 +199,26 @@ fn a_child_given_a_ruleset_reaches_only_what_it_allows() {
     };
     assert_eq!(run(None), "0\n", "readable without the ruleset");
     assert_eq!(run(Some(ruleset.raw_fd())), "1\n", "refused within it");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_child_given_a_user_runs_as_it_with_no_other_group() {
+    if crate::sys::proc::euid() != 0 {
+        eprintln!("*** SKIPPED: not root: only root runs a child as another user ***");
+        return;
+    }
+    let mut spec = spec("sh", &sh("id -u; id -g; id -G; grep -c . /proc/1/environ"));
+    spec.user = Some(crate::sys::user::Ids {
+        uid: 65534,
+        gid: 65534,
+    });
+    let mut child = spawn(&spec, None).unwrap();
+    let mut out = String::new();
+    child.stdout.read_to_string(&mut out).unwrap();
+    let _ = child.shim.reap();
+    // pid 1's environ is root's: refused, so grep prints nothing on stdout.
+    assert_eq!(out, "65534\n65534\n65534\n", "{out}");
 }
 
 #[test]
