@@ -12,6 +12,7 @@ use std::task::Waker;
 
 use super::super::feed::{Bounded, Sight};
 use super::super::log;
+use super::super::push::Push;
 use super::super::taskdir::TaskDir;
 use super::{Engine, Tasks};
 
@@ -25,6 +26,8 @@ pub(super) struct Outbox {
     /// The watchers of the whole session; one cut (too far behind) or gone is forgotten at the
     /// next sighting.
     pub(super) watchers: Vec<Arc<Sightings>>,
+    /// Push notifications, when on: every task event is queued for the task's webhooks.
+    pub(super) push: Option<Arc<Push>>,
     pub(super) due: Due,
 }
 
