@@ -139,9 +139,7 @@ pub fn push_action(method: &Method) -> Option<PushAction> {
     let action = match method.name {
         "tasks/pushNotificationConfig/set" | "CreateTaskPushNotificationConfig" => PushAction::Set,
         "tasks/pushNotificationConfig/get" | "GetTaskPushNotificationConfig" => PushAction::Get,
-        "tasks/pushNotificationConfig/list" | "ListTaskPushNotificationConfigs" => {
-            PushAction::List
-        }
+        "tasks/pushNotificationConfig/list" | "ListTaskPushNotificationConfigs" => PushAction::List,
         "tasks/pushNotificationConfig/delete" | "DeleteTaskPushNotificationConfig" => {
             PushAction::Delete
         }
@@ -195,20 +193,18 @@ pub fn scope_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// The operator token's scopes: the 0.3 name of every method with a grant (each grants its 1.0
-/// twin too), and the name of each 1.0 method with no 0.3 twin, so it holds every method.
+/// The operator token's scopes, one name a grant: the first 0.3 name of each grant (it grants
+/// its 1.0 twin too, and the push-config methods one another), and the name of each 1.0 method
+/// with no 0.3 twin, so it holds every method.
 pub fn operator_scopes() -> Vec<&'static str> {
     let granted = |m: &Method| grant(m.op).is_some();
-    let twin_in_0_3 = |m: &Method| {
-        METHODS
-            .iter()
-            .any(|o| o.generation == Generation::V0_3 && granted(o) && scope_grants(o.name, m.op))
-    };
-    METHODS
-        .iter()
-        .filter(|m| granted(m) && (m.generation == Generation::V0_3 || !twin_in_0_3(m)))
-        .map(|m| m.name)
-        .collect()
+    let mut scopes: Vec<&'static str> = Vec::new();
+    for m in METHODS.iter().filter(|m| granted(m)) {
+        if !scopes.iter().any(|s| scope_grants(s, m.op)) {
+            scopes.push(m.name);
+        }
+    }
+    scopes
 }
 
 #[cfg(test)]
@@ -233,7 +229,10 @@ mod tests {
             "tasks/pushNotificationConfig/set",
             Op::PushConfig
         ));
-        assert!(scope_grants("ListTaskPushNotificationConfigs", Op::PushConfig));
+        assert!(scope_grants(
+            "ListTaskPushNotificationConfigs",
+            Op::PushConfig
+        ));
         assert!(!scope_grants("tasks/pushNotificationConfig/get", Op::Get));
         assert!(!scope_grants(TASKS_GET, Op::PushConfig));
         assert!(!scope_grants("nonsense", Op::Send));
@@ -252,10 +251,7 @@ mod tests {
         ] {
             assert_eq!(actions.iter().filter(|&&a| a == action).count(), 2);
         }
-        assert_eq!(
-            METHODS.iter().filter(|m| m.op == Op::PushConfig).count(),
-            8
-        );
+        assert_eq!(METHODS.iter().filter(|m| m.op == Op::PushConfig).count(), 8);
     }
 
     #[test]

@@ -175,8 +175,7 @@ fn config(
 ) -> Result<Config, RpcError> {
     let url = string(map, "url", at)?
         .ok_or_else(|| RpcError::invalid(format!("{at}.url"), "a webhook URL is required"))?;
-    let target =
-        webhook::parse(url).map_err(|why| RpcError::invalid(format!("{at}.url"), why))?;
+    let target = webhook::parse(url).map_err(|why| RpcError::invalid(format!("{at}.url"), why))?;
     let config_id = id(map, "id", at)?.unwrap_or(task_id);
     let token = secret(map, "token", at)?;
     let auth = match map.get("authentication") {
@@ -203,7 +202,9 @@ fn auth(value: &Value, at: &str, generation: Generation) -> Result<Auth, RpcErro
             _ => None,
         }
         .map(str::to_string)
-        .ok_or_else(|| RpcError::invalid(format!("{at}.schemes"), "a list of schemes is required"))?,
+        .ok_or_else(|| {
+            RpcError::invalid(format!("{at}.schemes"), "a list of schemes is required")
+        })?,
         Generation::V1_0 => string(map, "scheme", at)?
             .map(str::to_string)
             .ok_or_else(|| RpcError::invalid(format!("{at}.scheme"), "a scheme is required"))?,

@@ -66,7 +66,11 @@ pub fn parse(url: &str) -> Result<Url, String> {
                 "is https, and mur has no TLS: give an http:// URL (a TLS-terminating proxy on a host the manifest allows can forward to an https receiver)".into(),
             );
         }
-        other => return Err(format!("has scheme '{other}': only http:// is delivered to")),
+        other => {
+            return Err(format!(
+                "has scheme '{other}': only http:// is delivered to"
+            ));
+        }
     }
     if rest.contains('#') {
         return Err("has a fragment (#...), which is never sent: remove it".into());
@@ -101,7 +105,11 @@ fn split_port(authority: &str) -> Result<(&str, u16), String> {
                 "" => (host, None),
                 _ => (
                     host,
-                    Some(after.strip_prefix(':').ok_or("has text after its IPv6 host")?),
+                    Some(
+                        after
+                            .strip_prefix(':')
+                            .ok_or("has text after its IPv6 host")?,
+                    ),
                 ),
             }
         }
@@ -218,7 +226,8 @@ pub fn unmapped(ip: IpAddr) -> IpAddr {
 pub fn is_door(to: SocketAddr, door: SocketAddr) -> bool {
     let (ip, door_ip) = (unmapped(to.ip()), unmapped(door.ip()));
     to.port() == door.port()
-        && (ip == door_ip || (door_ip.is_unspecified() && (ip.is_loopback() || ip.is_unspecified())))
+        && (ip == door_ip
+            || (door_ip.is_unspecified() && (ip.is_loopback() || ip.is_unspecified())))
 }
 
 #[cfg(test)]

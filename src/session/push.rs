@@ -111,7 +111,11 @@ impl Push {
     /// Push notifications for a session whose door is at `door`, its configs and queue counted in
     /// a share of `budget` (an eighth), with `allow` as the manifest names it; the delivery
     /// thread started. `Err` when no thread could be started.
-    pub fn start(allow: &[String], door: SocketAddr, budget: &Arc<Budget>) -> Result<Arc<Self>, String> {
+    pub fn start(
+        allow: &[String],
+        door: SocketAddr,
+        budget: &Arc<Budget>,
+    ) -> Result<Arc<Self>, String> {
         let allow = allow
             .iter()
             .map(|host| {
@@ -212,7 +216,11 @@ impl Push {
             .get(task_id)
             .is_some_and(|h| h.configs.iter().any(|(c, _)| c.id == config.id));
         if !replaces {
-            if registry.tasks.get(task_id).is_some_and(|h| h.configs.len() >= MAX_PER_TASK) {
+            if registry
+                .tasks
+                .get(task_id)
+                .is_some_and(|h| h.configs.len() >= MAX_PER_TASK)
+            {
                 return Err(Refused::PerTask);
             }
             if registry.count >= MAX_CONFIGS && !registry.forget_oldest_ended() {
@@ -238,7 +246,9 @@ impl Push {
     pub fn list(&self, task_id: &str) -> Vec<Arc<Config>> {
         let registry = self.registry();
         let held = registry.tasks.get(task_id);
-        held.map_or_else(Vec::new, |h| h.configs.iter().map(|(c, _)| c.clone()).collect())
+        held.map_or_else(Vec::new, |h| {
+            h.configs.iter().map(|(c, _)| c.clone()).collect()
+        })
     }
 
     /// Delete task `task_id`'s config `config_id`: no update is delivered to it from now on,
@@ -276,7 +286,10 @@ impl Push {
                 return;
             };
             held.ended |= event.ends() && task.state.is_final();
-            held.configs.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>()
+            held.configs
+                .iter()
+                .map(|(c, _)| c.clone())
+                .collect::<Vec<_>>()
         };
         let status = matches!(**event, Event::Status { .. });
         let mut as_task = None;
@@ -332,4 +345,3 @@ impl Registry {
         true
     }
 }
-

@@ -24,27 +24,67 @@ fn a_set_reads_either_generation_and_renders_back_as_sent() {
 #[test]
 fn a_bad_config_is_refused_naming_its_member() {
     for (params, generation, member) in [
-        (json!({"pushNotificationConfig": {"url": "http://h/"}}), Generation::V0_3, "params.taskId"),
-        (json!({"taskId": "t"}), Generation::V0_3, "params.pushNotificationConfig"),
-        (json!({"taskId": "t", "url": "https://h/"}), Generation::V1_0, "params.url"),
-        (json!({"taskId": "t", "url": "http://u@h/"}), Generation::V1_0, "params.url"),
+        (
+            json!({"pushNotificationConfig": {"url": "http://h/"}}),
+            Generation::V0_3,
+            "params.taskId",
+        ),
+        (
+            json!({"taskId": "t"}),
+            Generation::V0_3,
+            "params.pushNotificationConfig",
+        ),
+        (
+            json!({"taskId": "t", "url": "https://h/"}),
+            Generation::V1_0,
+            "params.url",
+        ),
+        (
+            json!({"taskId": "t", "url": "http://u@h/"}),
+            Generation::V1_0,
+            "params.url",
+        ),
         (json!({"taskId": "t"}), Generation::V1_0, "params.url"),
-        (json!({"taskId": "t", "url": "http://h/", "token": "a\r\nX-Evil: 1"}), Generation::V1_0, "params.token"),
-        (json!({"taskId": "t", "url": "http://h/", "authentication": {"scheme": "Bea rer"}}), Generation::V1_0, "params.authentication.scheme"),
-        (json!({"taskId": "t", "url": "http://h/", "authentication": {"scheme": "Bearer", "credentials": "x\n"}}), Generation::V1_0, "params.authentication.credentials"),
+        (
+            json!({"taskId": "t", "url": "http://h/", "token": "a\r\nX-Evil: 1"}),
+            Generation::V1_0,
+            "params.token",
+        ),
+        (
+            json!({"taskId": "t", "url": "http://h/", "authentication": {"scheme": "Bea rer"}}),
+            Generation::V1_0,
+            "params.authentication.scheme",
+        ),
+        (
+            json!({"taskId": "t", "url": "http://h/", "authentication": {"scheme": "Bearer", "credentials": "x\n"}}),
+            Generation::V1_0,
+            "params.authentication.credentials",
+        ),
     ] {
         let err = set(&params, generation).unwrap_err();
         assert!(err.message.contains(member), "{params}: {}", err.message);
-        assert!(!err.message.contains("Evil"), "a secret is never quoted back");
+        assert!(
+            !err.message.contains("Evil"),
+            "a secret is never quoted back"
+        );
     }
 }
 
 #[test]
 fn references_name_the_task_and_config_in_each_generation() {
-    let got = config_ref(&json!({"id": "t", "pushNotificationConfigId": "c"}), Generation::V0_3, true);
+    let got = config_ref(
+        &json!({"id": "t", "pushNotificationConfigId": "c"}),
+        Generation::V0_3,
+        true,
+    );
     assert_eq!(got.unwrap(), ("t".into(), Some("c".into())));
     let got = config_ref(&json!({"taskId": "t", "id": "c"}), Generation::V1_0, true);
     assert_eq!(got.unwrap(), ("t".into(), Some("c".into())));
-    assert_eq!(config_ref(&json!({"id": "t"}), Generation::V0_3, false).unwrap().1, None);
+    assert_eq!(
+        config_ref(&json!({"id": "t"}), Generation::V0_3, false)
+            .unwrap()
+            .1,
+        None
+    );
     assert!(config_ref(&json!({"taskId": "t"}), Generation::V1_0, true).is_err());
 }

@@ -114,7 +114,7 @@ fn each_bad_manifest_is_refused_naming_the_key() {
         ),
         (
             json!({"name": "e", "version": "1", "run": ["x"], "network": {"push": {"hosts": []}}}),
-            "network.push.hosts",
+            "network.push: unknown field `hosts`",
         ),
         (
             json!({"name": "e", "version": "1", "run": ["x"], "network": {"push": "yes"}}),

@@ -63,7 +63,10 @@ fn webhook_urls_are_read_strictly() {
     );
     assert_eq!(url.authority(), "hooks.example.com:8080");
     let url = parse("HTTP://[::1]").unwrap();
-    assert_eq!((url.host.as_str(), url.port, url.path.as_str()), ("::1", 80, "/"));
+    assert_eq!(
+        (url.host.as_str(), url.port, url.path.as_str()),
+        ("::1", 80, "/")
+    );
     assert_eq!(url.authority(), "[::1]:80");
     assert_eq!(url.literal(), Some(ip("::1")));
     assert_eq!(parse("http://10.0.0.1?x").unwrap().path, "/?x");

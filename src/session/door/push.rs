@@ -102,7 +102,11 @@ impl Door {
             return Ok(None);
         };
         let config = push::in_send(value, generation)?;
-        checked(push, &config, &format!("params.configuration.{}.url", push::send_key(generation)))?;
+        checked(
+            push,
+            &config,
+            &format!("params.configuration.{}.url", push::send_key(generation)),
+        )?;
         Ok(Some(config))
     }
 }

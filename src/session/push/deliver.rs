@@ -1,7 +1,8 @@
-//! The delivery thread: takes the updates that are due from the queue, in rounds, and POSTs
-//! them — every webhook of a round at once, non-blocking, on one `poll` loop
-//! ([`crate::net::multi`]), each exchange under its own deadlines ([`DEADLINES`]). A receiver
-//! that never answers costs one connection until its deadline, never a thread.
+//! The delivery thread: takes the updates that are due from the queue and POSTs them — every
+//! webhook at once, non-blocking, on one `poll` loop ([`crate::net::multi::run_growing`]), each
+//! exchange under its own deadlines ([`DEADLINES`]); updates that fall due while exchanges are
+//! in flight join within [`TICK`]. A receiver that never answers costs one connection until its
+//! deadline, never a thread, and holds back no other receiver's updates.
 //!
 //! A webhook's updates go out in the order they happened: one exchange at a time per webhook,
 //! and an update waiting to be retried holds back the later ones of its webhook. A failed
@@ -10,12 +11,14 @@
 //! is dropped. Log lines name the task and the webhook's host and port, never its path (which
 //! may carry a secret of the client's), token or credentials.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Delivery, Push};
+use crate::a2a::push::Config;
 use crate::a2a::version::Generation;
 use crate::net::client::{Deadlines, Request};
 use crate::net::multi::{self, Answer, Exchange};
@@ -34,151 +37,165 @@ const ROUND: usize = 1024;
 /// How long the thread sleeps with nothing due, at most (a retry's backoff is shorter).
 const IDLE: Duration = Duration::from_secs(5);
 
-/// One webhook's updates in a round, in order, and where they go.
+/// How long a round's loop waits at most before it looks for new updates.
+const TICK: Duration = Duration::from_millis(20);
+
+/// One webhook's updates, in order, and where they go.
 struct Job {
     to: SocketAddr,
     items: VecDeque<Delivery>,
+    /// Its last exchange has ended and it asked for none after: new updates start a new job.
+    done: bool,
 }
 
-/// The thread's life: rounds, for as long as the session lives.
+/// The jobs of one round: it lasts while any exchange is in flight, taking the updates that
+/// fall due meanwhile.
+#[derive(Default)]
+struct Round {
+    jobs: Vec<Job>,
+}
+
+/// The thread's life: rounds, for as long as the session lives; between them it sleeps until an
+/// update is queued or a retry falls due.
 pub(super) fn run(push: &Arc<Push>) {
     loop {
-        let jobs = targets(push, next_round(push));
-        if jobs.is_empty() {
+        let round = RefCell::new(Round::default());
+        if !round.borrow_mut().take_due(push) {
+            wait(push);
             continue;
         }
-        deliver(push, jobs);
+        multi::run_growing(
+            DEADLINES,
+            Some(TICK),
+            || {
+                let mut round = round.borrow_mut();
+                round.take_due(push);
+                round.jobs.len()
+            },
+            |j, answer| round.borrow_mut().step(push, j, answer),
+        );
     }
 }
 
-/// Wait until some update is due, then take every due one whose webhook has nothing earlier
-/// still waiting, grouped by webhook (at most [`ROUND`] webhooks); updates of a deleted webhook
-/// are dropped here.
-fn next_round(push: &Push) -> Vec<VecDeque<Delivery>> {
+/// Sleep until an update is queued, or the earliest retry falls due (at most [`IDLE`]); and
+/// say how many updates were dropped for want of room, if any.
+fn wait(push: &Push) {
     let mut queue = push.queue();
-    loop {
-        if queue.dropped > 0 {
-            let dropped = std::mem::take(&mut queue.dropped);
-            drop(queue);
-            log::event(
-                "push",
-                &format!("{dropped} update(s) dropped: the push queue was full"),
-            );
-            queue = push.queue();
-        }
+    let dropped = std::mem::take(&mut queue.dropped);
+    if dropped > 0 {
+        drop(queue);
+        let line = format!("{dropped} update(s) dropped: the push queue was full");
+        log::event("push", &line);
+        return;
+    }
+    let now = Instant::now();
+    let wait = queue
+        .items
+        .iter()
+        .map(|d| d.due.saturating_duration_since(now))
+        .min()
+        .unwrap_or(IDLE);
+    if wait.is_zero() {
+        return;
+    }
+    let _ = push.queued.wait_timeout(queue, wait);
+}
+
+impl Round {
+    /// Take every due update whose webhook has nothing earlier still waiting: onto its
+    /// webhook's job while that job goes on, else into a new job (at most [`ROUND`] in a
+    /// round), its host resolved and checked — a webhook refused has its updates dropped and
+    /// says so once in its task's log. Updates of a deleted webhook are dropped. Whether any
+    /// was taken.
+    fn take_due(&mut self, push: &Push) -> bool {
         let now = Instant::now();
-        let mut jobs: Vec<VecDeque<Delivery>> = Vec::new();
-        let mut held_back: Vec<Arc<crate::a2a::push::Config>> = Vec::new();
-        let mut kept = VecDeque::new();
-        for item in queue.items.drain(..) {
-            let same = |c: &Arc<_>| Arc::ptr_eq(c, &item.config);
-            if held_back.iter().any(same) || item.due > now {
-                held_back.push(item.config.clone());
-                kept.push_back(item);
-            } else if let Some(job) = jobs.iter_mut().find(|j| same(&j[0].config)) {
-                job.push_back(item);
-            } else if jobs.len() < ROUND {
-                jobs.push(VecDeque::from([item]));
-            } else {
-                held_back.push(item.config.clone());
-                kept.push_back(item);
+        let mut fresh: Vec<VecDeque<Delivery>> = Vec::new();
+        let mut taken = 0;
+        {
+            let mut queue = push.queue();
+            let mut held_back: Vec<Arc<Config>> = Vec::new();
+            let mut kept = VecDeque::new();
+            for item in queue.items.drain(..) {
+                let same = |c: &Arc<Config>| Arc::ptr_eq(c, &item.config);
+                let going = self
+                    .jobs
+                    .iter_mut()
+                    .find(|j| !j.done && same(&j.items[0].config));
+                if held_back.iter().any(same) || item.due > now {
+                    held_back.push(item.config.clone());
+                    kept.push_back(item);
+                } else if let Some(job) = going {
+                    job.items.push_back(item);
+                    taken += 1;
+                } else if let Some(new) = fresh.iter_mut().find(|f| same(&f[0].config)) {
+                    new.push_back(item);
+                    taken += 1;
+                } else if self.jobs.len() + fresh.len() < ROUND {
+                    fresh.push(VecDeque::from([item]));
+                    taken += 1;
+                } else {
+                    held_back.push(item.config.clone());
+                    kept.push_back(item);
+                }
+            }
+            queue.items = kept;
+        }
+        for mut items in fresh {
+            items.retain(|d| push.current(&d.task_id, &d.config));
+            let Some(first) = items.front() else {
+                continue;
+            };
+            let url = &first.config.target;
+            match push.target(url) {
+                Ok(to) => self.jobs.push(Job {
+                    to,
+                    items,
+                    done: false,
+                }),
+                Err(why) => log::event(
+                    &first.task_id,
+                    &format!(
+                        "push to {}: refused, never connected to: {why}; {} update(s) not delivered",
+                        url.authority(),
+                        items.len()
+                    ),
+                ),
             }
         }
-        queue.items = kept;
-        if !jobs.is_empty() {
-            drop(queue);
-            jobs.iter_mut()
-                .for_each(|job| job.retain(|d| push.current(&d.task_id, &d.config)));
-            jobs.retain(|job| !job.is_empty());
-            return jobs;
-        }
-        let wait = queue
-            .items
-            .iter()
-            .map(|d| d.due.saturating_duration_since(now))
-            .min()
-            .unwrap_or(IDLE);
-        queue = push
-            .queued
-            .wait_timeout(queue, wait)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
+        taken > 0
     }
-}
 
-/// Each webhook's address, resolved and checked; a webhook refused (a forbidden address, a
-/// name that does not resolve) has its updates dropped, and says so in its task's log once.
-fn targets(push: &Push, rounds: Vec<VecDeque<Delivery>>) -> Vec<Job> {
-    let mut jobs = Vec::new();
-    for items in rounds {
-        let url = &items[0].config.target;
-        match push.target(url) {
-            Ok(to) => jobs.push(Job { to, items }),
-            Err(why) => log::event(
-                &items[0].task_id,
-                &format!(
-                    "push to {}: refused, never connected to: {why}; {} update(s) not delivered",
-                    url.authority(),
-                    items.len()
-                ),
-            ),
-        }
-    }
-    jobs
-}
-
-/// One round: every job's updates, one exchange at a time per job, all jobs at once. What
-/// failed goes back to the queue, due after its backoff, or is given up.
-fn deliver(push: &Push, mut jobs: Vec<Job>) {
-    let mut again: Vec<Delivery> = Vec::new();
-    let mut lines: Vec<(String, String)> = Vec::new();
-    multi::run(jobs.len(), DEADLINES, |j, answer| {
-        let job = &mut jobs[j];
+    /// Job `j`'s next exchange, after `answer` to its last one: the next update once the last
+    /// was taken; none once it failed (it and the rest go back to the queue: [`failed`]).
+    fn step(&mut self, push: &Push, j: usize, answer: Option<Answer>) -> Option<Exchange> {
+        let job = &mut self.jobs[j];
         if let Some(answer) = answer {
             let sent = job.items.pop_front()?;
             if let Err(why) = accepted(answer) {
-                failed(sent, job, &why, &mut again, &mut lines);
-                return None;
+                failed(push, sent, job, &why);
             }
         }
-        job.items.front().map(|d| exchange(d, job.to))
-    });
-    for (task, line) in lines {
-        log::event(&task, &line);
-    }
-    if !again.is_empty() {
-        let mut queue = push.queue();
-        // Ahead of what came meanwhile, in order: a webhook's updates stay in order.
-        for item in again.into_iter().rev() {
-            queue.items.push_front(item);
-        }
-        drop(queue);
-        push.queued.notify_one();
+        let next = job.items.front().map(|d| exchange(d, job.to));
+        job.done = next.is_none();
+        next
     }
 }
 
 /// An update that failed, and those of its webhook behind it: back to the queue after a
-/// backoff, or — its attempts spent — given up and logged (the ones behind it are retried).
-fn failed(
-    mut sent: Delivery,
-    job: &mut Job,
-    why: &str,
-    again: &mut Vec<Delivery>,
-    lines: &mut Vec<(String, String)>,
-) {
+/// backoff (1, 2, 4 s), or — its attempts spent — given up and logged (the ones behind it are
+/// tried on).
+fn failed(push: &Push, mut sent: Delivery, job: &mut Job, why: &str) {
     let host = sent.config.target.authority();
     sent.attempt += 1;
-    let backoff = Duration::from_secs(1 << sent.attempt.min(8).saturating_sub(1));
-    let due = Instant::now() + backoff;
+    let due = Instant::now() + Duration::from_secs(1 << (sent.attempt - 1).min(8));
+    let mut again: Vec<Delivery> = Vec::new();
     if sent.attempt >= ATTEMPTS {
-        let line = format!(
-            "push to {host}: given up after {ATTEMPTS} attempts: {why}"
-        );
-        lines.push((sent.task_id.clone(), line));
+        let line = format!("push to {host}: given up after {ATTEMPTS} attempts: {why}");
+        log::event(&sent.task_id, &line);
     } else {
         if sent.attempt == 1 {
             let line = format!("push to {host}: failed ({why}); retrying");
-            lines.push((sent.task_id.clone(), line));
+            log::event(&sent.task_id, &line);
         }
         sent.due = due;
         again.push(sent);
@@ -186,6 +203,11 @@ fn failed(
     for mut rest in job.items.drain(..) {
         rest.due = due;
         again.push(rest);
+    }
+    let mut queue = push.queue();
+    // Ahead of what came meanwhile, in order: a webhook's updates stay in order.
+    for item in again.into_iter().rev() {
+        queue.items.push_front(item);
     }
 }
 
