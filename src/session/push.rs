@@ -7,7 +7,7 @@
 //! engine lock), and nothing else: no socket, no name lookup, no log line. The queue is bounded
 //! ([`MAX_QUEUED`], and the budget's push share); an update it has no room for is dropped and
 //! counted — the task never waits for a receiver. The delivery thread does everything that may
-//! wait: it resolves a webhook's host, checks the address ([`Push::target`]) and connects to
+//! wait: it resolves a webhook's host, checks the address (`Push::target`) and connects to
 //! exactly that address, many webhooks at once on one `poll` loop ([`crate::net::multi`]).
 //!
 //! Configs are counted in the push share of the memory budget and bounded: [`MAX_PER_TASK`] per
@@ -154,7 +154,7 @@ impl Push {
     }
 
     /// Refuse, when a config is set, a URL whose host is an IP address no webhook may reach (a
-    /// name is judged when it is resolved, at each delivery: [`Push::target`]).
+    /// name is judged when it is resolved, at each delivery: `Push::target`).
     pub fn check_literal(&self, url: &Url) -> Result<(), String> {
         match url.literal() {
             Some(ip) => self.check(url, SocketAddr::new(ip, url.port)),

@@ -170,7 +170,7 @@ fn push_is_off_by_default_and_its_methods_answer_push_not_supported() {
 }
 
 #[test]
-fn a_receiver_on_an_allowed_host_gets_every_update_in_either_generation() {
+fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
     let home = Home::new();
     let session = start(
         &home,
@@ -274,7 +274,17 @@ fn a_receiver_on_an_allowed_host_gets_every_update_in_either_generation() {
         json!({"taskId": id}),
     );
     assert_eq!(listed["configs"], json!([]));
+}
 
+#[test]
+fn a_receiver_of_a_0_3_config_gets_the_task_at_each_status_change() {
+    let home = Home::new();
+    let session = start(
+        &home,
+        json!({"allow": ["127.0.0.1"]}),
+        TWO_CHUNKS,
+        json!({}),
+    );
     // 0.3: the config with the send; each status change delivers the task as it stands.
     let (url, rx) = receiver();
     let mut params = send_params(&["b"], false);

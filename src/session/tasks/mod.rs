@@ -384,7 +384,7 @@ impl Engine {
             if tasks.stopping {
                 return Err(Refused::Busy("the session is stopping".into()));
             }
-            set_push(&tasks, id.as_str(), push)?;
+            tasks.out.set_push(id.as_str(), push)?;
             tasks.next_seq += 1;
             let feed = stream.then(|| entry.watch());
             entry.announce(&mut tasks.out);
@@ -394,7 +394,7 @@ impl Engine {
             return Ok(Taken { id, feed, settled });
         }
         let start_now = self.admit(&tasks)?;
-        set_push(&tasks, id.as_str(), push)?;
+        tasks.out.set_push(id.as_str(), push)?;
         tasks.next_seq += 1;
         let feed = stream.then(|| entry.watch());
         entry.announce(&mut tasks.out);
@@ -432,7 +432,7 @@ impl Engine {
         let start_now = self.admit(&tasks)?;
         let weight = live::message_weight(&message) * (1 + usize::from(self.on_disk));
         let more = self.reserve_locked(&mut tasks, weight)?;
-        set_push(&tasks, named, push)?;
+        tasks.out.set_push(named, push)?;
         let Tasks { by_id, out, .. } = &mut *tasks;
         let Some(entry) = by_id.get_mut(named) else {
             return Err(Refused::FollowUp(FollowUp::NotFound));
@@ -568,18 +568,6 @@ impl Engine {
         }
         tasks.out.due.idle = tasks.running == 0;
     }
-}
-
-/// Set `config` on new or continued task `task_id`, when push notifications are on: under the
-/// engine lock, before the task's next event, so its receiver misses none.
-fn set_push(tasks: &Tasks, task_id: &str, config: Option<Config>) -> Result<(), Refused> {
-    let (Some(push), Some(mut config)) = (&tasks.out.push, config) else {
-        return Ok(());
-    };
-    config.name_for(task_id);
-    push.set(task_id, config, false)
-        .map(drop)
-        .map_err(|refused| Refused::Memory(refused.to_string()))
 }
 
 /// Store an ended task, and hand it to whoever holds its claim: moved, not copied — a task
