@@ -105,6 +105,11 @@ fn start(home: &Home, push: Value, script: &str, extra: Value) -> Session {
     home.start(&[path.to_str().unwrap()])
 }
 
+/// A capsule whose webhooks may be on 127.0.0.1, printing [`TWO_CHUNKS`].
+fn on_loopback(home: &Home) -> Session {
+    start(home, json!({"allow": ["127.0.0.1"]}), TWO_CHUNKS, json!({}))
+}
+
 /// Everything the receiver gets until `last` says the task ended.
 fn updates_until(rx: &Receiver<Got>, last: impl Fn(&Value) -> bool) -> Vec<Got> {
     let mut got = Vec::new();
@@ -172,12 +177,7 @@ fn push_is_off_by_default_and_its_methods_answer_push_not_supported() {
 #[test]
 fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
     let home = Home::new();
-    let session = start(
-        &home,
-        json!({"allow": ["127.0.0.1"]}),
-        TWO_CHUNKS,
-        json!({}),
-    );
+    let session = on_loopback(&home);
     assert_eq!(session.card()["capabilities"]["pushNotifications"], true);
 
     // 1.0: the config with the send; each event a StreamResponse, with the token and the
@@ -192,26 +192,14 @@ fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
         b["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     });
     for update in &got {
-        assert!(
-            update.head.starts_with("post /hook?k=v http/1.1"),
-            "{}",
-            update.head
-        );
-        assert!(
-            update.head.contains("x-a2a-notification-token: tok-1"),
-            "{}",
-            update.head
-        );
-        assert!(
-            update.head.contains("authorization: bearer cred-1"),
-            "{}",
-            update.head
-        );
-        assert!(
-            update.head.contains("content-type: application/a2a+json"),
-            "{}",
-            update.head
-        );
+        for header in [
+            "post /hook?k=v http/1.1\r\n",
+            "\r\nx-a2a-notification-token: tok-1\r\n",
+            "\r\nauthorization: bearer cred-1\r\n",
+            "\r\ncontent-type: application/a2a+json\r\n",
+        ] {
+            assert!(update.head.contains(header), "{header}: {}", update.head);
+        }
         let inner = update.body.as_object().unwrap().values().next().unwrap();
         assert_eq!(inner["taskId"], id.as_str(), "{}", update.body);
     }
@@ -279,12 +267,7 @@ fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
 #[test]
 fn a_receiver_of_a_0_3_config_gets_the_task_at_each_status_change() {
     let home = Home::new();
-    let session = start(
-        &home,
-        json!({"allow": ["127.0.0.1"]}),
-        TWO_CHUNKS,
-        json!({}),
-    );
+    let session = on_loopback(&home);
     // 0.3: the config with the send; each status change delivers the task as it stands.
     let (url, rx) = receiver();
     let mut params = send_params(&["b"], false);
@@ -389,12 +372,7 @@ fn webhooks_at_addresses_no_receiver_may_be_at_are_never_connected_to() {
 
     // The door itself, even where its host is allowed.
     let home = Home::new();
-    let session = start(
-        &home,
-        json!({"allow": ["127.0.0.1"]}),
-        TWO_CHUNKS,
-        json!({}),
-    );
+    let session = on_loopback(&home);
     let task = session.send(None, "x", true);
     let door_port = session.url.rsplit(':').next().unwrap();
     let url = format!("http://127.0.0.1:{door_port}/");
