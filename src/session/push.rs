@@ -116,6 +116,17 @@ impl Push {
         door: SocketAddr,
         budget: &Arc<Budget>,
     ) -> Result<Arc<Self>, String> {
+        let push = Self::new(allow, door, budget);
+        let delivering = push.clone();
+        std::thread::Builder::new()
+            .name("push".into())
+            .spawn(move || deliver::run(&delivering))
+            .map_err(|err| format!("cannot start the push thread: {err}"))?;
+        Ok(push)
+    }
+
+    /// [`Push::start`] without its thread.
+    fn new(allow: &[String], door: SocketAddr, budget: &Arc<Budget>) -> Arc<Self> {
         let allow = allow
             .iter()
             .map(|host| {
@@ -123,20 +134,14 @@ impl Push {
                 bare.unwrap_or(host).to_ascii_lowercase()
             })
             .collect();
-        let push = Arc::new(Self {
+        Arc::new(Self {
             allow,
             door,
             budget: Budget::share(budget, budget.limit() / 8),
             configs: Mutex::default(),
             queue: Mutex::default(),
             queued: Condvar::new(),
-        });
-        let delivering = push.clone();
-        std::thread::Builder::new()
-            .name("push".into())
-            .spawn(move || deliver::run(&delivering))
-            .map_err(|err| format!("cannot start the push thread: {err}"))?;
-        Ok(push)
+        })
     }
 
     fn registry(&self) -> MutexGuard<'_, Registry> {
@@ -345,3 +350,6 @@ impl Registry {
         true
     }
 }
+
+#[cfg(test)]
+mod tests;
