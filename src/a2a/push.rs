@@ -13,6 +13,7 @@ use super::error::RpcError;
 use super::fields::{Fields, id, object, string};
 use super::version::Generation;
 use crate::net::webhook::{self, Url};
+use crate::secret::Secret;
 
 /// The longest token or credentials a config may carry, in bytes.
 pub const MAX_SECRET: usize = 4096;
@@ -26,8 +27,8 @@ pub struct Config {
     pub url: String,
     /// The URL read.
     pub target: Url,
-    /// Sent as `X-A2A-Notification-Token`.
-    pub token: Option<String>,
+    /// Sent as `X-A2A-Notification-Token`; never shown by `Debug`.
+    pub token: Option<Secret>,
     /// Sent as `Authorization: <scheme> <credentials>`.
     pub auth: Option<Auth>,
     /// The generation it was set in: the shape its deliveries take.
@@ -38,16 +39,19 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Auth {
     pub scheme: String,
-    pub credentials: Option<String>,
+    /// Never shown by `Debug`.
+    pub credentials: Option<Secret>,
 }
 
 impl Config {
     /// What holding it costs the memory budget.
     pub fn weight(&self) -> usize {
-        let auth = self.auth.as_ref().map_or(0, |a| {
-            a.scheme.len() + a.credentials.as_ref().map_or(0, String::len)
-        });
-        512 + self.id.len() + 2 * self.url.len() + self.token.as_ref().map_or(0, String::len) + auth
+        let secret = |s: &Option<Secret>| s.as_ref().map_or(0, |s| s.expose().len());
+        let auth = self
+            .auth
+            .as_ref()
+            .map_or(0, |a| a.scheme.len() + secret(&a.credentials));
+        512 + self.id.len() + 2 * self.url.len() + secret(&self.token) + auth
     }
 
     /// The headers a delivery carries besides `Content-Type` (they may hold secrets: they go to
@@ -55,13 +59,14 @@ impl Config {
     pub fn headers(&self) -> Vec<(&'static str, String)> {
         let mut headers = Vec::new();
         if let Some(token) = &self.token {
-            headers.push(("X-A2A-Notification-Token", token.clone()));
+            headers.push(("X-A2A-Notification-Token", token.expose().to_string()));
         }
         if let Some(Auth {
             scheme,
             credentials: Some(credentials),
         }) = &self.auth
         {
+            let credentials = credentials.expose();
             headers.push(("Authorization", format!("{scheme} {credentials}")));
         }
         headers
@@ -73,7 +78,7 @@ impl Config {
         config.insert("id".into(), json!(self.id));
         config.insert("url".into(), json!(self.url));
         if let Some(token) = &self.token {
-            config.insert("token".into(), json!(token));
+            config.insert("token".into(), json!(token.expose()));
         }
         if let Some(auth) = &self.auth {
             let mut shown = Map::new();
@@ -82,7 +87,7 @@ impl Config {
                 Generation::V1_0 => shown.insert("scheme".into(), json!(auth.scheme)),
             };
             if let Some(credentials) = &auth.credentials {
-                shown.insert("credentials".into(), json!(credentials));
+                shown.insert("credentials".into(), json!(credentials.expose()));
             }
             config.insert("authentication".into(), Value::Object(shown));
         }
@@ -229,7 +234,7 @@ fn auth(value: &Value, at: &str, generation: Generation) -> Result<Auth, RpcErro
 /// A token or credentials: a header value, so printable ASCII (spaces and tabs inside allowed),
 /// at most [`MAX_SECRET`] bytes. Never quoted back: the refusal says what is wrong, not what it
 /// held.
-fn secret(map: &Fields, key: &str, at: &str) -> Result<Option<String>, RpcError> {
+fn secret(map: &Fields, key: &str, at: &str) -> Result<Option<Secret>, RpcError> {
     let Some(text) = string(map, key, at)? else {
         return Ok(None);
     };
@@ -242,7 +247,7 @@ fn secret(map: &Fields, key: &str, at: &str) -> Result<Option<String>, RpcError>
             format!("must be 1 to {MAX_SECRET} bytes of printable ASCII (it is sent as a header)"),
         ));
     }
-    Ok(Some(text.to_string()))
+    Ok(Some(Secret::new(text.to_string())))
 }
 
 #[cfg(test)]

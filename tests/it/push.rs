@@ -352,7 +352,7 @@ fn webhooks_at_addresses_no_receiver_may_be_at_are_never_connected_to() {
     // A name resolving to loopback is judged once resolved, at delivery: refused and logged.
     let mut params = send_params(&["y"], true);
     params["configuration"]["pushNotificationConfig"] =
-        json!({"url": format!("http://localhost:{port}/")});
+        json!({"url": format!("http://localhost:{port}/secret-path"), "token": "tok-never-logged"});
     let task = session.call(None, "message/send", params);
     let named = task["id"].as_str().unwrap().to_string();
     wait_until(WAIT, "the refusal in the log", || {
@@ -364,6 +364,11 @@ fn webhooks_at_addresses_no_receiver_may_be_at_are_never_connected_to() {
                 && l.contains("loopback")
         })
     });
+    let logs = home.mur(&["logs", &session.id]).stdout;
+    assert!(
+        !logs.contains("tok-never-logged") && !logs.contains("secret-path"),
+        "a log line names the host and port only: {logs}"
+    );
     assert_never_connected(&listener);
     if let Some(v6) = v6 {
         v6.set_nonblocking(true).unwrap();

@@ -2,15 +2,17 @@ use super::*;
 
 #[test]
 fn a_set_reads_either_generation_and_renders_back_as_sent() {
-    let v03 = json!({"taskId": "t1", "pushNotificationConfig": {"id": "c1", "url": "http://127.0.0.1:9/hook", "token": "tok", "authentication": {"schemes": ["Bearer"], "credentials": "abc"}}});
+    let v03 = json!({"taskId": "t1", "pushNotificationConfig": {"id": "c1", "url": "http://127.0.0.1:9/hook", "token": "SECRET-t", "authentication": {"schemes": ["Bearer"], "credentials": "SECRET-c"}}});
     let (task, config) = set(&v03, Generation::V0_3).unwrap();
     assert_eq!((task.as_str(), config.id.as_str()), ("t1", "c1"));
     assert_eq!(config.render("t1", Generation::V0_3), v03);
+    let debug = format!("{config:?}");
+    assert!(!debug.contains("SECRET"), "{debug}");
     assert_eq!(
         config.headers(),
         [
-            ("X-A2A-Notification-Token", "tok".to_string()),
-            ("Authorization", "Bearer abc".to_string())
+            ("X-A2A-Notification-Token", "SECRET-t".to_string()),
+            ("Authorization", "Bearer SECRET-c".to_string())
         ]
     );
     let v10 = json!({"taskId": "t1", "url": "http://h.example/x", "authentication": {"scheme": "Basic", "credentials": "dTpw"}});
