@@ -146,8 +146,9 @@ impl LiveTask {
     }
 
     /// Give `event` to every reader still reading, every watcher and every webhook (queued:
-    /// [`super::super::push`]): one shared copy for all of them, the readers woken once the engine lock is released. Any event is a change,
-    /// so the shared snapshot of the task is dropped.
+    /// [`super::super::push`]): one shared copy for all of them, the readers woken once the
+    /// engine lock is released. Any event is a change, so the shared snapshot of the task is
+    /// dropped.
     pub(super) fn publish(&mut self, event: Event, out: &mut Outbox) {
         self.snapshot = None;
         let event = Arc::new(event);
