@@ -213,12 +213,7 @@ fn session(options: &Options) -> Result<i32, String> {
         .map(|u| u.shown.clone());
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
     let undo = || engine.finish();
-    if declared.push.on {
-        let door_addr = crate::net::client::parse_door_addr(&addr).inspect_err(|_| undo())?;
-        let push = push::Push::start(&declared.push.allow, door_addr, engine.budget())
-            .inspect_err(|_| undo())?;
-        engine.enable_push(push);
-    }
+    start_push(&declared, &addr, &engine).inspect_err(|_| undo())?;
     open_log(options, &session_id, lifeline.is_some()).inspect_err(|_| undo())?;
     let door = door(&declared, &session_id, &addr, &engine, &mut tokens);
     let (server, stop_door) = start_door(listener, &door).inspect_err(|_| {
@@ -355,6 +350,20 @@ fn prepare_handlers(
     .inspect_err(|_| dirs.iter().for_each(SessionTasks::remove))?;
     *sandbox = policy;
     Ok((dirs, why))
+}
+
+/// Push notifications, when the manifest declares `network.push`: the delivery thread started
+/// and the engine told, before the door takes its first request.
+fn start_push(declared: &Declared, addr: &str, engine: &Engine) -> Result<(), String> {
+    if declared.push.on {
+        let door = crate::net::client::parse_door_addr(addr)?;
+        engine.enable_push(push::Push::start(
+            &declared.push.allow,
+            door,
+            engine.budget(),
+        )?);
+    }
+    Ok(())
 }
 
 /// The session's door: what it answers with, and the door's keys taken from `tokens` (the
