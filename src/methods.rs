@@ -26,7 +26,8 @@ pub enum Op {
     List,
     Cancel,
     Subscribe,
-    /// The push-notification config methods: refused (-32003), the door pushes nothing.
+    /// The push-notification config methods (which one: [`push_action`]): a scope of their own,
+    /// any of their eight names granting all four; -32003 where `network.push` is off.
     PushConfig,
     ExtendedCard,
     /// `session/stop`: mur's own answer shape.
@@ -124,6 +125,29 @@ pub fn method(name: &str) -> Option<&'static Method> {
     METHODS.iter().find(|m| m.name == name)
 }
 
+/// What a push-config method does to a task's configs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushAction {
+    Set,
+    Get,
+    List,
+    Delete,
+}
+
+/// What push-config method `method` does; `None` for any other method.
+pub fn push_action(method: &Method) -> Option<PushAction> {
+    let action = match method.name {
+        "tasks/pushNotificationConfig/set" | "CreateTaskPushNotificationConfig" => PushAction::Set,
+        "tasks/pushNotificationConfig/get" | "GetTaskPushNotificationConfig" => PushAction::Get,
+        "tasks/pushNotificationConfig/list" | "ListTaskPushNotificationConfigs" => PushAction::List,
+        "tasks/pushNotificationConfig/delete" | "DeleteTaskPushNotificationConfig" => {
+            PushAction::Delete
+        }
+        _ => return None,
+    };
+    (method.op == Op::PushConfig).then_some(action)
+}
+
 /// The 1.0 names of `op`'s methods, joined, for a message telling a 0.3 caller what 1.0 calls it.
 pub fn twin_names(op: Op) -> String {
     METHODS
@@ -134,12 +158,12 @@ pub fn twin_names(op: Op) -> String {
         .join(" or ")
 }
 
-/// The grant an op needs: twins share one, and `ListTasks` is a read like `GetTask`. `None`: no
-/// scope is needed (push config, refused to everyone alike).
+/// The grant an op needs: twins share one, and `ListTasks` is a read like `GetTask`. The four
+/// push-config methods share one grant of their own: setting a webhook makes the session post
+/// to it, which reading tasks does not. `Option` so a method may one day need none.
 pub fn grant(op: Op) -> Option<Op> {
     match op {
         Op::List => Some(Op::Get),
-        Op::PushConfig => None,
         other => Some(other),
     }
 }
@@ -169,20 +193,18 @@ pub fn scope_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// The operator token's scopes: the 0.3 name of every method with a grant (each grants its 1.0
-/// twin too), and the name of each 1.0 method with no 0.3 twin, so it holds every method.
+/// The operator token's scopes, one name a grant: the first 0.3 name of each grant (it grants
+/// its 1.0 twin too, and the push-config methods one another), and the name of each 1.0 method
+/// with no 0.3 twin, so it holds every method.
 pub fn operator_scopes() -> Vec<&'static str> {
     let granted = |m: &Method| grant(m.op).is_some();
-    let twin_in_0_3 = |m: &Method| {
-        METHODS
-            .iter()
-            .any(|o| o.generation == Generation::V0_3 && granted(o) && scope_grants(o.name, m.op))
-    };
-    METHODS
-        .iter()
-        .filter(|m| granted(m) && (m.generation == Generation::V0_3 || !twin_in_0_3(m)))
-        .map(|m| m.name)
-        .collect()
+    let mut scopes: Vec<&'static str> = Vec::new();
+    for m in METHODS.iter().filter(|m| granted(m)) {
+        if !scopes.iter().any(|s| scope_grants(s, m.op)) {
+            scopes.push(m.name);
+        }
+    }
+    scopes
 }
 
 #[cfg(test)]
@@ -203,24 +225,45 @@ mod tests {
         );
         assert!(!scope_grants(MESSAGE_SEND, Op::Get));
         assert!(!scope_grants(TASKS_GET, Op::Cancel));
-        assert!(!scope_grants(
+        assert!(scope_grants(
             "tasks/pushNotificationConfig/set",
             Op::PushConfig
         ));
+        assert!(scope_grants(
+            "ListTaskPushNotificationConfigs",
+            Op::PushConfig
+        ));
+        assert!(!scope_grants("tasks/pushNotificationConfig/get", Op::Get));
+        assert!(!scope_grants(TASKS_GET, Op::PushConfig));
         assert!(!scope_grants("nonsense", Op::Send));
-        assert!(!is_scope("GetTaskPushNotificationConfig"));
+        assert!(is_scope("GetTaskPushNotificationConfig"));
         assert!(is_scope("CancelTask"));
     }
 
     #[test]
+    fn each_push_config_method_has_its_action_and_no_other_method_has_one() {
+        let actions: Vec<_> = METHODS.iter().filter_map(push_action).collect();
+        for action in [
+            PushAction::Set,
+            PushAction::Get,
+            PushAction::List,
+            PushAction::Delete,
+        ] {
+            assert_eq!(actions.iter().filter(|&&a| a == action).count(), 2);
+        }
+        assert_eq!(METHODS.iter().filter(|m| m.op == Op::PushConfig).count(), 8);
+    }
+
+    #[test]
     fn names_are_unique_and_the_operator_holds_every_grant() {
-        // One name a grant, the 0.3 one; push configs are granted to no one.
+        // One name a grant, the 0.3 one.
         let expected = [
             MESSAGE_SEND,
             MESSAGE_STREAM,
             TASKS_GET,
             TASKS_CANCEL,
             "tasks/resubscribe",
+            "tasks/pushNotificationConfig/set",
             EXTENDED_CARD,
             SESSION_STOP,
             WATCH_SESSION,

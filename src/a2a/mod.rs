@@ -7,6 +7,7 @@
 //! - [`quote`]: client text quoted back in a refusal.
 //! - [`message`]: messages and parts, validated as read, rendered in either shape.
 //! - [`params`]: each method's `params`, read and checked.
+//! - [`push`]: push-notification configs, read and shown in either shape.
 //! - [`stream`]: the events of a task's stream, in either generation's shape.
 //! - [`task`]: task states and the task as either generation shows it.
 //! - [`error`]: a JSON-RPC error in either generation's shape.
@@ -18,6 +19,7 @@ pub mod error;
 mod fields;
 pub mod message;
 pub mod params;
+pub mod push;
 pub mod quote;
 pub mod rest;
 pub mod rpc;

@@ -21,6 +21,9 @@ pub struct Send {
     /// opposite of `returnImmediately`).
     pub blocking: bool,
     pub history_length: Option<usize>,
+    /// The webhook config the send carried, unread: read ([`super::push::in_send`]) only where
+    /// push notifications are on, and ignored elsewhere, as the reference servers do.
+    pub push: Option<Value>,
 }
 
 /// The methods that name one task: get, cancel, subscribe.
@@ -109,20 +112,21 @@ pub fn send(params: Value, generation: Generation) -> Result<Send, RpcError> {
             ));
         }
     };
-    // A push config inside a send (0.3 `pushNotificationConfig`, 1.0
-    // `taskPushNotificationConfig`) is ignored, as both reference servers do: the card says
-    // `pushNotifications: false`, so a client that sends one anyway still gets its task run —
-    // only the push-config methods themselves are refused (-32003).
     let blocking = match generation {
         Generation::V0_3 => boolean(config, "blocking", "params.configuration")?.unwrap_or(true),
         Generation::V1_0 => {
             !boolean(config, "returnImmediately", "params.configuration")?.unwrap_or(false)
         }
     };
+    let push = config
+        .get(super::push::send_key(generation))
+        .filter(|v| !v.is_null())
+        .cloned();
     Ok(Send {
         message,
         blocking,
         history_length: count(config, "historyLength", "params.configuration")?,
+        push,
     })
 }
 

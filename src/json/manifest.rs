@@ -108,6 +108,46 @@ pub struct Network {
     /// The URL the agent card advertises (`--advertise-url` wins over it).
     #[serde(default)]
     pub advertise_url: Option<String>,
+    /// Push notifications: off unless declared.
+    #[serde(default)]
+    pub push: Push,
+}
+
+/// `network.push`: `true` (or an object) turns push notifications on; `allow` names the hosts a
+/// webhook may reach although they resolve to addresses no webhook reaches otherwise (loopback,
+/// private, link-local: [`crate::net::webhook::forbidden`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Push {
+    pub on: bool,
+    /// Host names or IP addresses as a webhook URL writes them (an IPv6 one without brackets),
+    /// compared with the URL's host, case aside.
+    pub allow: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for Push {
+    /// `true`, `false`, or `{"allow": [host…]}` (on). Its shape was checked by [`SHAPE`] first:
+    /// what is refused here only reaches serde from a caller that skipped it.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde_json::Value;
+        let refuse = || serde::de::Error::custom("expected true, false or {\"allow\": [host…]}");
+        match Value::deserialize(deserializer)? {
+            Value::Bool(on) => Ok(Push {
+                on,
+                allow: Vec::new(),
+            }),
+            Value::Object(mut rules) => {
+                let allow = match rules.remove("allow") {
+                    None => Vec::new(),
+                    Some(list) => serde_json::from_value(list).map_err(|_| refuse())?,
+                };
+                match rules.is_empty() {
+                    true => Ok(Push { on: true, allow }),
+                    false => Err(refuse()),
+                }
+            }
+            _ => Err(refuse()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -195,6 +235,13 @@ const NETWORK: Shape = Shape::Object(&[
     ),
     Field::optional("cors", Shape::List(&Shape::Text)),
     Field::optional("advertise_url", Shape::OrNull(&Shape::Text)),
+    Field::optional(
+        "push",
+        Shape::Either(&[
+            Shape::Flag,
+            Shape::Object(&[Field::optional("allow", Shape::List(&Shape::Text))]),
+        ]),
+    ),
 ]);
 
 /// A manifest that passed every check, with its handler resolved to a path that exists.

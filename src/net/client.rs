@@ -61,8 +61,14 @@ impl Request<'_> {
     /// given headers, `Content-Length` with a body) and its body. It may carry a bearer token:
     /// the bytes go to a socket and nowhere else.
     pub fn encode(&self, addr: SocketAddr) -> Vec<u8> {
+        self.encode_for(&addr.to_string())
+    }
+
+    /// [`Request::encode`] with `host` as its `Host` (a name and port: a webhook's receiver may
+    /// serve several names at one address).
+    pub fn encode_for(&self, host: &str) -> Vec<u8> {
         let mut head = format!(
-            "{} {} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n",
+            "{} {} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n",
             self.method, self.path
         );
         for (name, value) in self.headers {

@@ -5,6 +5,7 @@
 pub mod client;
 pub mod multi;
 pub mod server;
+pub mod webhook;
 
 use std::io::Read;
 use std::net::TcpStream;

@@ -75,10 +75,32 @@ pub type Answer = Result<WholeResponse, String>;
 pub fn run(
     jobs: usize,
     deadlines: Deadlines,
+    step: impl FnMut(usize, Option<Answer>) -> Option<Exchange>,
+) {
+    run_growing(deadlines, None, || jobs, step);
+}
+
+/// [`run`] for jobs that keep coming: `jobs()` says how many there are so far, asked before each
+/// wait, which is then at most `tick` (when given), so a job added while others are in flight
+/// starts within `tick` rather than after the slowest of them. Returns when every job counted so
+/// far is done.
+pub fn run_growing(
+    deadlines: Deadlines,
+    tick: Option<Duration>,
+    mut jobs: impl FnMut() -> usize,
     mut step: impl FnMut(usize, Option<Answer>) -> Option<Exchange>,
 ) {
-    let mut scheduler = Scheduler::new(jobs, deadlines);
-    while scheduler.start(&mut step) {
+    let mut scheduler = Scheduler::new(jobs(), deadlines);
+    scheduler.tick = tick;
+    loop {
+        let now = jobs();
+        if now > scheduler.jobs {
+            scheduler.jobs = now;
+            scheduler.bound = scheduler.bound.max(bound(now));
+        }
+        if !scheduler.start(&mut step) {
+            break;
+        }
         let polled = scheduler.wait();
         for (job, answer) in scheduler.advance(polled) {
             if let Some(next) = step(job, Some(answer)) {
@@ -115,6 +137,8 @@ struct Scheduler {
     /// [`Scheduler::advance`].
     poller: Poller,
     scratch: Vec<u8>,
+    /// The longest wait, when jobs may still be added ([`run_growing`]).
+    tick: Option<Duration>,
 }
 
 impl Scheduler {
@@ -128,6 +152,7 @@ impl Scheduler {
             deadlines,
             poller: Poller::default(),
             scratch: vec![0; READ_CHUNK],
+            tick: None,
         }
     }
 
@@ -196,6 +221,7 @@ impl Scheduler {
                 .min()
                 .unwrap_or(Duration::ZERO)
         };
+        let timeout = self.tick.map_or(timeout, |tick| timeout.min(tick));
         if self.poller.wait(timeout).is_ok() {
             return true;
         }

@@ -54,6 +54,7 @@ mod binding;
 mod cors;
 mod envelope;
 mod later;
+mod push;
 mod rest;
 mod route;
 mod sse;
@@ -153,7 +154,11 @@ impl Door {
             session: (extended || !bearer).then_some(self.session_id.as_str()),
             bearer,
         };
-        agent_card(&facts, written_for)
+        let mut card = agent_card(&facts, written_for);
+        if self.engine.push().is_some() {
+            card["capabilities"]["pushNotifications"] = Value::Bool(true);
+        }
+        card
     }
 
     /// Answer one JSON-RPC request from `caller`: a JSON-RPC answer, an event stream, or an
@@ -403,10 +408,7 @@ impl Door {
             }
             Op::Cancel => return self.cancel(&params, viewer, generation),
             Op::List => self.list(&params, viewer),
-            Op::PushConfig => Err(RpcError::new(
-                rpc::PUSH_NOT_SUPPORTED,
-                "push notifications are not supported: this door sends none (capabilities.pushNotifications is false)",
-            )),
+            Op::PushConfig => self.push_config(method, &params, caller, generation),
             Op::ExtendedCard => match (&self.auth, generation) {
                 (Some(_), _) => Ok(self.card(true, CardFor::Only(generation))),
                 (None, Generation::V0_3) => Err(RpcError::new(
@@ -450,8 +452,9 @@ impl Door {
             ));
         }
         let named = asked.message.task_id.clone().unwrap_or_default();
+        let push = self.push_in_send(asked.push.as_ref(), generation)?;
         self.engine
-            .submit(caller.owner(), caller.viewer(), asked.message, stream)
+            .submit(caller.owner(), caller.viewer(), asked.message, stream, push)
             .map_err(|refused| refusal(refused, &named, generation))
     }
 

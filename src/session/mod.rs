@@ -22,6 +22,7 @@ mod notify;
 pub mod one_shot;
 mod parking;
 pub mod pump;
+pub mod push;
 pub mod sandbox;
 pub mod store;
 pub mod supervisor;
@@ -107,6 +108,8 @@ struct Declared {
     cors: Vec<String>,
     /// `--advertise-url`, else `network.advertise_url`.
     advertise: Option<String>,
+    /// `network.push`: off for the embedded echo.
+    push: crate::json::manifest::Push,
     /// The manifest's directory (`MUR_CAPSULE_DIR`); none for the embedded echo.
     capsule_dir: Option<PathBuf>,
     sandbox: crate::json::sandbox::Sandbox,
@@ -124,6 +127,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
                 control: None,
                 cors: Vec::new(),
                 advertise: options.advertise_url.clone(),
+                push: Default::default(),
                 capsule_dir: None,
                 sandbox: Default::default(),
             });
@@ -152,6 +156,7 @@ fn declare(options: &Options) -> Result<Declared, String> {
         },
         lifecycle: m.lifecycle,
         cors: m.network.cors,
+        push: m.network.push,
         advertise: options.advertise_url.clone().or(m.network.advertise_url),
         credentials: m.network.authentication.map(|a| {
             a.credentials
@@ -208,6 +213,7 @@ fn session(options: &Options) -> Result<i32, String> {
         .map(|u| u.shown.clone());
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
     let undo = || engine.finish();
+    start_push(&declared, &addr, &engine).inspect_err(|_| undo())?;
     open_log(options, &session_id, lifeline.is_some()).inspect_err(|_| undo())?;
     let door = door(&declared, &session_id, &addr, &engine, &mut tokens);
     let (server, stop_door) = start_door(listener, &door).inspect_err(|_| {
@@ -344,6 +350,20 @@ fn prepare_handlers(
     .inspect_err(|_| dirs.iter().for_each(SessionTasks::remove))?;
     *sandbox = policy;
     Ok((dirs, why))
+}
+
+/// Push notifications, when the manifest declares `network.push`: the delivery thread started
+/// and the engine told, before the door takes its first request.
+fn start_push(declared: &Declared, addr: &str, engine: &Engine) -> Result<(), String> {
+    if declared.push.on {
+        let door = crate::net::client::parse_door_addr(addr)?;
+        engine.enable_push(push::Push::start(
+            &declared.push.allow,
+            door,
+            engine.budget(),
+        )?);
+    }
+    Ok(())
 }
 
 /// The session's door: what it answers with, and the door's keys taken from `tokens` (the

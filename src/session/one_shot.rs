@@ -51,7 +51,7 @@ pub fn start(
 }
 
 fn run(engine: &Arc<Engine>, text: String, output: &Output) -> TaskEnd {
-    let taken = match engine.submit("operator", None, Message::user_text(&text), true) {
+    let taken = match engine.submit("operator", None, Message::user_text(&text), true, None) {
         Ok(taken) => taken,
         Err(refused) => return (State::Failed, refused.to_string()),
     };

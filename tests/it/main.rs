@@ -51,6 +51,7 @@ mod leaks;
 mod logs;
 mod parity;
 mod ps;
+mod push;
 mod races;
 mod rest;
 mod run;

@@ -110,7 +110,7 @@ fn lifecycle(lifecycle: &Lifecycle, problems: &mut Problems) {
     }
 }
 
-/// `network`: credentials, CORS origins, the advertised URL.
+/// `network`: credentials, CORS origins, the advertised URL, the push allow-list.
 fn network(network: &Network, problems: &mut Problems) {
     if let Some(auth) = &network.authentication {
         let key = "network.authentication.credentials";
@@ -148,6 +148,29 @@ fn network(network: &Network, problems: &mut Problems) {
         && let Err(why) = super::check_advertise_url(url)
     {
         problems.rule("network.advertise_url", why);
+    }
+    push_allow(&network.push.allow, problems);
+}
+
+/// `network.push.allow`: each entry a host as a webhook URL names it — an IP address or a name,
+/// no scheme, port or wildcard — listed once. The door compares a URL's host with these (case
+/// aside), so anything else could never match and is refused rather than opening nothing.
+fn push_allow(hosts: &[String], problems: &mut Problems) {
+    let mut seen = BTreeSet::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let key = format!("network.push.allow[{i}]");
+        let bare = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if let Err(why) = crate::net::webhook::check_host(bare) {
+            problems.rule(
+                &key,
+                format!("{why} (a host alone, e.g. hooks.example.com or 127.0.0.1)"),
+            );
+        } else if !seen.insert(bare.to_ascii_lowercase()) {
+            problems.rule(&key, format!("'{bare}' is listed twice"));
+        }
     }
 }
 

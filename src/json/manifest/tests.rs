@@ -101,6 +101,26 @@ fn each_bad_manifest_is_refused_naming_the_key() {
             "network.cors: expected a list of strings, found a string",
         ),
         (
+            json!({"name": "e", "version": "1", "run": ["x"], "network": {"push": {"allow": ["ok.example", "http://a.example"]}}}),
+            "network.push.allow[1]: has host 'http://a.example'",
+        ),
+        (
+            json!({"name": "e", "version": "1", "run": ["x"], "network": {"push": {"allow": ["A.example", "a.example"]}}}),
+            "network.push.allow[1]: 'a.example' is listed twice",
+        ),
+        (
+            json!({"name": "e", "version": "1", "run": ["x"], "network": {"push": {"allow": ["*"]}}}),
+            "network.push.allow[0]",
+        ),
+        (
+            json!({"name": "e", "version": "1", "run": ["x"], "network": {"push": {"hosts": []}}}),
+            "network.push: unknown field `hosts`",
+        ),
+        (
+            json!({"name": "e", "version": "1", "run": ["x"], "network": {"push": "yes"}}),
+            "network.push",
+        ),
+        (
             json!({"name": "e", "version": "1", "run": ["x"], "control": {"settings": ["A"], "secrets": ["A"]}}),
             "twice",
         ),
@@ -109,6 +129,26 @@ fn each_bad_manifest_is_refused_naming_the_key() {
         let err = parse(value.clone()).unwrap_err();
         assert!(err.contains(needle), "{value}: {err}");
     }
+}
+
+#[test]
+fn push_is_off_unless_declared_and_its_allow_list_is_kept() {
+    let base = json!({"name": "e", "version": "1", "run": ["x"]});
+    assert_eq!(parse(base).unwrap().network.push, super::Push::default());
+    let on = parse(json!({"name": "e", "version": "1", "run": ["x"], "network": {"push": true}}));
+    assert!(on.unwrap().network.push.on);
+    let off = parse(json!({"name": "e", "version": "1", "run": ["x"], "network": {"push": false}}));
+    assert!(!off.unwrap().network.push.on);
+    let listed = parse(json!({"name": "e", "version": "1", "run": ["x"],
+        "network": {"push": {"allow": ["127.0.0.1", "localhost", "[::1]"]}}}))
+    .unwrap();
+    assert_eq!(
+        listed.network.push,
+        super::Push {
+            on: true,
+            allow: vec!["127.0.0.1".into(), "localhost".into(), "[::1]".into()]
+        }
+    );
 }
 
 #[test]

@@ -244,3 +244,44 @@ fn an_exchange_shows_its_address_and_not_its_request() {
     assert!(!shown.contains("secret"), "{shown}");
     assert!(shown.contains("127.0.0.1:9"), "{shown}");
 }
+
+#[test]
+fn a_job_added_while_a_stuck_one_is_in_flight_is_answered_before_that_ends() {
+    let stuck = door(|_| thread::sleep(Duration::from_secs(5)));
+    let quick = door(|conn| write(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+    let began = Instant::now();
+    let mut answered: Vec<(usize, Duration)> = Vec::new();
+    let mut asked = 0;
+    let jobs = std::cell::Cell::new(1);
+    run_growing(
+        SHORT,
+        Some(Duration::from_millis(10)),
+        || {
+            // The second job comes once the first is in flight.
+            if began.elapsed() > Duration::from_millis(50) {
+                jobs.set(2);
+            }
+            jobs.get()
+        },
+        |job, answer| match answer {
+            None => {
+                asked += 1;
+                Some(get([stuck, quick][job]))
+            }
+            Some(_) => {
+                answered.push((job, began.elapsed()));
+                None
+            }
+        },
+    );
+    assert_eq!(asked, 2);
+    assert_eq!(
+        answered[0].0, 1,
+        "the later job is answered first: {answered:?}"
+    );
+    assert!(answered[0].1 < SHORT.response, "{answered:?}");
+    assert_eq!(
+        answered[1].0, 0,
+        "the stuck one ends by its deadline: {answered:?}"
+    );
+}

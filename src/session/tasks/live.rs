@@ -145,14 +145,18 @@ impl LiveTask {
         }
     }
 
-    /// Give `event` to every reader still reading and to every watcher: one shared copy for
-    /// all of them, the readers woken once the engine lock is released. Any event is a change,
-    /// so the shared snapshot of the task is dropped.
+    /// Give `event` to every reader still reading, every watcher and every webhook (queued:
+    /// [`super::super::push`]): one shared copy for all of them, the readers woken once the
+    /// engine lock is released. Any event is a change, so the shared snapshot of the task is
+    /// dropped.
     pub(super) fn publish(&mut self, event: Event, out: &mut Outbox) {
         self.snapshot = None;
         let event = Arc::new(event);
         let wakes = &mut out.due.wakes;
         self.feeds.retain(|feed| feed.push(event.clone(), wakes));
+        if let Some(push) = &out.push {
+            push.publish(&self.task, &event, self.charge.bytes());
+        }
         out.sight(|| self.sight(Some(event)));
     }
 

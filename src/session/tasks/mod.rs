@@ -22,16 +22,18 @@ mod turn;
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use super::budget::{Budget, Charge};
 use super::feed::Feed;
 use super::handler::CallService;
+use super::push::Push;
 use super::store::Store;
 use super::supervisor::Supervisor;
 use super::taskdir::SessionTasks;
 use crate::a2a::message::Message;
+use crate::a2a::push::Config;
 use crate::a2a::task::{State, Task};
 use crate::id::{ContextId, TaskId};
 use crate::json::manifest::{Acceptance, Lifecycle};
@@ -149,6 +151,8 @@ pub struct Engine {
     /// Whether a task's messages are written to its directory too (a handler's capsule): then
     /// they are counted twice, the file as well as the memory.
     on_disk: bool,
+    /// Push notifications, when `network.push` turned them on ([`Engine::enable_push`]).
+    push: OnceLock<Arc<Push>>,
 }
 
 /// Tasks parked waiting for input, at most; and the share of the budget they may hold, as a
@@ -221,6 +225,7 @@ impl Engine {
                 ..Tasks::default()
             }),
             idle: Condvar::new(),
+            push: OnceLock::new(),
             threads: Arc::default(),
             supervisor: Supervisor::default(),
         })
@@ -238,6 +243,17 @@ impl Engine {
     /// What holding `task` in memory costs, as the budget counts it.
     pub fn weight_of(task: &Task) -> usize {
         live::weight(task, false)
+    }
+
+    /// Deliver every task's updates to its webhooks from now on (`network.push`).
+    pub fn enable_push(&self, push: Arc<Push>) {
+        self.lock().out.push = Some(push.clone());
+        let _ = self.push.set(push);
+    }
+
+    /// Push notifications, when they are on.
+    pub fn push(&self) -> Option<&Arc<Push>> {
+        self.push.get()
     }
 
     /// The session's memory budget.
@@ -308,12 +324,16 @@ impl Engine {
     ///
     /// A message naming a `taskId` is that task's next turn, which only a task waiting for input
     /// may take; anything else is refused with why ([`FollowUp`]) and never starts a new task.
+    ///
+    /// `push`: a webhook config the send carried, set on the task before its first event, so
+    /// its receiver misses none (ignored when push notifications are off).
     pub fn submit(
         self: &Arc<Self>,
         owner: &str,
         viewer: Option<&str>,
         mut message: Message,
         stream: bool,
+        push: Option<Config>,
     ) -> Result<Taken, Refused> {
         if self.lifecycle.task_acceptance == Acceptance::None {
             return Err(Refused::NotAccepted(
@@ -321,7 +341,7 @@ impl Engine {
             ));
         }
         if let Some(named) = message.task_id.clone() {
-            return self.resume(&named, viewer, message, stream);
+            return self.resume(&named, viewer, message, stream, push);
         }
         let id = TaskId::mint().map_err(Refused::Internal)?;
         let context_id = match message.context_id.clone() {
@@ -364,6 +384,7 @@ impl Engine {
             if tasks.stopping {
                 return Err(Refused::Busy("the session is stopping".into()));
             }
+            tasks.out.set_push(id.as_str(), push)?;
             tasks.next_seq += 1;
             let feed = stream.then(|| entry.watch());
             entry.announce(&mut tasks.out);
@@ -373,6 +394,7 @@ impl Engine {
             return Ok(Taken { id, feed, settled });
         }
         let start_now = self.admit(&tasks)?;
+        tasks.out.set_push(id.as_str(), push)?;
         tasks.next_seq += 1;
         let feed = stream.then(|| entry.watch());
         entry.announce(&mut tasks.out);
@@ -389,6 +411,7 @@ impl Engine {
         viewer: Option<&str>,
         mut message: Message,
         stream: bool,
+        push: Option<Config>,
     ) -> Result<Taken, Refused> {
         let mut tasks = self.lock();
         self.expire_inputs(&mut tasks);
@@ -409,6 +432,7 @@ impl Engine {
         let start_now = self.admit(&tasks)?;
         let weight = live::message_weight(&message) * (1 + usize::from(self.on_disk));
         let more = self.reserve_locked(&mut tasks, weight)?;
+        tasks.out.set_push(named, push)?;
         let Tasks { by_id, out, .. } = &mut *tasks;
         let Some(entry) = by_id.get_mut(named) else {
             return Err(Refused::FollowUp(FollowUp::NotFound));

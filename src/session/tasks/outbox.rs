@@ -12,8 +12,10 @@ use std::task::Waker;
 
 use super::super::feed::{Bounded, Sight};
 use super::super::log;
+use super::super::push::Push;
 use super::super::taskdir::TaskDir;
-use super::{Engine, Tasks};
+use super::{Engine, Refused, Tasks};
+use crate::a2a::push::Config;
 
 /// What every watcher of the session reads: a bounded queue of sightings each
 /// ([`super::super::watch`]).
@@ -25,6 +27,8 @@ pub(super) struct Outbox {
     /// The watchers of the whole session; one cut (too far behind) or gone is forgotten at the
     /// next sighting.
     pub(super) watchers: Vec<Arc<Sightings>>,
+    /// Push notifications, when on: every task event is queued for the task's webhooks.
+    pub(super) push: Option<Arc<Push>>,
     pub(super) due: Due,
 }
 
@@ -45,6 +49,18 @@ pub(super) struct Due {
 }
 
 impl Outbox {
+    /// Set `config` on new or continued task `task_id`, when push notifications are on: under
+    /// the engine lock, before the task's next event, so its receiver misses none.
+    pub(super) fn set_push(&self, task_id: &str, config: Option<Config>) -> Result<(), Refused> {
+        let (Some(push), Some(mut config)) = (&self.push, config) else {
+            return Ok(());
+        };
+        config.name_for(task_id);
+        push.set(task_id, config, false)
+            .map(drop)
+            .map_err(|refused| Refused::Memory(refused.to_string()))
+    }
+
     /// Tell every watcher the sighting `made` makes (made only when someone watches); a
     /// watcher whose queue is over is forgotten.
     pub(super) fn sight(&mut self, made: impl FnOnce() -> Sight) {

@@ -43,6 +43,13 @@ impl Engine {
         watcher
     }
 
+    /// The state of task `id`, if `viewer` may see it: a look that copies nothing.
+    pub fn sees(&self, id: &str, viewer: Option<&str>) -> Result<State, Lookup> {
+        let mut tasks = self.lock();
+        self.expire_inputs(&mut tasks);
+        visible(&tasks, id, viewer).map(|seen| seen.state)
+    }
+
     /// The task as `viewer` may see it: `None` sees every task (the operator), `Some(owner)` only
     /// its own.
     pub fn get(&self, id: &str, viewer: Option<&str>) -> Result<Task, Lookup> {

@@ -17,13 +17,13 @@ fn echo_engine() -> Arc<Engine> {
 fn a_blocking_caller_gets_its_task_even_after_it_was_evicted_from_memory() {
     let engine = echo_engine();
     let first = engine
-        .submit("op", None, Message::user_text("first"), false)
+        .submit("op", None, Message::user_text("first"), false, None)
         .unwrap();
     // The store keeps the newest 1,000 finished tasks: these push the first one out, as
     // a thousand tasks ending while its caller's thread is descheduled would.
     for n in 0..1_000 {
         engine
-            .submit("op", None, Message::user_text(&n.to_string()), false)
+            .submit("op", None, Message::user_text(&n.to_string()), false, None)
             .unwrap();
     }
     assert!(matches!(
@@ -42,7 +42,7 @@ fn a_watcher_is_told_each_instant_task_its_start_its_text_and_its_end() {
     let engine = echo_engine();
     let watcher = engine.observe();
     let taken = engine
-        .submit("op", None, Message::user_text("hi"), false)
+        .submit("op", None, Message::user_text("hi"), false, None)
         .unwrap();
     let waker = crate::session::parking::waker();
     let (mut sights, mut answer) = (Vec::new(), None);
