@@ -14,6 +14,7 @@ pub mod feed;
 pub mod handler;
 mod hidden;
 pub mod identity;
+mod journal;
 mod launched;
 mod listen;
 pub mod log;
@@ -212,6 +213,10 @@ fn session(options: &Options) -> Result<i32, String> {
         .and_then(SessionTasks::user)
         .map(|u| u.shown.clone());
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
+    // Under the name's claim, so one session at a time writes its store.
+    if let Some((journal, restored)) = options.name.as_deref().and_then(journal::open) {
+        engine.restore(journal, restored);
+    }
     let undo = || engine.finish();
     start_push(&declared, &addr, &engine).inspect_err(|_| undo())?;
     open_log(options, &session_id, lifeline.is_some()).inspect_err(|_| undo())?;

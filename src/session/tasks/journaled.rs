@@ -1,0 +1,84 @@
+//! The engine's side of a named session's task store ([`crate::session::journal`]): the tasks a
+//! session started again finds, and the entries each task's start and end leave due.
+
+use std::sync::Arc;
+
+use super::super::journal::{Journal, Pending, Restored};
+use super::live::LiveTask;
+use super::{Engine, Tasks};
+
+impl Engine {
+    /// Take the tasks `restored` from the store as finished ones, and journal every task from
+    /// now on in `journal`. Called once, before the door opens: arrival numbers continue after
+    /// the newest restored, so listing stays newest first across the restart.
+    pub fn restore(&self, journal: Journal, restored: Restored) {
+        if self.journal.set(journal).is_err() {
+            return;
+        }
+        let count = restored.tasks.len();
+        let mut tasks = self.lock();
+        for (id, summary, body) in restored.tasks {
+            tasks.next_seq = tasks.next_seq.max(summary.seq + 1);
+            tasks.finished.keep(id, summary, body);
+        }
+        tasks.journaling = true;
+        drop(tasks);
+        if count > 0 {
+            let interrupted = match restored.interrupted {
+                0 => String::new(),
+                n => format!(", {n} of them failed: they were running when the last session ended"),
+            };
+            crate::cli::warn(
+                "run",
+                &format!("{count} task(s) restored from the task store{interrupted}"),
+            );
+        }
+    }
+
+    /// Sync and close the journal, if there is one: the session ends in order.
+    pub(super) fn close_journal(&self) {
+        if let Some(journal) = self.journal.get() {
+            journal.close();
+        }
+    }
+
+    /// Write what is due to the journal: once the engine lock is released, before anyone
+    /// waiting on these tasks is woken.
+    pub(super) fn write_journal(&self, pending: Vec<Pending>) {
+        if let Some(journal) = self.journal.get()
+            && !pending.is_empty()
+        {
+            journal.append(pending);
+        }
+    }
+}
+
+impl Tasks {
+    /// Leave `entry`'s start due for the journal, when there is one.
+    pub(super) fn journal_start(&mut self, entry: &LiveTask) {
+        if self.journaling {
+            self.out.due.journal.push(Pending::Started {
+                task: entry.task.clone(),
+                owner: entry.owner.clone(),
+                seq: entry.seq,
+            });
+        }
+    }
+
+    /// Leave task `id`'s end due for the journal, when there is one: its `body` as the store of
+    /// finished tasks keeps it (still kept: not evicted at once for its size).
+    pub(super) fn journal_end(&mut self, id: &str, body: Option<Arc<[u8]>>) {
+        if !self.journaling {
+            return;
+        }
+        if let Some(body) = body
+            && let Some(summary) = self.finished.summary(id).cloned()
+        {
+            self.out.due.journal.push(Pending::Ended {
+                id: id.to_string(),
+                summary,
+                body,
+            });
+        }
+    }
+}
