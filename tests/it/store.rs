@@ -318,6 +318,7 @@ fn chaos_a_thousand_tasks_and_twenty_sigkills_lose_no_completed_answer() {
     let mut known: Vec<(String, String)> = Vec::new();
     let mut completed: Vec<(String, String)> = Vec::new();
     let started = Instant::now();
+    let mut said = Vec::new();
     // Twenty lives struck at a random moment, then one more that sends what is left and ends
     // in order; each life sends its share of what is left.
     for life in 0..=KILLS {
@@ -328,6 +329,7 @@ fn chaos_a_thousand_tasks_and_twenty_sigkills_lose_no_completed_answer() {
             session.stderr()
         );
         let url = session.url.clone();
+        said.push(session.stderr());
         let mut session = Some(session);
         let batch = (TASKS - known.len()).div_ceil(KILLS + 1 - life);
         let strike = (life < KILLS).then(|| Duration::from_millis(rng.below(300)));
@@ -386,7 +388,7 @@ fn chaos_a_thousand_tasks_and_twenty_sigkills_lose_no_completed_answer() {
             assert_eq!(&artifact_text(&task), answer, "{task}");
         }
     }
-    if let Some(newest_missing) = missing.iter().max() {
+    if !missing.is_empty() {
         assert_eq!(
             kept,
             1000,
@@ -394,15 +396,14 @@ fn chaos_a_thousand_tasks_and_twenty_sigkills_lose_no_completed_answer() {
             missing.len()
         );
         assert!(missing.len() <= 4 * KILLS, "{missing:?}");
-        let oldest_kept = known
-            .iter()
-            .map(|(id, _)| id)
-            .filter(|id| !missing.contains(id))
-            .min()
-            .unwrap();
+        // An id is minted before the engine's lock is taken and the arrival number given, so
+        // four clients' ids may come in another order than their arrival by three places.
+        let mut ids: Vec<&String> = known.iter().map(|(id, _)| id).collect();
+        ids.sort();
+        let oldest = &ids[..missing.len() + 3];
         assert!(
-            newest_missing < oldest_kept,
-            "only the oldest go: {missing:?}"
+            missing.iter().all(|id| oldest.contains(&id)),
+            "only the oldest go: {missing:?}; the sessions said {said:#?}"
         );
     }
     eprintln!(
