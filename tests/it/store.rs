@@ -362,6 +362,26 @@ fn chaos_a_thousand_tasks_and_twenty_sigkills_lose_no_completed_answer() {
     assert_eq!(known.len(), TASKS, "every task was sent in some life");
     let last = start_named(&home, "chaos", &[&manifest]);
     assert!(!last.stderr().contains("corrupt"), "{}", last.stderr());
+    let missing = verify(&last, &known, &completed, &said);
+    eprintln!(
+        "store chaos: {} tasks known, {} completed, {} gone by the bound, {:?}",
+        known.len(),
+        completed.len(),
+        missing,
+        started.elapsed()
+    );
+    assert!(completed.len() > known.len() / 2, "most tasks completed");
+}
+
+/// Every task `known` after the chaos, read from the `last` session: each completed with its
+/// answer or failed with the note, each seen `completed` with its exact answer; how many went
+/// by the store's bound.
+fn verify(
+    last: &Session,
+    known: &[(String, String)],
+    completed: &[(String, String)],
+    said: &[String],
+) -> usize {
     // The store keeps the newest 1,000 ended tasks; a task taken whose answer the kill cut off
     // (at most one per client per kill) is one more, so the oldest few may have gone by the
     // bound, never by the crash: those missing must all be older (ids are UUIDv7, in time
@@ -369,7 +389,7 @@ fn chaos_a_thousand_tasks_and_twenty_sigkills_lose_no_completed_answer() {
     let listed = last.call(None, "ListTasks", json!({"pageSize": 100}));
     let kept = listed["totalSize"].as_u64().unwrap();
     let mut missing = Vec::new();
-    for (id, text) in &known {
+    for (id, text) in known {
         let answer = last.rpc(None, "tasks/get", json!({"id": id}));
         let Some(task) = answer.get("result") else {
             missing.push(id.clone());
@@ -381,7 +401,7 @@ fn chaos_a_thousand_tasks_and_twenty_sigkills_lose_no_completed_answer() {
             other => panic!("task {id} is {other}: {task}"),
         }
     }
-    for (id, answer) in &completed {
+    for (id, answer) in completed {
         if !missing.contains(id) {
             let task = last.get_task(None, id);
             assert_eq!(state(&task), "completed", "{task}");
@@ -395,7 +415,7 @@ fn chaos_a_thousand_tasks_and_twenty_sigkills_lose_no_completed_answer() {
             "{} tasks missing from a store not full",
             missing.len()
         );
-        assert!(missing.len() <= 4 * KILLS, "{missing:?}");
+        assert!(missing.len() <= 4 * 20, "{missing:?}");
         // An id is minted before the engine's lock is taken and the arrival number given, so
         // four clients' ids may come in another order than their arrival by three places.
         let mut ids: Vec<&String> = known.iter().map(|(id, _)| id).collect();
@@ -406,12 +426,5 @@ fn chaos_a_thousand_tasks_and_twenty_sigkills_lose_no_completed_answer() {
             "only the oldest go: {missing:?}; the sessions said {said:#?}"
         );
     }
-    eprintln!(
-        "store chaos: {} tasks known, {} completed, {} gone by the bound, {:?}",
-        known.len(),
-        completed.len(),
-        missing.len(),
-        started.elapsed()
-    );
-    assert!(completed.len() > known.len() / 2, "most tasks completed");
+    missing.len()
 }
