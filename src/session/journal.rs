@@ -58,9 +58,11 @@ pub enum Pending {
 }
 
 /// What a session started again finds: the ended tasks kept (oldest first), each as the store
-/// keeps it, and how many of them were running when the last session died.
+/// keeps it; the tasks that were running when the last session died, to run again
+/// (`lifecycle.retry_interrupted`), as they were taken, by arrival; and how many were running.
 pub struct Restored {
     pub tasks: Vec<(String, Summary, Arc<[u8]>)>,
+    pub retried: Vec<(Task, Summary)>,
     pub interrupted: usize,
 }
 
@@ -95,8 +97,10 @@ fn warn(name: &str, message: &str) {
 }
 
 /// Open (creating it if missing) the task store of instance name `name`, read what it holds and
-/// start its writer; `None`, said, when there is no usable store.
-pub fn open(name: &str) -> Option<(Journal, Restored)> {
+/// start its writer; `None`, said, when there is no usable store. A task that was running when
+/// the last session died is ended `failed` ([`INTERRUPTED`]), or, when `retry`, kept started
+/// and handed back to run again.
+pub fn open(name: &str, retry: bool) -> Option<(Journal, Restored)> {
     let dir = crate::home::private_dir(crate::home::STORE_DIR)
         .and_then(|store| crate::home::create_held(&store, name))
         .map_err(|err| {
@@ -133,7 +137,15 @@ pub fn open(name: &str) -> Option<(Journal, Restored)> {
     let reduced = format::reduce(entries);
     let interrupted = reduced.unended.len();
     let mut ended = reduced.ended;
-    ended.extend(reduced.unended.into_iter().filter_map(interrupt));
+    let mut retried = Vec::new();
+    let mut kept = ended.len();
+    if retry {
+        retried = reduced.unended.iter().filter_map(started).collect();
+        ended.extend(reduced.unended);
+    } else {
+        ended.extend(reduced.unended.into_iter().filter_map(interrupt));
+        kept = ended.len();
+    }
     let file = rewrite(&dir, &ended)
         .map_err(|err| {
             warn(
@@ -165,6 +177,7 @@ pub fn open(name: &str) -> Option<(Journal, Restored)> {
             )
         })
         .ok()?;
+    ended.truncate(kept);
     let tasks = ended
         .into_iter()
         .map(|e| (e.header.id, e.header.summary, e.body))
@@ -173,7 +186,12 @@ pub fn open(name: &str) -> Option<(Journal, Restored)> {
         shared,
         writer: Mutex::new(Some(writer)),
     };
-    Some((journal, Restored { tasks, interrupted }))
+    let restored = Restored {
+        tasks,
+        retried,
+        interrupted,
+    };
+    Some((journal, restored))
 }
 
 /// Move a journal that does not read aside, saying so: the entries before the damage
@@ -192,6 +210,12 @@ fn set_aside(dir: &Dir, name: &str, why: &str, kept: usize) {
             dir.join(JOURNAL).display()
         ),
     );
+}
+
+/// The task a started entry names, as it was taken, and its summary.
+fn started(entry: &Entry) -> Option<(Task, Summary)> {
+    let task = serde_json::from_slice(&entry.body).ok()?;
+    Some((task, entry.header.summary.clone()))
 }
 
 /// The task a started entry names, ended `failed` as one whose session died while it ran.

@@ -214,9 +214,7 @@ fn session(options: &Options) -> Result<i32, String> {
         .map(|u| u.shown.clone());
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
     // Under the name's claim, so one session at a time writes its store.
-    if let Some((journal, restored)) = options.name.as_deref().and_then(journal::open) {
-        engine.restore(journal, restored);
-    }
+    engine.restore_named(options.name.as_deref());
     let undo = || engine.finish();
     start_push(&declared, &addr, &engine).inspect_err(|_| undo())?;
     open_log(options, &session_id, lifeline.is_some()).inspect_err(|_| undo())?;

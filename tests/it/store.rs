@@ -172,6 +172,44 @@ fn a_task_running_when_its_session_died_comes_back_failed_with_a_note() {
 }
 
 #[test]
+fn with_retry_interrupted_a_task_running_when_its_session_died_runs_again() {
+    let home = Home::new();
+    // In a directory of its own: a handler may not add to the workdir that holds the home.
+    let marker = home.dir("marks").join("ran-once");
+    let script = format!(
+        "#!/bin/sh\nread -r text\nif [ ! -e {m} ]; then : > {m}; sleep 60; fi\necho \"again $text\"\n",
+        m = marker.display()
+    );
+    let manifest = home.write_capsule(
+        "retrier",
+        json!({"name": "retrier", "version": "1", "lifecycle": {"retry_interrupted": true}}),
+        Some(&script),
+    );
+    let manifest = manifest.to_str().unwrap();
+    let session = start_named(&home, "retrier", &[manifest]);
+    let id = session.send(None, "once more", false)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until(WAIT, "the first run to begin", || marker.exists());
+    kill(session);
+
+    let again = start_named(&home, "retrier", &[manifest]);
+    let task = again.wait_task(None, &id, WAIT);
+    assert_eq!(state(&task), "completed", "{task}");
+    assert_eq!(artifact_text(&task), "again once more");
+    assert!(
+        again.stderr().contains("queued again"),
+        "{}",
+        again.stderr()
+    );
+    kill(again);
+    // Ended now: a third start finds it completed, not running.
+    let third = start_named(&home, "retrier", &[manifest]);
+    assert_eq!(state(&third.get_task(None, &id)), "completed");
+}
+
+#[test]
 fn a_torn_tail_is_cut_off_with_a_warning() {
     let home = Home::new();
     let session = start_named(&home, "torn", &[]);

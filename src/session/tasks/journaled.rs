@@ -3,29 +3,49 @@
 
 use std::sync::Arc;
 
-use super::super::journal::{Journal, Pending, Restored};
-use super::live::LiveTask;
+use super::super::budget::Charge;
+use super::super::journal::{self, Journal, Pending, Restored};
+use super::super::store::Summary;
+use super::live::{self, LiveTask};
 use super::{Engine, Tasks};
+use crate::a2a::task::Task;
 
 impl Engine {
-    /// Take the tasks `restored` from the store as finished ones, and journal every task from
-    /// now on in `journal`. Called once, before the door opens: arrival numbers continue after
-    /// the newest restored, so listing stays newest first across the restart.
-    pub fn restore(&self, journal: Journal, restored: Restored) {
+    /// Open the task store of instance name `name`, if the session has one, and take what it
+    /// holds ([`Engine::restore`]).
+    pub fn restore_named(self: &Arc<Self>, name: Option<&str>) {
+        let retry = self.lifecycle.retry_interrupted;
+        if let Some((journal, restored)) = name.and_then(|name| journal::open(name, retry)) {
+            self.restore(journal, restored);
+        }
+    }
+
+    /// Take the tasks `restored` from the store as finished ones, queue again those to retry,
+    /// and journal every task from now on in `journal`. Called once, before the door opens:
+    /// arrival numbers continue after the newest restored, so listing stays newest first
+    /// across the restart.
+    fn restore(self: &Arc<Self>, journal: Journal, restored: Restored) {
         if self.journal.set(journal).is_err() {
             return;
         }
-        let count = restored.tasks.len();
+        let count = restored.tasks.len() + restored.retried.len();
         let mut tasks = self.lock();
         for (id, summary, body) in restored.tasks {
             tasks.next_seq = tasks.next_seq.max(summary.seq + 1);
             tasks.finished.keep(id, summary, body);
+        }
+        for (task, summary) in restored.retried {
+            tasks.next_seq = tasks.next_seq.max(summary.seq + 1);
+            self.retry(&mut tasks, task, summary);
         }
         tasks.journaling = true;
         drop(tasks);
         if count > 0 {
             let interrupted = match restored.interrupted {
                 0 => String::new(),
+                n if self.lifecycle.retry_interrupted => format!(
+                    ", {n} of them queued again: they were running when the last session ended"
+                ),
                 n => format!(", {n} of them failed: they were running when the last session ended"),
             };
             crate::cli::warn(
@@ -33,6 +53,21 @@ impl Engine {
                 &format!("{count} task(s) restored from the task store{interrupted}"),
             );
         }
+    }
+
+    /// Queue `task` again as it was taken — a turn that never finished — started at once when
+    /// a slot is free. Counted in the budget, and queued past the queue's depth if need be: it
+    /// was taken before, and is never refused now.
+    fn retry(self: &Arc<Self>, tasks: &mut Tasks, mut task: Task, summary: Summary) {
+        let charge = Charge::new(&self.budget);
+        charge.force(live::weight(&task, self.on_disk) + super::ENTRY_OVERHEAD);
+        task.history.truncate(1);
+        task.answer.clear();
+        let id = task.id.to_string();
+        let entry = LiveTask::new(task, summary.owner, summary.seq, charge);
+        tasks.by_id.insert(id.clone(), entry);
+        let start_now = self.admit(tasks).unwrap_or(false);
+        self.schedule(tasks, id, start_now);
     }
 
     /// Sync and close the journal, if there is one: the session ends in order.

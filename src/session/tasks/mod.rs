@@ -363,28 +363,16 @@ impl Engine {
         let weight = live::message_weight(&message) * (1 + usize::from(self.on_disk));
         let charge = self.reserve_locked(&mut tasks, weight + ENTRY_OVERHEAD)?;
         let seq = tasks.next_seq;
-        let mut entry = LiveTask {
-            task: Task {
-                id: id.clone(),
-                context_id,
-                state: State::Submitted,
-                history: vec![message],
-                answer: Vec::new(),
-                note: None,
-                updated: crate::time::unix_now(),
-            },
-            owner: owner.to_string(),
-            cancel: false,
-            seq,
-            turn: 1,
-            input_until: None,
-            dir: None,
-            feeds: Vec::new(),
-            chunked: false,
-            settled: Settled::default(),
-            charge,
-            snapshot: None,
+        let task = Task {
+            id: id.clone(),
+            context_id,
+            state: State::Submitted,
+            history: vec![message],
+            answer: Vec::new(),
+            note: None,
+            updated: crate::time::unix_now(),
         };
+        let mut entry = LiveTask::new(task, owner.to_string(), seq, charge);
         let settled = entry.settled.clone();
         if let Capsule::Echo = self.capsule {
             if tasks.stopping {
