@@ -232,9 +232,8 @@ fn interrupt(started: Entry) -> Option<Entry> {
     Some(Entry { header, body })
 }
 
-/// Write `entries` as a whole new journal: beside it, synced, renamed over it, the directory
-/// synced; the new journal, open to append to.
-fn rewrite(dir: &Dir, entries: &[Entry]) -> std::io::Result<File> {
+/// Write `entries` as a whole new journal beside the journal, synced; open to append to.
+fn staged(dir: &Dir, entries: &[Entry]) -> std::io::Result<File> {
     let mut bytes = format::MAGIC.to_vec();
     for entry in entries {
         format::encode(&mut bytes, &entry.header, &entry.body);
@@ -243,6 +242,13 @@ fn rewrite(dir: &Dir, entries: &[Entry]) -> std::io::Result<File> {
     let mut file = dir.append_private(REWRITE)?;
     file.write_all(&bytes)?;
     file.sync_data()?;
+    Ok(file)
+}
+
+/// Write `entries` as a whole new journal: beside it, synced, renamed over it, the directory
+/// synced; the new journal, open to append to.
+fn rewrite(dir: &Dir, entries: &[Entry]) -> std::io::Result<File> {
+    let file = staged(dir, entries)?;
     dir.rename(REWRITE.as_ref(), JOURNAL.as_ref())?;
     dir.sync()?;
     Ok(file)
@@ -341,36 +347,55 @@ impl Shared {
     }
 
     /// Rewrite the journal to what it comes to ([`format::reduce`]), ended tasks within the
-    /// bounds and the tasks still running, under the appender's lock (so nothing is appended to
-    /// the old file meanwhile). Rare: once per [`KEPT_TASKS`] tasks at most.
+    /// bounds and the tasks still running. Rare (once per [`KEPT_TASKS`] tasks at most), and
+    /// off the appender's lock but for its last step: what was written up to now is read,
+    /// reduced and staged beside the journal, synced, with appends going on meanwhile; then,
+    /// under the lock, what they added is copied to the staged file, which is renamed over the
+    /// journal and appended to from then on. A failure leaves the journal as it was.
     fn compact(&self) {
-        let mut appender = self.lock();
-        let read = self
+        if let Err(why) = self.rewrite_behind() {
+            let mut appender = self.lock();
+            // Not tried again until it has grown as much once more.
+            appender.ended = 0;
+            appender.bytes = 0;
+            drop(appender);
+            crate::cli::warn("run", &format!("the task store cannot be compacted: {why}"));
+        }
+    }
+
+    fn rewrite_behind(&self) -> Result<(), String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let (upto, ended_then) = {
+            let appender = self.lock();
+            (appender.bytes, appender.ended)
+        };
+        let small = self
             .dir
             .read_small(JOURNAL, MAX_FILE)
-            .map_err(|err| format!("{err:?}"))
-            .map(|small| format::read(&small.bytes).0);
-        let rewritten = read.and_then(|entries| {
-            let reduced = format::reduce(entries);
-            let ended = reduced.ended.len();
-            let mut kept = reduced.ended;
-            kept.extend(reduced.unended);
-            let file = rewrite(&self.dir, &kept).map_err(|err| err.to_string())?;
-            Ok((file, ended))
-        });
-        match rewritten {
-            Ok((file, ended)) => {
-                appender.bytes = file.metadata().map_or(0, |m| m.len());
-                appender.file = Arc::new(file);
-                appender.ended = ended;
-            }
-            Err(why) => {
-                // Not tried again until it has grown as much once more.
-                appender.ended = 0;
-                appender.bytes = 0;
-                drop(appender);
-                crate::cli::warn("run", &format!("the task store cannot be compacted: {why}"));
-            }
-        }
+            .map_err(|err| format!("{err:?}"))?;
+        // Appends past `upto` may be half-written as this reads: they are copied below.
+        let written = small
+            .bytes
+            .get(..upto as usize)
+            .ok_or("the journal shrank")?;
+        let reduced = format::reduce(format::read(written).0);
+        let ended = reduced.ended.len();
+        let mut kept = reduced.ended;
+        kept.extend(reduced.unended);
+        let mut file = staged(&self.dir, &kept).map_err(|err| err.to_string())?;
+        let mut appender = self.lock();
+        let mut tail = Vec::new();
+        let mut old = self.dir.open_read(JOURNAL).map_err(|err| err.to_string())?;
+        old.seek(SeekFrom::Start(upto))
+            .and_then(|_| old.take(appender.bytes - upto).read_to_end(&mut tail))
+            .and_then(|_| file.write_all(&tail))
+            .and_then(|()| self.dir.rename(REWRITE.as_ref(), JOURNAL.as_ref()))
+            .map_err(|err| err.to_string())?;
+        appender.bytes = file.metadata().map_or(0, |m| m.len());
+        appender.ended = ended + (appender.ended - ended_then);
+        appender.unsynced |= !tail.is_empty();
+        appender.file = Arc::new(file);
+        drop(appender);
+        self.dir.sync().map_err(|err| err.to_string())
     }
 }

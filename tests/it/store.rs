@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{
     home::{Home, mode_of},
     http::http,
-    session::{Session, artifact_text, state, status_text},
+    session::{Session, artifact_text, send_body, state, status_text},
     wait::{wait_for, wait_until},
 };
 use serde_json::{Value, json};
@@ -207,6 +207,41 @@ fn with_retry_interrupted_a_task_running_when_its_session_died_runs_again() {
     // Ended now: a third start finds it completed, not running.
     let third = start_named(&home, "retrier", &[manifest]);
     assert_eq!(state(&third.get_task(None, &id)), "completed");
+}
+
+#[test]
+fn the_journal_is_compacted_to_its_bound_while_the_session_runs() {
+    let home = Home::new();
+    let session = start_named(&home, "bounded", &[]);
+    let journal = store_dir(&home, "bounded").join("journal");
+    let mut door = session.connect();
+    let mut send = |n: usize| {
+        let answer = door.post(
+            "/",
+            None,
+            send_body(&format!("task {n}")).to_string().as_bytes(),
+        );
+        answer.json()["result"]["id"].as_str().unwrap().to_string()
+    };
+    let first = send(0);
+    (1..1000).for_each(|n| {
+        send(n);
+    });
+    let thousand = fs::metadata(&journal).unwrap().len();
+    let last = (1000..2100).map(&mut send).last().unwrap();
+    // Past twice its bound, the writer rewrites it to the newest 1,000 (and what came since).
+    wait_until(WAIT, "the journal to be compacted", || {
+        fs::metadata(&journal).unwrap().len() < thousand * 3 / 2
+    });
+    kill(session);
+    let again = start_named(&home, "bounded", &[]);
+    let listed = again.call(None, "ListTasks", json!({}));
+    assert_eq!(listed["totalSize"], 1000, "{listed}");
+    assert_eq!(listed["tasks"][0]["id"], last.as_str());
+    assert_eq!(artifact_text(&again.get_task(None, &last)), "task 2099");
+    let gone = again.rpc(None, "tasks/get", json!({"id": first}));
+    assert!(gone.get("error").is_some(), "the oldest went: {gone}");
+    assert!(!again.stderr().contains("compacted"), "{}", again.stderr());
 }
 
 #[test]
@@ -465,4 +500,41 @@ fn verify(
         );
     }
     missing.len()
+}
+
+#[test]
+fn logs_of_a_name_read_its_restarts_as_one_history() {
+    let home = Home::new();
+    let manifest = capsule(&home);
+    let first = start_named(&home, "story", &[&manifest]);
+    let before = first.send(None, "before", true)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let first_id = first.id.clone();
+    kill(first);
+    let second = start_named(&home, "story", &[&manifest]);
+    let after = second.send(None, "after", true)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let out = home.mur(&["logs", "story"]);
+    out.expect_code(0);
+    let text = &out.stdout;
+    let at = |what: &str| {
+        text.find(what)
+            .unwrap_or_else(|| panic!("no {what:?} in {text}"))
+    };
+    let was = at(&format!("session {first_id} of 'story' started; it ended"));
+    let now = at(&format!("session {} of 'story' started", second.id));
+    assert!(
+        was < at(&before) && at(&before) < now && now < at(&after),
+        "{text}"
+    );
+    assert!(text.contains("(gone)"), "{text}");
+    // By its id, a session's own log only.
+    let own = home.mur(&["logs", &second.id]);
+    assert!(!own.stdout.contains(&before), "{}", own.stdout);
+    assert!(own.stdout.contains(&after), "{}", own.stdout);
 }
