@@ -11,8 +11,9 @@
 //!   the engine lock is released and *before* its waiters are woken (`tasks/outbox.rs`): once a
 //!   client has read `completed`, the answer is in the kernel's hands, and a SIGKILL cannot take
 //!   it. `fdatasync` is the writer thread's, in groups — every entry appended while the last
-//!   one ran goes in the next — so no door worker or task thread ever waits for the disk; a
-//!   crash of the *machine* loses at most the last group's entries.
+//!   one ran, or in the [`SYNC_INTERVAL`] since it began, goes in the next — so no door worker
+//!   or task thread ever waits for the disk; a crash of the *machine* loses at most the last
+//!   group's entries.
 //! - **Bounded**, as the store of finished tasks is: rewritten (compacted) to the newest
 //!   [`KEPT_TASKS`] ended tasks within [`BUDGET`] bytes, and the tasks still running, whenever
 //!   it holds twice as many ended tasks or twice as many bytes; at every start too. A rewrite is
@@ -42,6 +43,9 @@ const JOURNAL: &str = "journal";
 const REWRITE: &str = "journal.new";
 /// The largest journal read back: it is rewritten before it holds twice the store's budget.
 const MAX_FILE: u64 = (3 * BUDGET + format::MAX_ENTRY) as u64;
+/// The shortest time between two syncs: entries appended meanwhile wait for the next, so a
+/// crash of the machine loses at most this much more.
+const SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
 /// What a task that was running when its session died says, ended `failed` at the next start.
 pub const INTERRUPTED: &str = "the session ended while this task ran (it was not finished)";
 
@@ -86,6 +90,8 @@ struct Appender {
     /// Ended tasks in the file: a rewrite is due at twice [`KEPT_TASKS`].
     ended: usize,
     unsynced: bool,
+    /// The writer waits for entries (and must be woken for them).
+    waiting: bool,
     closed: bool,
     /// A write failed (said once): the next ones are still tried.
     failed: bool,
@@ -161,6 +167,7 @@ pub fn open(name: &str, retry: bool) -> Option<(Journal, Restored)> {
             file: Arc::new(file),
             ended: ended.len(),
             unsynced: false,
+            waiting: false,
             closed: false,
             failed: false,
         }),
@@ -290,8 +297,10 @@ impl Journal {
             Ok(()) => {
                 appender.bytes += bytes.len() as u64;
                 appender.ended += ended;
-                appender.unsynced = true;
-                self.shared.written.notify_one();
+                // Only a writer waiting needs waking: one syncing will look again when done.
+                if !std::mem::replace(&mut appender.unsynced, true) && appender.waiting {
+                    self.shared.written.notify_one();
+                }
             }
             Err(err) if !appender.failed => {
                 appender.failed = true;
@@ -326,10 +335,12 @@ impl Shared {
             let (file, due) = {
                 let mut appender = self.lock();
                 while !appender.unsynced && !appender.closed {
+                    appender.waiting = true;
                     appender = self
                         .written
                         .wait(appender)
                         .unwrap_or_else(|p| p.into_inner());
+                    appender.waiting = false;
                 }
                 if !appender.unsynced {
                     return;
@@ -339,10 +350,14 @@ impl Shared {
                 (appender.file.clone(), due)
             };
             // Best effort: a failed sync leaves the entries where `write` put them.
+            let began = std::time::Instant::now();
             let _ = file.sync_data();
             if due {
                 self.compact();
             }
+            // One group a SYNC_INTERVAL at most: every sync commits the filesystem's journal
+            // too, work the door's requests would otherwise wait behind.
+            std::thread::sleep(SYNC_INTERVAL.saturating_sub(began.elapsed()));
         }
     }
 
