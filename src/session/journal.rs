@@ -1,7 +1,7 @@
 //! A named session's task store on disk (`mur run --name NAME`): `~/.murmur/store/NAME/journal`,
 //! an append-only journal of every task's start and end, read back when a session starts again
 //! under the same name, so `tasks/get`, `GetTask`, `ListTasks` and a resubscribe find every task
-//! from before the restart ([`format`] is its bytes).
+//! from before the restart (`format` is its bytes).
 //!
 //! Invariants:
 //! - **One writer.** Only the holder of the name's claim (`running::names`, a `flock`) opens the
@@ -11,7 +11,7 @@
 //!   the engine lock is released and *before* its waiters are woken (`tasks/outbox.rs`): once a
 //!   client has read `completed`, the answer is in the kernel's hands, and a SIGKILL cannot take
 //!   it. `fdatasync` is the writer thread's, in groups — every entry appended while the last
-//!   one ran, or in the [`SYNC_INTERVAL`] since it began, goes in the next — so no door worker
+//!   one ran, or in the `SYNC_INTERVAL` since it began, goes in the next — so no door worker
 //!   or task thread ever waits for the disk; a crash of the *machine* loses at most the last
 //!   group's entries.
 //! - **Bounded**, as the store of finished tasks is: rewritten (compacted) to the newest

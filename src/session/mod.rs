@@ -14,7 +14,7 @@ pub mod feed;
 pub mod handler;
 mod hidden;
 pub mod identity;
-mod journal;
+pub mod journal;
 mod launched;
 mod listen;
 pub mod log;
