@@ -213,7 +213,6 @@ fn session(options: &Options) -> Result<i32, String> {
         .and_then(SessionTasks::user)
         .map(|u| u.shown.clone());
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
-    // Under the name's claim, so one session at a time writes its store.
     engine.restore_named(options.name.as_deref());
     let undo = || engine.finish();
     start_push(&declared, &addr, &engine).inspect_err(|_| undo())?;

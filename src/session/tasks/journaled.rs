@@ -12,7 +12,8 @@ use crate::a2a::task::Task;
 
 impl Engine {
     /// Open the task store of instance name `name`, if the session has one, and take what it
-    /// holds (`Engine::restore`).
+    /// holds (`Engine::restore`). Called once the name is claimed (so one session at a time
+    /// writes its store) and before the door opens.
     pub fn restore_named(self: &Arc<Self>, name: Option<&str>) {
         let retry = self.lifecycle.retry_interrupted;
         if let Some((journal, restored)) = name.and_then(|name| journal::open(name, retry)) {
