@@ -33,7 +33,9 @@ for a failure, the reason), one line each (with -t, each line's time first):
 ADDR is as 'mur stop --help' says: @N, a --name, an id or a prefix or suffix
 of one, FORMATION/MEMBER, a member or capsule NAME. An address no running
 session answers to is looked for among the ended sessions this home keeps
-('mur ps -a'; an instance name then names the one that ended last).
+('mur ps -a'). An instance name (run --name) reads as one history: the logs
+of the sessions that held it before (its restarts), oldest first, each after
+a line saying which it was and how it ended, then the session holding it.
 
 The log is ~/.murmur/logs/<session>.log (mode 0600): at most 1 MiB, then it is
 rotated to <session>.log.1 (the one before dropped), so a session keeps at most
