@@ -28,6 +28,9 @@ pub const LOGS_DIR: &str = "logs";
 /// The directory of the murmur home that holds what is kept of ended sessions
 /// (`running::ended`).
 pub const ENDED_DIR: &str = "ended";
+/// The directory of the murmur home that holds each instance name's task store
+/// (`store/<NAME>/`, `session::journal`).
+pub const STORE_DIR: &str = "store";
 
 /// The log's file name for `session_id` in [`LOGS_DIR`]: named here, beside the home's other
 /// names, because the session writes it and the host tools read and prune it.

@@ -12,6 +12,8 @@ use crate::address::{self, Named};
 use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::home::{LOGS_DIR, log_name, old_log_name};
+use crate::json::ended::EndedRecord;
+use crate::json::record::RunningRecord;
 use crate::running::ended::Ended;
 use crate::running::{Depth, Entry};
 use crate::session::log::MAX_LOG_BYTES;
@@ -31,7 +33,9 @@ for a failure, the reason), one line each (with -t, each line's time first):
 ADDR is as 'mur stop --help' says: @N, a --name, an id or a prefix or suffix
 of one, FORMATION/MEMBER, a member or capsule NAME. An address no running
 session answers to is looked for among the ended sessions this home keeps
-('mur ps -a'; an instance name then names the one that ended last).
+('mur ps -a'). An instance name (run --name) reads as one history: the logs
+of the sessions that held it before (its restarts), oldest first, each after
+a line saying which it was and how it ended, then the session holding it.
 
 The log is ~/.murmur/logs/<session>.log (mode 0600): at most 1 MiB, then it is
 rotated to <session>.log.1 (the one before dropped), so a session keeps at most
@@ -177,7 +181,8 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     let dir = crate::home::existing_dir(LOGS_DIR)
         .map_err(|err| Failure::Failed(err.into()))?
         .ok_or_else(no_log)?;
-    let mut text = read_whole(&dir, &old_log_name(id)).unwrap_or_default();
+    let mut text = earlier_lives(&options.address, id, live, &dir);
+    text.extend(read_whole(&dir, &old_log_name(id)).unwrap_or_default());
     let current = open_log(&dir, &log_name(id)).ok_or_else(no_log)?;
     let (mut file, mut ino) = current;
     file.read_to_end(&mut text)
@@ -219,6 +224,56 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }
         std::thread::sleep(FOLLOW_TICK);
     }
+}
+
+/// When `address` is the instance name of session `id` (`mur run --name`): the logs of the
+/// sessions that held the name before it (restarts of one service, kept as ended), oldest
+/// first, each after a line saying which session it was and how it ended, then a line for `id`
+/// itself — so `mur logs NAME` reads a named session's restarts as one history. Nothing for any
+/// other address.
+fn earlier_lives(address: &str, id: &str, live: Option<&RunningRecord>, dir: &Dir) -> Vec<u8> {
+    let mut text = Vec::new();
+    if crate::running::names::check(address).is_err() {
+        return text;
+    }
+    let Ok(ended) = super::ended("logs") else {
+        return text;
+    };
+    let mut lives: Vec<&EndedRecord> = ended
+        .iter()
+        .map(|e| &e.record)
+        .filter(|r| r.name.as_deref() == Some(address))
+        .collect();
+    let Some(started) = live.map(|r| r.started_at.clone()).or_else(|| {
+        lives
+            .iter()
+            .find(|r| r.session_id.as_str() == id)
+            .map(|r| r.started_at.clone())
+    }) else {
+        return text;
+    };
+    lives.retain(|r| r.session_id.as_str() != id && r.started_at <= started);
+    if lives.is_empty() {
+        return text;
+    }
+    lives.sort_by(|a, b| a.started_at.cmp(&b.started_at));
+    for life in lives {
+        let was = life.session_id.as_str();
+        let how = match life.exit_code {
+            Some(code) => format!("{} ({code})", life.end.word()),
+            None => life.end.word().to_string(),
+        };
+        let line = format!(
+            "{} {was} mur: session {was} of '{address}' started; it ended {} ({how})\n",
+            life.started_at, life.ended_at
+        );
+        text.extend_from_slice(line.as_bytes());
+        text.extend(read_whole(dir, &old_log_name(was)).unwrap_or_default());
+        text.extend(read_whole(dir, &log_name(was)).unwrap_or_default());
+    }
+    let line = format!("{started} {id} mur: session {id} of '{address}' started\n");
+    text.extend_from_slice(line.as_bytes());
+    text
 }
 
 /// `--since WHEN`: an RFC 3339 time, or a duration ago (`10m`, `2h`, `90s`; a bare number is

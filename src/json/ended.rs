@@ -25,6 +25,17 @@ pub enum End {
     Gone,
 }
 
+impl End {
+    /// The word for it, as `mur ps` shows it in STATUS and the record spells it.
+    pub fn word(self) -> &'static str {
+        match self {
+            End::Exited => "exited",
+            End::Killed => "killed",
+            End::Gone => "gone",
+        }
+    }
+}
+
 /// What is kept of one ended session. Never a token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndedRecord {

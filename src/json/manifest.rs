@@ -63,6 +63,9 @@ pub struct Lifecycle {
     pub input_timeout_secs: u64,
     /// The session's one memory budget, in MiB ([`crate::session::budget`]): 16 to 65536.
     pub memory_budget_mib: u64,
+    /// Whether a named session's task that was running when the session died is run again at
+    /// its next start (queued as new) instead of ending `failed` (`session::journal`).
+    pub retry_interrupted: bool,
 }
 
 /// The default memory budget ([`crate::session::budget`]): with the door's 1 MiB request bound and its connection bound this keeps
@@ -78,6 +81,7 @@ impl Default for Lifecycle {
             task_timeout_secs: 600,
             input_timeout_secs: 3600,
             memory_budget_mib: DEFAULT_MEMORY_BUDGET_MIB,
+            retry_interrupted: false,
         }
     }
 }
@@ -220,6 +224,7 @@ const LIFECYCLE: Shape = Shape::Object(&[
     Field::optional("task_timeout_secs", Shape::Whole(u64::MAX)),
     Field::optional("input_timeout_secs", Shape::Whole(u64::MAX)),
     Field::optional("memory_budget_mib", Shape::Whole(u64::MAX)),
+    Field::optional("retry_interrupted", Shape::Flag),
 ]);
 
 const NETWORK: Shape = Shape::Object(&[

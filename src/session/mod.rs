@@ -14,6 +14,7 @@ pub mod feed;
 pub mod handler;
 mod hidden;
 pub mod identity;
+pub mod journal;
 mod launched;
 mod listen;
 pub mod log;
@@ -212,6 +213,7 @@ fn session(options: &Options) -> Result<i32, String> {
         .and_then(SessionTasks::user)
         .map(|u| u.shown.clone());
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
+    engine.restore_named(options.name.as_deref());
     let undo = || engine.finish();
     start_push(&declared, &addr, &engine).inspect_err(|_| undo())?;
     open_log(options, &session_id, lifeline.is_some()).inspect_err(|_| undo())?;

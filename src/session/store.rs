@@ -10,6 +10,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::session::budget::{Budget, Charge};
 
 use crate::a2a::task::{State, Task};
@@ -22,8 +24,9 @@ pub const BUDGET: usize = 64 << 20;
 /// tiny tasks are not counted as free.
 const OVERHEAD: usize = 256;
 
-/// What listing and visibility read of a task without its body.
-#[derive(Debug, Clone)]
+/// What listing and visibility read of a task without its body (and what the task journal
+/// keeps beside it, `super::journal`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// The credential that started it.
     pub owner: String,
@@ -35,9 +38,23 @@ pub struct Summary {
     pub updated: i64,
 }
 
+impl Summary {
+    /// The summary of `task`, started by `owner` as arrival `seq`.
+    pub fn of(task: &Task, owner: String, seq: u64) -> Self {
+        Self {
+            owner,
+            seq,
+            context_id: task.context_id.clone(),
+            state: task.state,
+            updated: task.updated,
+        }
+    }
+}
+
 struct Kept {
     summary: Summary,
-    body: Box<[u8]>,
+    /// Shared with the journal's writer, which appends these very bytes to disk.
+    body: Arc<[u8]>,
 }
 
 /// The finished tasks.
@@ -118,29 +135,22 @@ impl Store {
         }
     }
 
-    /// Keep `task`, evicting the oldest until both bounds hold again.
-    pub fn insert(&mut self, task: &Task, owner: String, seq: u64) {
-        let id = task.id.to_string();
+    /// Keep `task`, evicting the oldest until both bounds hold again; its serialized bytes, as
+    /// kept.
+    pub fn insert(&mut self, task: &Task, owner: String, seq: u64) -> Option<Arc<[u8]>> {
         // Serializing our own types into a Vec cannot fail; if it ever did, the task would be
         // forgotten, as if evicted.
-        let Ok(body) = serde_json::to_vec(task) else {
-            return;
-        };
-        let summary = Summary {
-            owner,
-            seq,
-            context_id: task.context_id.clone(),
-            state: task.state,
-            updated: task.updated,
-        };
+        let body: Arc<[u8]> = serde_json::to_vec(task).ok()?.into();
+        let summary = Summary::of(task, owner, seq);
+        self.keep(task.id.to_string(), summary, body.clone());
+        Some(body)
+    }
+
+    /// Keep the task `id`, already serialized as `body` (as [`Store::insert`] would), evicting
+    /// the oldest until both bounds hold again.
+    pub fn keep(&mut self, id: String, summary: Summary, body: Arc<[u8]>) {
         self.bytes += body.len() + OVERHEAD;
-        if let Some(old) = self.by_id.insert(
-            id.clone(),
-            Kept {
-                summary,
-                body: body.into_boxed_slice(),
-            },
-        ) {
+        if let Some(old) = self.by_id.insert(id.clone(), Kept { summary, body }) {
             self.bytes -= old.body.len() + OVERHEAD;
             self.order.retain(|o| *o != id);
         }

@@ -406,6 +406,12 @@ impl Dir {
         std::os::unix::fs::fchown(&self.0.file, Some(ids.uid), Some(ids.gid))
     }
 
+    /// `fsync` this directory: a rename or creation in it survives a crash of the machine once
+    /// this returns.
+    pub fn sync(&self) -> io::Result<()> {
+        self.0.file.sync_all()
+    }
+
     /// `renameat(self, from, self, to)`.
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
         self.rename_into(from, self, to)

@@ -60,6 +60,7 @@ mod run;
 mod sandbox;
 mod service;
 mod stop;
+mod store;
 mod streaming;
 mod supervision;
 mod tasks_rich;

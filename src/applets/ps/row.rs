@@ -2,7 +2,7 @@
 //! of it that is not simply a record's field.
 
 use crate::address::Addressable;
-use crate::json::ended::{End, EndedRecord};
+use crate::json::ended::EndedRecord;
 use crate::json::record::RunningRecord;
 use crate::running::Kept;
 use crate::running::ended::Ended;
@@ -39,11 +39,7 @@ impl Row<'_> {
         match self {
             Row::Running(k) if k.unreachable.is_some() => "unreachable",
             Row::Running(_) => "running",
-            Row::Ended(e) => match e.record.end {
-                End::Exited => "exited",
-                End::Killed => "killed",
-                End::Gone => "gone",
-            },
+            Row::Ended(e) => e.record.end.word(),
         }
     }
 

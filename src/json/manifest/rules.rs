@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Control, Lifecycle, Manifest, Network, is_valid_name};
+use super::{Acceptance, Control, Lifecycle, Manifest, Network, is_valid_name};
 use crate::json::shape::Problems;
 use crate::methods;
 
@@ -90,8 +90,14 @@ impl Manifest {
     }
 }
 
-/// `lifecycle`: each bound in range.
+/// `lifecycle`: each bound in range; a retry only where tasks are taken.
 fn lifecycle(lifecycle: &Lifecycle, problems: &mut Problems) {
+    if lifecycle.retry_interrupted && lifecycle.task_acceptance == Acceptance::None {
+        problems.rule(
+            "lifecycle.retry_interrupted",
+            "a capsule that takes no tasks (task_acceptance: none) has none to retry",
+        );
+    }
     let week = 7 * 86_400;
     let bounds: [(&str, u64, u64, u64); 5] = [
         ("concurrency", lifecycle.concurrency.into(), 1, 1024),

@@ -32,6 +32,7 @@ fn a_full_manifest_parses() {
         "control": {"settings": ["MODEL"], "secrets": ["API_KEY"]}
     })).unwrap();
     assert_eq!(m.lifecycle.task_acceptance, Acceptance::Single);
+    assert!(!m.lifecycle.retry_interrupted);
     assert_eq!(
         m.network.authentication.unwrap().credentials[0].scopes,
         ["tasks/get"]
@@ -55,6 +56,15 @@ fn each_bad_manifest_is_refused_naming_the_key() {
         (
             json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"concurrency": 0}}),
             "concurrency",
+        ),
+        (
+            json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"retry_interrupted": "yes"}}),
+            "lifecycle.retry_interrupted",
+        ),
+        (
+            json!({"name": "e", "version": "1", "run": ["x"],
+                   "lifecycle": {"retry_interrupted": true, "task_acceptance": "none"}}),
+            "lifecycle.retry_interrupted",
         ),
         (
             json!({"name": "e", "version": "1", "run": ["x"], "lifecycle": {"task_acceptance": "maybe"}}),

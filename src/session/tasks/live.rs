@@ -76,6 +76,24 @@ pub(super) fn weight(task: &Task, on_disk: bool) -> usize {
 }
 
 impl LiveTask {
+    /// `task`, just taken for `owner` as arrival `seq`, holding `charge`: no turn run yet.
+    pub(super) fn new(task: Task, owner: String, seq: u64, charge: Charge) -> Self {
+        Self {
+            task,
+            owner,
+            cancel: false,
+            seq,
+            turn: 1,
+            input_until: None,
+            dir: None,
+            feeds: Vec::new(),
+            chunked: false,
+            settled: Settled::default(),
+            charge,
+            snapshot: None,
+        }
+    }
+
     /// Move to `state` — any state, Submitted and Working as well as an end — and tell its
     /// readers; a question joins the history as the agent's message. (A final state's directory
     /// goes when the entry is stored as finished.)

@@ -12,6 +12,7 @@
 //! directory's rename — is left due under it and done once it is released (`outbox`).
 
 mod ending;
+mod journaled;
 mod live;
 mod outbox;
 mod query;
@@ -148,6 +149,8 @@ pub struct Engine {
     budget: Arc<Budget>,
     /// The share of the budget stream readers' copies draw on (a quarter; [`Budget::share`]).
     streams: Arc<Budget>,
+    /// A named session's task store: every task's start and end written there too.
+    journal: OnceLock<super::journal::Journal>,
     /// Whether a task's messages are written to its directory too (a handler's capsule): then
     /// they are counted twice, the file as well as the memory.
     on_disk: bool,
@@ -177,6 +180,8 @@ struct Tasks {
     /// Every task that has ended since the session started, for [`Engine::tally`].
     ended: u64,
     stopping: bool,
+    /// Whether every task's start and end is journaled ([`Engine::restore`]).
+    journaling: bool,
     /// The next task's arrival number.
     next_seq: u64,
     /// The watchers, and what is due once the lock is released.
@@ -226,6 +231,7 @@ impl Engine {
             }),
             idle: Condvar::new(),
             push: OnceLock::new(),
+            journal: OnceLock::new(),
             threads: Arc::default(),
             supervisor: Supervisor::default(),
         })
@@ -357,28 +363,16 @@ impl Engine {
         let weight = live::message_weight(&message) * (1 + usize::from(self.on_disk));
         let charge = self.reserve_locked(&mut tasks, weight + ENTRY_OVERHEAD)?;
         let seq = tasks.next_seq;
-        let mut entry = LiveTask {
-            task: Task {
-                id: id.clone(),
-                context_id,
-                state: State::Submitted,
-                history: vec![message],
-                answer: Vec::new(),
-                note: None,
-                updated: crate::time::unix_now(),
-            },
-            owner: owner.to_string(),
-            cancel: false,
-            seq,
-            turn: 1,
-            input_until: None,
-            dir: None,
-            feeds: Vec::new(),
-            chunked: false,
-            settled: Settled::default(),
-            charge,
-            snapshot: None,
+        let task = Task {
+            id: id.clone(),
+            context_id,
+            state: State::Submitted,
+            history: vec![message],
+            answer: Vec::new(),
+            note: None,
+            updated: crate::time::unix_now(),
         };
+        let mut entry = LiveTask::new(task, owner.to_string(), seq, charge);
         let settled = entry.settled.clone();
         if let Capsule::Echo = self.capsule {
             if tasks.stopping {
@@ -398,6 +392,7 @@ impl Engine {
         tasks.next_seq += 1;
         let feed = stream.then(|| entry.watch());
         entry.announce(&mut tasks.out);
+        tasks.journal_start(&entry);
         tasks.by_id.insert(id.to_string(), entry);
         self.schedule(&mut tasks, id.to_string(), start_now);
         Ok(Taken { id, feed, settled })
@@ -578,9 +573,10 @@ fn insert_finished(tasks: &mut Tasks, mut entry: LiveTask) {
     if let Some(dir) = entry.dir.take() {
         tasks.out.due.retired.push(dir);
     }
-    tasks
+    let body = tasks
         .finished
         .insert(&entry.task, entry.owner.clone(), entry.seq);
+    tasks.journal_end(entry.task.id.as_str(), body);
     if entry.settled.claimed() {
         let wakes = entry.settled.settle(entry.task);
         tasks.out.due.wakes.extend(wakes);

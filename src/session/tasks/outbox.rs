@@ -11,6 +11,7 @@ use std::sync::{Arc, MutexGuard};
 use std::task::Waker;
 
 use super::super::feed::{Bounded, Sight};
+use super::super::journal::Pending;
 use super::super::log;
 use super::super::push::Push;
 use super::super::taskdir::TaskDir;
@@ -32,11 +33,13 @@ pub(super) struct Outbox {
     pub(super) due: Due,
 }
 
-/// What to do once the engine lock is released, in this order: directories off their paths,
-/// waiters woken, log lines written, threads started, directories recycled, the wind-down told
+/// What to do once the engine lock is released, in this order: entries written to the task
+/// journal, directories off their paths, waiters woken, log lines written, threads started, directories recycled, the wind-down told
 /// the engine is idle.
 #[derive(Default)]
 pub(super) struct Due {
+    /// Tasks started and ended, for a named session's journal: written before anyone is woken.
+    pub(super) journal: Vec<Pending>,
     /// Directories of ended tasks, to take off their paths and recycle or remove.
     pub(super) retired: Vec<Arc<TaskDir>>,
     pub(super) wakes: Vec<Waker>,
@@ -108,6 +111,8 @@ impl Drop for Locked<'_> {
 impl Engine {
     /// Do what was left due under the lock, which is no longer held.
     fn carry_out(&self, due: Due) {
+        // First: a client told a task ended finds it after a crash too.
+        self.write_journal(due.journal);
         due.retired.iter().for_each(|dir| dir.retire());
         // The log before the wakes: a caller who has a task's answer finds its end in `mur
         // logs` too.

@@ -300,8 +300,10 @@ impl Engine {
             .set(live::weight(&entry.task, self.on_disk) + ENTRY_OVERHEAD);
     }
 
-    /// The session ends in order and no handler runs: its task directories go.
+    /// The session ends in order and no handler runs: its task directories go, and its
+    /// journal is synced and closed.
     pub fn finish(&self) {
+        self.close_journal();
         if let Some(dirs) = &self.dirs {
             dirs.remove();
         }
