@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod budget;
+mod confinement;
 pub mod control;
 pub mod door;
 pub mod feed;
@@ -34,7 +35,7 @@ pub mod watch;
 
 use std::ffi::OsString;
 use std::net::{IpAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -207,7 +208,7 @@ fn session(options: &Options) -> Result<i32, String> {
     let mut tokens = Tokens::mint(&declared, &session_id, member.as_deref())?;
     let formation_dir = crate::mounted::named(options.formation_dir.as_deref());
     let (dirs, unsandboxed) =
-        prepare_handlers(&mut declared, &session_id, formation_dir.as_deref())?;
+        confinement::prepare(&mut declared, &session_id, formation_dir.as_deref())?;
     let handler_user = dirs
         .as_ref()
         .and_then(SessionTasks::user)
@@ -318,40 +319,6 @@ fn await_witnesses() {
     while Instant::now() < until && !crate::sys::proc::others_running_this_program().is_empty() {
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-/// A handler capsule's task directories and its handlers' sandbox (hiding `formation_dir`, a
-/// member's mounted material, when it has one), put in place in `declared`; why the handlers run
-/// unsandboxed, if they do. The embedded echo needs neither.
-fn prepare_handlers(
-    declared: &mut Declared,
-    session_id: &SessionId,
-    formation_dir: Option<&Path>,
-) -> Result<(Option<SessionTasks>, Option<String>), String> {
-    let Capsule::Handler {
-        argv,
-        workdir,
-        sandbox,
-    } = &mut declared.capsule
-    else {
-        return Ok((None, None));
-    };
-    let user = identity::choose(&declared.sandbox, session_id.as_str())?;
-    if let Some(user) = &user {
-        identity::check_reach(user, workdir, &argv[0])?;
-    }
-    let dirs = task_dirs(session_id, user)?;
-    let dir = declared.capsule_dir.as_deref();
-    let (policy, why) = sandbox::apply(
-        workdir,
-        &declared.sandbox,
-        dir,
-        dirs.as_ref(),
-        formation_dir,
-    )
-    .inspect_err(|_| dirs.iter().for_each(SessionTasks::remove))?;
-    *sandbox = policy;
-    Ok((dirs, why))
 }
 
 /// Push notifications, when the manifest declares `network.push`: the delivery thread started
@@ -550,27 +517,6 @@ fn running_dir() -> Result<Option<crate::sys::dir::Dir>, String> {
         Err(crate::home::HomeError::Untrusted(why)) => Err(why),
         Err(crate::home::HomeError::Unusable(why)) => {
             crate::cli::warn("run", &format!("{why}; running without a record"));
-            Ok(None)
-        }
-    }
-}
-
-/// `~/.murmur/tasks/<session>/`, where each task's `MUR_TASK_DIR` goes (`/run/mur/<session>/`
-/// for handlers running as `user`). Untrusted is the `Err`, and so is unusable for handlers that
-/// run as a user of their own (they would run as no one); else unusable (a read-only or full
-/// disk) is `None`, with a warning: handlers then run without a task directory (text on stdin,
-/// stdout back).
-fn task_dirs(
-    session_id: &SessionId,
-    user: Option<identity::HandlerUser>,
-) -> Result<Option<SessionTasks>, String> {
-    let own_user = user.is_some();
-    match SessionTasks::create(session_id.as_str(), user) {
-        Ok(dirs) => Ok(Some(dirs)),
-        Err(crate::home::HomeError::Untrusted(why)) => Err(why),
-        Err(crate::home::HomeError::Unusable(why)) if own_user => Err(why),
-        Err(crate::home::HomeError::Unusable(why)) => {
-            crate::cli::warn("run", &format!("{why}; handlers get no MUR_TASK_DIR"));
             Ok(None)
         }
     }

@@ -445,24 +445,26 @@ fn install_sh_installs_a_static_binary_that_runs_in_an_empty_chroot() {
 }
 
 /// The musl binary, which install.sh builds wherever the musl target can be had, fits the
-/// budget: 2 MiB. Its history, in bytes: 1,567,400 within 1.5 MiB, until the Kubernetes emitter
+/// budget: 2.25 MiB. Its history, in bytes: 1,567,400 within 1.5 MiB, until the Kubernetes emitter
 /// and member mode (about 70 KB), the Landlock sandbox (29 KB), admission that reports every
 /// problem (20 KB) and the door's worker pool (20 KB) made it 1,702,568 (budget 1.75 MiB); then
 /// issues 30-32 — the event-driven door, the spawn path sound by construction, serde_json built
 /// for speed (+29 KB), ended sessions kept with instance names and id prefixes (+70 KB), the
 /// option tables with suggestions and the completion writer (+12 KB), socket activation, `--out`
-/// and the service notifications — 1,981,160. `opt-level = "z"` would win back about 6%
+/// and the service notifications — 1,981,160 (budget 2 MiB); then the HTTP+JSON binding, push
+/// notifications (with musl's resolver for webhook names), the named sessions' task store and
+/// `sandbox.user` — 2,153,192. `opt-level = "z"` would win back about 6%
 /// (measured before the sandbox: 1,669,800 to 1,575,592 bytes), but its cost to the door's speed
 /// was lost in the shared machine's noise, so "s" stays until it is measured.
 #[test]
-fn the_installed_musl_binary_is_at_most_two_mib() {
+fn the_installed_musl_binary_fits_its_budget() {
     let work = TempDir::new("install-size");
     let out = run_script("install.sh", work.path(), &["prefix"]);
     assert!(out.status.success(), "install.sh failed\n{}", show(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !stdout.contains("musl (") {
         return skipped(
-            "the_installed_musl_binary_is_at_most_two_mib",
+            "the_installed_musl_binary_fits_its_budget",
             "install.sh could not have the musl target here and built with glibc (its stderr says why)",
         );
     }
@@ -470,8 +472,8 @@ fn the_installed_musl_binary_is_at_most_two_mib() {
         .unwrap()
         .len();
     assert!(
-        size <= 2 << 20,
-        "the musl binary is {size} bytes, over 2 MiB\n{}",
+        size <= 9 << 18,
+        "the musl binary is {size} bytes, over 2.25 MiB\n{}",
         show(&out)
     );
     // The README's figure is this build's, not one written by hand long ago.
