@@ -211,23 +211,15 @@ fn carried_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     })
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is (and is connected to as); any other
-/// address as it is.
-pub fn unmapped(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// Whether `to` is the door itself (`door` as it is bound): the same port, at the same address
-/// or — a door bound to every address — at a loopback or unspecified one. Never delivered to,
-/// allowed or not: a door that posts to itself feeds its own requests.
+/// Whether `to` may be the door itself (`door` as it is bound): the same port, at the same
+/// address — or, for a door bound to every address, at any address, since any of this host's
+/// (a public one included) reaches it and which are this host's is not known here; a receiver
+/// elsewhere on the door's port number is refused with it. Never delivered to, allowed or not:
+/// a door that posts to itself feeds its own requests.
 pub fn is_door(to: SocketAddr, door: SocketAddr) -> bool {
-    let (ip, door_ip) = (unmapped(to.ip()), unmapped(door.ip()));
-    to.port() == door.port()
-        && (ip == door_ip
-            || (door_ip.is_unspecified() && (ip.is_loopback() || ip.is_unspecified())))
+    // An IPv4-mapped address as the IPv4 address it is (and is connected to as).
+    let (ip, door_ip) = (to.ip().to_canonical(), door.ip().to_canonical());
+    to.port() == door.port() && (ip == door_ip || door_ip.is_unspecified())
 }
 
 #[cfg(test)]

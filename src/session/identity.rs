@@ -177,11 +177,11 @@ fn claim(runtime: Dir, session_id: &str) -> Result<HandlerUser, String> {
 /// it; a bare name is found on `PATH`, beyond this check): the `Err` names what it cannot reach
 /// and the fix.
 pub fn check_reach(user: &HandlerUser, workdir: &Path, program: &str) -> Result<(), String> {
-    let program = workdir.join(program);
+    // As the spawn runs it: a path when it holds a `/` (relative ones from the workdir), else a
+    // name found on `PATH`, which this does not check.
+    let program = program.contains('/').then(|| workdir.join(program));
     let mut paths = vec![(workdir, libc::X_OK)];
-    if program.components().count() > 1 && program.is_absolute() {
-        paths.push((program.as_path(), libc::X_OK));
-    }
+    paths.extend(program.as_deref().map(|path| (path, libc::X_OK)));
     match crate::sys::user::first_unreachable(user.ids, &paths) {
         Ok(None) => {}
         Ok(Some(at)) => {

@@ -95,6 +95,9 @@ struct Appender {
     closed: bool,
     /// A write failed (said once): the next ones are still tried.
     failed: bool,
+    /// `ended` and `bytes` when a rewrite last failed: the next is due only once the journal has
+    /// grown as much again past them (never by moving `bytes`, the file's true length).
+    failed_at: (usize, u64),
 }
 
 /// Say `message` about the store of `name` on the session's stderr.
@@ -170,6 +173,7 @@ pub fn open(name: &str, retry: bool) -> Option<(Journal, Restored)> {
             waiting: false,
             closed: false,
             failed: false,
+            failed_at: (0, 0),
         }),
         written: Condvar::new(),
     });
@@ -302,13 +306,18 @@ impl Journal {
                     self.shared.written.notify_one();
                 }
             }
+            // A write cut short leaves part of an entry: cut back to the last whole one, so
+            // later entries do not follow a torn one and read back as damage at the next start.
             Err(err) if !appender.failed => {
+                let _ = appender.file.set_len(appender.bytes);
                 appender.failed = true;
                 drop(appender);
                 let what = "cannot be written; tasks ending now may not survive a restart";
                 crate::cli::warn("run", &format!("the task store: {what}: {err}"));
             }
-            Err(_) => {}
+            Err(_) => {
+                let _ = appender.file.set_len(appender.bytes);
+            }
         }
     }
 
@@ -346,7 +355,9 @@ impl Shared {
                     return;
                 }
                 appender.unsynced = false;
-                let due = appender.ended > 2 * KEPT_TASKS || appender.bytes > 2 * BUDGET as u64;
+                let (ended, bytes) = appender.failed_at;
+                let due = appender.ended.saturating_sub(ended) > 2 * KEPT_TASKS
+                    || appender.bytes.saturating_sub(bytes) > 2 * BUDGET as u64;
                 (appender.file.clone(), due)
             };
             // Best effort: a failed sync leaves the entries where `write` put them.
@@ -371,8 +382,7 @@ impl Shared {
         if let Err(why) = self.rewrite_behind() {
             let mut appender = self.lock();
             // Not tried again until it has grown as much once more.
-            appender.ended = 0;
-            appender.bytes = 0;
+            appender.failed_at = (appender.ended, appender.bytes);
             drop(appender);
             crate::cli::warn("run", &format!("the task store cannot be compacted: {why}"));
         }
@@ -409,6 +419,7 @@ impl Shared {
         appender.bytes = file.metadata().map_or(0, |m| m.len());
         appender.ended = ended + (appender.ended - ended_then);
         appender.unsynced |= !tail.is_empty();
+        appender.failed_at = (0, 0);
         appender.file = Arc::new(file);
         drop(appender);
         self.dir.sync().map_err(|err| err.to_string())

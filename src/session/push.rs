@@ -191,7 +191,7 @@ impl Push {
             None => (url.host.as_str(), url.port)
                 .to_socket_addrs()
                 .map_err(|err| format!("cannot resolve '{}': {err}", url.host))?
-                .map(|a| SocketAddr::new(webhook::unmapped(a.ip()), a.port()))
+                .map(|a| SocketAddr::new(a.ip().to_canonical(), a.port()))
                 .collect(),
         };
         let mut why = format!("'{}' resolves to no address", url.host);

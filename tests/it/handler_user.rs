@@ -216,6 +216,16 @@ fn a_named_user_runs_the_handler_and_an_unknown_one_stops_the_start() {
     let out = home.mur(&["run", &nobody, "--task", "who"]);
     out.expect_code(0);
     assert_eq!(uid_in(&out.stdout), 65534, "{}", out.stdout);
+    // A handler named bare is found on PATH, not looked for in the workdir.
+    let bare = home.write_capsule(
+        "bare",
+        json!({"name": "bare", "version": "1", "run": ["sh", "-c", "id -u"],
+               "sandbox": {"user": "nobody"}}),
+        None,
+    );
+    let out = home.mur(&["run", bare.to_str().unwrap(), "--task", "who"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, "65534\n");
     let unknown = whoami_capsule(
         &home,
         "unknown",

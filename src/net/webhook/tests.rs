@@ -105,6 +105,10 @@ fn the_door_itself_is_recognized_however_it_is_bound() {
     assert!(is_door(at("[::ffff:127.0.0.1]:4000"), at("127.0.0.1:4000")));
     assert!(is_door(at("127.0.0.1:4000"), at("0.0.0.0:4000")));
     assert!(is_door(at("[::1]:4000"), at("[::]:4000")));
+    // Bound to every address, a public address of this host reaches it too.
+    assert!(is_door(at("203.0.113.7:4000"), at("0.0.0.0:4000")));
+    assert!(is_door(at("[2001:db8::7]:4000"), at("[::]:4000")));
+    assert!(!is_door(at("203.0.113.7:4001"), at("0.0.0.0:4000")));
     assert!(!is_door(at("127.0.0.1:4001"), at("127.0.0.1:4000")));
     assert!(!is_door(at("127.0.0.2:4000"), at("127.0.0.1:4000")));
 }

@@ -170,11 +170,10 @@ impl Door {
             _ => match rest::route(&head.method, &head.path) {
                 Some(call) => match caller() {
                     Ok(caller) => Ok((Route::Rest(caller, Box::new(call)), true)),
-                    Err(denied) => Err(Binding::Rest(Box::new(call)).denied(
-                        self.realm(),
-                        &denied,
-                        Generation::V1_0,
-                    )),
+                    Err(denied) => {
+                        let generation = call.generation;
+                        Err(Binding::Rest(Box::new(call)).denied(self.realm(), &denied, generation))
+                    }
                 },
                 None => self.pointed(head, path, body_len, caller().is_ok()),
             },

@@ -32,11 +32,11 @@ impl Engine {
         let count = restored.tasks.len() + restored.retried.len();
         let mut tasks = self.lock();
         for (id, summary, body) in restored.tasks {
-            tasks.next_seq = tasks.next_seq.max(summary.seq + 1);
+            tasks.next_seq = tasks.next_seq.max(summary.seq.saturating_add(1));
             tasks.finished.keep(id, summary, body);
         }
         for (task, summary) in restored.retried {
-            tasks.next_seq = tasks.next_seq.max(summary.seq + 1);
+            tasks.next_seq = tasks.next_seq.max(summary.seq.saturating_add(1));
             self.retry(&mut tasks, task, summary);
         }
         tasks.journaling = true;
