@@ -28,6 +28,25 @@ pub enum Role {
     Agent,
 }
 
+impl Role {
+    /// Its name in `generation`'s JSON: 0.3 `user`, 1.0 (and 0.3's proto JSON) `ROLE_USER`.
+    pub fn wire(self, generation: Generation) -> &'static str {
+        match (generation, self) {
+            (Generation::V0_3, Role::User) => "user",
+            (Generation::V0_3, Role::Agent) => "agent",
+            (Generation::V1_0, Role::User) => "ROLE_USER",
+            (Generation::V1_0, Role::Agent) => "ROLE_AGENT",
+        }
+    }
+
+    /// The role `text` names in `generation`'s JSON.
+    pub fn from_wire(text: &str, generation: Generation) -> Option<Self> {
+        [Role::User, Role::Agent]
+            .into_iter()
+            .find(|role| role.wire(generation) == text)
+    }
+}
+
 /// What one part carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Content {
@@ -145,12 +164,7 @@ impl Message {
     }
 
     pub fn render(&self, generation: Generation) -> Value {
-        let role = match (generation, self.role) {
-            (Generation::V0_3, Role::User) => "user",
-            (Generation::V0_3, Role::Agent) => "agent",
-            (Generation::V1_0, Role::User) => "ROLE_USER",
-            (Generation::V1_0, Role::Agent) => "ROLE_AGENT",
-        };
+        let role = self.role.wire(generation);
         let parts = self.parts.iter().map(|p| p.render(generation)).collect();
         let mut out = crate::json::object([
             ("messageId", self.message_id.clone().into()),

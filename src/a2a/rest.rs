@@ -151,7 +151,8 @@ fn members(named: &[(&str, &str)], query: &str) -> Result<Map<String, Value>, Rp
     let mut params = Map::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let (key, value) = (decode(key, "query")?, decode(value, "query")?);
+        let key = decode(key, "query")?;
+        let value = decode(value, &format!("query member {key}"))?;
         let typed = match key.as_str() {
             "historyLength" | "pageSize" => value.parse::<u64>().map(Value::from).ok(),
             "includeArtifacts" => value.parse::<bool>().map(Value::Bool).ok(),
@@ -161,7 +162,8 @@ fn members(named: &[(&str, &str)], query: &str) -> Result<Map<String, Value>, Rp
     }
     // The path names the task: a query member of the same name does not replace it.
     for (key, value) in named {
-        params.insert((*key).to_string(), Value::String(decode(value, "path")?));
+        let value = decode(value, &format!("path's {key}"))?;
+        params.insert((*key).to_string(), Value::String(value));
     }
     Ok(params)
 }
@@ -206,7 +208,7 @@ pub fn params(
     let mut params = match (generation, body) {
         (_, None | Some(Value::Null)) => Map::new(),
         (Generation::V0_3, Some(body)) => proto03::request(op, body)?,
-        (Generation::V1_0, Some(body @ Value::Object(_))) => match lower_camel(body) {
+        (Generation::V1_0, Some(body @ Value::Object(_))) => match lower_camel(body)? {
             Value::Object(body) => body,
             _ => Map::new(),
         },
@@ -224,19 +226,35 @@ pub fn params(
 /// `value` with every member named by its proto field name (`message_id`) renamed to its JSON
 /// name (`messageId`): a proto JSON parser accepts either (a2a-sdk's 0.3 REST client and the TCK's
 /// REST client send the former). A `metadata` or `data` member is the client's own JSON, left as it is.
-fn lower_camel(value: Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(key, inner)| match key.as_str() {
-                    "metadata" | "data" => (key, inner),
-                    _ => (camel(&key), lower_camel(inner)),
-                })
-                .collect(),
+/// Two members that name one field (`message_id` and `messageId`) are refused as a key named
+/// twice is: which one wins would be the parser's whim.
+fn lower_camel(value: Value) -> Result<Value, RpcError> {
+    Ok(match value {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, inner) in map {
+                let (name, inner) = match key.as_str() {
+                    "metadata" | "data" => (key.clone(), inner),
+                    _ => (camel(&key), lower_camel(inner)?),
+                };
+                if out.contains_key(&name) {
+                    return Err(RpcError::invalid(
+                        "params",
+                        format!("{key} and another member both name the field {name}"),
+                    ));
+                }
+                out.insert(name, inner);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(lower_camel)
+                .collect::<Result<_, _>>()?,
         ),
-        Value::Array(items) => Value::Array(items.into_iter().map(lower_camel).collect()),
         other => other,
-    }
+    })
 }
 
 /// `snake_case` as `lowerCamelCase`.
@@ -258,10 +276,10 @@ fn camel(key: &str) -> String {
 
 /// A method's result as the binding answers it: 1.0's is already its proto's JSON; 0.3's is
 /// translated into its proto's. A stream's events go through here one by one.
-pub fn answer(call: &Call, result: Value) -> Value {
-    match call.generation {
+pub fn answer(method: &Method, generation: Generation, result: Value) -> Value {
+    match generation {
         Generation::V1_0 => result,
-        Generation::V0_3 => proto03::answer(call.method, result),
+        Generation::V0_3 => proto03::answer(method, result),
     }
 }
 

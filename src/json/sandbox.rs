@@ -3,8 +3,9 @@
 //!
 //! `true` (the default) | `false` | `"required"` | {`read`: [path…], `write`: [path…],
 //! `connect`: [port…], `user`: name}; a path is absolute or `~/…` (the user's home); `user` is
-//! whom handlers run as when mur runs as root (`"dynamic"`: a uid of the session's own; `"root"`,
-//! the default; or a user of the system's database — [`crate::session::identity`]). Only the form is checked
+//! whom handlers run as when mur runs as root (none, the default: a uid of the session's own keeping
+//! root's file access; `"dynamic"`: that uid without it; `"root"`; or a user of the system's
+//! database — [`crate::session::identity`]). Only the form is checked
 //! here; whether a path contains the murmur home is checked where the paths are resolved, at the
 //! session's start.
 
@@ -36,7 +37,8 @@ pub struct Sandbox {
     /// The TCP ports the handler may connect to: `None` leaves connects alone; `Some` allows those
     /// only (where the kernel's Landlock has ABI ≥ 4).
     pub connect: Option<Vec<u16>>,
-    /// Whom handlers run as when mur runs as root, as written: `None` is `"root"` (as mur).
+    /// Whom handlers run as when mur runs as root, as written: `None` is the default (a dynamic
+    /// uid keeping root's file access).
     pub user: Option<String>,
 }
 

@@ -27,7 +27,8 @@ pub(super) fn prepare(
         return Ok((None, None));
     };
     let user = identity::choose(&declared.sandbox, session_id.as_str())?;
-    if let Some(user) = &user {
+    // One that keeps root's file access reaches whatever its modes would refuse it.
+    if let Some(user) = user.as_ref().filter(|user| user.takes_task_dirs()) {
         identity::check_reach(user, workdir, &argv[0])?;
     }
     let dirs = task_dirs(session_id, user)?;

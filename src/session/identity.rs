@@ -9,14 +9,20 @@
 //!   never goes stale, and no two running sessions share a uid: one session's handlers cannot
 //!   read another's. Its group is the same number.
 //! - a user's name: that user and its primary group (the operator's choice to share one).
-//! - `"root"`, or no `user` (the default): as mur.
+//! - `"root"`: as mur.
+//! - no `user` (the default): a dynamic uid as above that keeps root's access to files by their
+//!   modes (`CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH`, ambient) and nothing else of root's.
 //!
-//! Why not a uid of their own by default: a handler that is not root can neither enter a workdir
-//! under `/root` nor write in one root owns, and a formation member's workdir is inside the
-//! murmur home; a default that broke every such capsule run as root would be turned off, not
-//! kept. Declared, the start checks what it needs and says what is missing.
+//! Why the default keeps root's file access: a handler that is not root could neither enter a
+//! workdir under `/root` nor write in one root owns, and a formation member's workdir is inside
+//! the murmur home; a default that broke every such capsule run as root would be turned off, not
+//! kept. Which files it reaches is Landlock's to say, as it was for a root handler; what the uid
+//! takes away is every other process (signals, ptrace, `/proc/PID/environ`) and every other
+//! capability (modules, mounts, raw sockets, owners and modes of files not its own). Where that
+//! cannot be had (no `/run/mur`, a uid this user namespace does not map, no `CAP_SETUID`) the
+//! default says why at the start and runs handlers as mur; a declared user stops the start instead.
 //!
-//! A handler that is not root cannot pass the murmur home (`0700`, root's), so the session's task
+//! A declared handler's user cannot pass the murmur home (`0700`, root's), so the session's task
 //! directories and `TMPDIR` then live under `/run/mur/<session>/` (`0711`: a handler finds its
 //! own task directory by name, lists nothing), each handed to the handler's user while its task
 //! runs ([`crate::session::taskdir`]). Before the first task a thread of the session becomes that
@@ -31,7 +37,7 @@ use std::path::Path;
 
 use crate::json::sandbox::{Mode, Sandbox};
 use crate::sys::dir::Dir;
-use crate::sys::user::Ids;
+use crate::sys::user::{Becomes, Ids};
 
 /// Where the task directories of handlers that are not mur's user live: `/run/mur`.
 const RUNTIME: &str = "/run/mur";
@@ -40,7 +46,8 @@ const DYNAMIC: std::ops::RangeInclusive<u32> = 61184..=65519;
 
 /// The user a session's handlers run as, and what keeps it the session's.
 pub struct HandlerUser {
-    pub ids: Ids,
+    /// Its ids, and the capabilities it keeps ([`crate::sys::user::FILE_ACCESS`] by default).
+    pub becomes: Becomes,
     /// As `ps -v` and the start show it: `dynamic uid 61234` or the user's name.
     pub shown: String,
     /// `/run/mur`, held: where the session's task directories go.
@@ -52,23 +59,33 @@ pub struct HandlerUser {
 impl std::fmt::Debug for HandlerUser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HandlerUser")
-            .field("ids", &self.ids)
+            .field("becomes", &self.becomes)
             .field("shown", &self.shown)
             .finish_non_exhaustive()
     }
 }
 
-/// Whom `declared` has the session's handlers run as: `None` is as mur (no `user` or `"root"`
-/// declared, not root, or no sandbox). The `Err` stops the start: an unknown user, no `/run` to hold the
-/// task directories, no uid left to claim.
+impl HandlerUser {
+    /// Whether its task directories are handed to it (and so live in `/run/mur`): a user that
+    /// keeps root's file access reaches them in the murmur home as mur does.
+    pub fn takes_task_dirs(&self) -> bool {
+        self.becomes.keeps == 0
+    }
+}
+
+/// Whom `declared` has the session's handlers run as: `None` is as mur (`"root"` declared, not
+/// root, no sandbox, or the default where it cannot be had). The `Err` stops the start: an
+/// unknown user, no `/run` to hold the task directories, no uid left to claim.
 pub fn choose(declared: &Sandbox, session_id: &str) -> Result<Option<HandlerUser>, String> {
-    let Some(declared_user) = declared.user.as_deref().filter(|u| *u != "root") else {
-        return Ok(None);
-    };
     // Elsewhere than Linux handlers are started by the standard library, as mur.
     if declared.mode == Mode::Off || !cfg!(target_os = "linux") {
         return Ok(None);
     }
+    let declared_user = match declared.user.as_deref() {
+        Some("root") => return Ok(None),
+        None => return Ok(by_default(session_id)),
+        Some(user) => user,
+    };
     let named = Some(declared_user).filter(|u| *u != "dynamic");
     let me = crate::sys::proc::euid();
     if me != 0 {
@@ -91,14 +108,40 @@ pub fn choose(declared: &Sandbox, session_id: &str) -> Result<Option<HandlerUser
                 )
             })?;
             Ok((ids.uid != 0).then(|| HandlerUser {
-                ids,
+                becomes: Becomes { ids, keeps: 0 },
                 shown: name.to_string(),
                 runtime,
                 _claim: None,
             }))
         }
-        None => claim(runtime, session_id).map(Some),
+        None => claim(runtime, session_id, 0).map(Some),
     }
+}
+
+/// The default of a session mur runs as root: a dynamic uid keeping root's file access, or
+/// `None` (handlers as mur, said at the start) where one cannot be had or become.
+fn by_default(session_id: &str) -> Option<HandlerUser> {
+    if crate::sys::proc::euid() != 0 {
+        return None;
+    }
+    let user = runtime_dir()
+        .and_then(|runtime| claim(runtime, session_id, crate::sys::user::FILE_ACCESS))
+        .and_then(
+            |user| match crate::sys::user::first_unreachable(user.becomes, &[]) {
+                Ok(_) => Ok(user),
+                Err(err) => Err(format!("cannot become {}: {err}", user.shown)),
+            },
+        );
+    user.inspect_err(|why| {
+        crate::cli::warn(
+            "run",
+            &format!(
+                "handlers run as root, not as a uid of their own: {why} (declare \"sandbox\": \
+                 {{\"user\": \"root\"}} to say so and silence this)"
+            ),
+        );
+    })
+    .ok()
 }
 
 /// `/run/mur`, created `0711` if missing; refused if it, or `/run`, is not root's or others may
@@ -107,8 +150,9 @@ fn runtime_dir() -> Result<Dir, String> {
     let fix = "or declare \"sandbox\": {\"user\": \"root\"} to run handlers as root";
     let run = Dir::open(Path::new("/run")).map_err(|err| {
         format!(
-            "sandbox.user: handlers run as a user of their own and their task directories live \
-             in {RUNTIME}, but /run cannot be used ({err}): create it (mkdir -m 755 /run), {fix}"
+            "sandbox.user: a uid of the handlers' own is claimed (and a declared user's task \
+             directories kept) in {RUNTIME}, but /run cannot be used ({err}): create it \
+             (mkdir -m 755 /run), {fix}"
         )
     })?;
     owned_by_root(&run, 0o022)?;
@@ -140,9 +184,9 @@ fn owned_by_root(dir: &Dir, forbidden: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// A dynamic uid no user has and no running session holds, claimed: the search starts at a
-/// place the session's id picks, so concurrent starts rarely contend for one.
-fn claim(runtime: Dir, session_id: &str) -> Result<HandlerUser, String> {
+/// A dynamic uid no user has and no running session holds, claimed, keeping `keeps`: the search
+/// starts at a place the session's id picks, so concurrent starts rarely contend for one.
+fn claim(runtime: Dir, session_id: &str, keeps: u64) -> Result<HandlerUser, String> {
     let uids = crate::home::create_held(&runtime, "uids").map_err(String::from)?;
     let span = DYNAMIC.end() - DYNAMIC.start() + 1;
     let start = session_id
@@ -158,9 +202,17 @@ fn claim(runtime: Dir, session_id: &str) -> Result<HandlerUser, String> {
             .append_private(&name)
             .map_err(|err| format!("sandbox.user: {}: {err}", uids.join(&name).display()))?;
         if crate::sys::fs::try_lock_exclusive(&file).unwrap_or(false) {
+            let kept = if keeps == 0 {
+                ""
+            } else {
+                " (file access as root)"
+            };
             return Ok(HandlerUser {
-                ids: Ids { uid, gid: uid },
-                shown: format!("dynamic uid {uid}"),
+                becomes: Becomes {
+                    ids: Ids { uid, gid: uid },
+                    keeps,
+                },
+                shown: format!("dynamic uid {uid}{kept}"),
                 runtime,
                 _claim: Some(file),
             });
@@ -182,7 +234,7 @@ pub fn check_reach(user: &HandlerUser, workdir: &Path, program: &str) -> Result<
     let program = program.contains('/').then(|| workdir.join(program));
     let mut paths = vec![(workdir, libc::X_OK)];
     paths.extend(program.as_deref().map(|path| (path, libc::X_OK)));
-    match crate::sys::user::first_unreachable(user.ids, &paths) {
+    match crate::sys::user::first_unreachable(user.becomes, &paths) {
         Ok(None) => {}
         Ok(Some(at)) => {
             let (path, _) = paths[at];

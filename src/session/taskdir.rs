@@ -62,8 +62,11 @@ pub struct SessionTasks {
     name: String,
     /// Emptied task directories, ready for the next tasks.
     spares: Mutex<Vec<Spare>>,
-    /// Whom the handlers run as when not as mur: each task's directory is theirs while it runs.
+    /// Whom the handlers run as when not as mur.
     user: Option<HandlerUser>,
+    /// Whom each task's directory is handed to while its task runs: the user's ids, unless it
+    /// keeps root's file access ([`HandlerUser::takes_task_dirs`]).
+    handed: Option<Ids>,
 }
 
 /// An emptied task directory: its name (`.spare.<task>`), and the ruleset made for it, if any.
@@ -73,18 +76,20 @@ struct Spare {
 }
 
 impl SessionTasks {
-    /// Create `~/.murmur/tasks/<session>/`; for handlers running as `user`,
+    /// Create `~/.murmur/tasks/<session>/`; for handlers running as a `user` they are handed to,
     /// `/run/mur/<session>/` at `0711`, so they can pass it to their own task's directory.
     pub fn create(
         session_id: &str,
         user: Option<HandlerUser>,
     ) -> Result<Self, crate::home::HomeError> {
-        let parent = match &user {
+        let handed = user.as_ref().filter(|user| user.takes_task_dirs());
+        let parent = match handed {
             Some(user) => user.runtime.clone(),
             None => crate::home::private_dir("tasks")?,
         };
+        let handed = handed.map(|user| user.becomes.ids);
         let dir = crate::home::create_held(&parent, session_id)?;
-        if user.is_some() {
+        if handed.is_some() {
             dir.set_mode(0o711).map_err(|err| {
                 crate::home::HomeError::Unusable(format!("{}: {err}", dir.path().display()))
             })?;
@@ -95,6 +100,7 @@ impl SessionTasks {
             name: session_id.to_string(),
             spares: Mutex::new(Vec::new()),
             user,
+            handed,
         })
     }
 
@@ -129,7 +135,7 @@ impl SessionTasks {
             name: id.to_string(),
             retired: AtomicBool::new(false),
             domain: Mutex::new(domain),
-            user: self.user.as_ref().map(|user| user.ids),
+            user: self.handed,
         })
     }
 
@@ -157,8 +163,8 @@ impl SessionTasks {
     /// (that holds task directories only); it goes with it ([`crate::home::scratch_name`]).
     pub fn scratch(&self) -> Result<PathBuf, String> {
         let dir = crate::home::create_held(&self.parent, &crate::home::scratch_name(&self.name))?;
-        if let Some(user) = &self.user {
-            dir.set_owner(user.ids)
+        if let Some(ids) = self.handed {
+            dir.set_owner(ids)
                 .map_err(|err| format!("{}: {err}", dir.path().display()))?;
         }
         Ok(dir.path().to_path_buf())

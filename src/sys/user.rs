@@ -83,36 +83,112 @@ pub fn uid_is_known(uid: u32) -> bool {
     lookup(None, uid).is_some()
 }
 
-/// Become `ids` — no supplementary groups, then the group, then the user, real, effective and
-/// saved — in the calling thread only: in a handler between its clone and its exec (raw calls,
-/// no `errno`), or in a probe thread that ends after. The `Err` is the errno of the step that
-/// failed; after the user's change the thread has no capability left to undo it.
+/// Whom a handler becomes: a user and group, and the capabilities it keeps across the change
+/// and its exec (ambient), as a mask of `1 << CAP_…` bits; 0 keeps none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Becomes {
+    pub ids: Ids,
+    pub keeps: u64,
+}
+
+/// `CAP_DAC_OVERRIDE` and `CAP_DAC_READ_SEARCH`: root's access to files by their modes, and
+/// nothing else of root's — no signal, ptrace or `/proc/PID/environ` of another uid's process, no
+/// mode or owner change of a file not its own, no module, mount or raw socket. What a root
+/// session's handlers keep by default (Landlock then decides which files).
+pub const FILE_ACCESS: u64 = 1 << 1 | 1 << 2;
+
+/// Become `becomes.ids` — no supplementary groups, then the group, then the user, real,
+/// effective and saved — keeping `becomes.keeps` (those of them this thread holds), in the
+/// calling thread only: in a handler between its clone and its exec (raw calls, no `errno`), or
+/// in a probe thread that ends after. The `Err` is the errno of the step that failed; after the
+/// user's change the thread holds no capability but those kept, none of which can undo it.
 #[cfg(target_os = "linux")]
-pub fn assume(ids: Ids) -> Result<(), libc::c_int> {
-    let (uid, gid) = (ids.uid as usize, ids.gid as usize);
+pub fn assume(becomes: Becomes) -> Result<(), libc::c_int> {
+    use crate::sys::raw::call;
+    let (uid, gid) = (becomes.ids.uid as usize, becomes.ids.gid as usize);
+    // capget/capset's header (version 3: two 32-bit words a set) and sets.
+    let mut header = [0x2008_0522_u32, 0];
+    let mut sets = [[0u32; 3]; 2];
+    let keeps = if becomes.keeps == 0 {
+        0
+    } else {
+        // SAFETY: pointers to the live locals above, of the sizes version 3 reads and writes.
+        unsafe {
+            call(
+                libc::SYS_capget,
+                [
+                    header.as_mut_ptr() as usize,
+                    sets.as_mut_ptr() as usize,
+                    0,
+                    0,
+                    0,
+                    0,
+                ],
+            )?;
+        }
+        // A capability this thread does not hold (a container's bounding set) cannot be kept.
+        let permitted = u64::from(sets[0][1]) | u64::from(sets[1][1]) << 32;
+        becomes.keeps & permitted
+    };
+    let prctl = |args: [usize; 6]| {
+        // SAFETY: integers only.
+        unsafe { call(libc::SYS_prctl, args) }
+    };
+    if keeps != 0 {
+        // Permitted capabilities survive the change of uid below (effective ones are cleared).
+        prctl([libc::PR_SET_KEEPCAPS as usize, 1, 0, 0, 0, 0])?;
+    }
     // SAFETY: integers (and a null list of groups) only.
     unsafe {
-        crate::sys::raw::call(libc::SYS_setgroups, [0; 6])?;
-        crate::sys::raw::call(libc::SYS_setresgid, [gid, gid, gid, 0, 0, 0])?;
-        crate::sys::raw::call(libc::SYS_setresuid, [uid, uid, uid, 0, 0, 0])?;
+        call(libc::SYS_setgroups, [0; 6])?;
+        call(libc::SYS_setresgid, [gid, gid, gid, 0, 0, 0])?;
+        call(libc::SYS_setresuid, [uid, uid, uid, 0, 0, 0])?;
+    }
+    if keeps == 0 {
+        return Ok(());
+    }
+    // Permitted, effective and inheritable narrowed to `keeps`, then each raised ambient: the
+    // only way a capability passes the exec of a file without capabilities of its own.
+    let low = keeps as u32;
+    let high = (keeps >> 32) as u32;
+    let sets = [[low, low, low], [high, high, high]];
+    // SAFETY: pointers to live locals of the sizes version 3 reads.
+    unsafe {
+        call(
+            libc::SYS_capset,
+            [
+                header.as_mut_ptr() as usize,
+                sets.as_ptr() as usize,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )?;
+    }
+    for cap in (0..64).filter(|cap| keeps & 1 << cap != 0) {
+        let raise = libc::PR_CAP_AMBIENT_RAISE as usize;
+        prctl([libc::PR_CAP_AMBIENT as usize, raise, cap, 0, 0, 0])?;
     }
     Ok(())
 }
 
 /// The index of the first of `paths` a process running as `ids` cannot reach for `access`
-/// (`libc::X_OK`, `R_OK`…, as `access(2)` checks it: every directory on the way searched);
-/// `None` when it reaches them all. Tried for real by a thread of ours that becomes `ids`
-/// ([`assume`]) and ends; the `Err`: no thread, or it could not become `ids`.
+/// (`libc::X_OK`, `R_OK`…, as `access(2)` checks it: every directory on the way searched, by
+/// the ids alone — kept capabilities count for nothing there);
+/// `None` when it reaches them all. Tried for real by a thread of ours that becomes `becomes`
+/// ([`assume`]) and ends; the `Err`: no thread, or it could not become `becomes`. An empty
+/// `paths` asks only whether a handler could become it.
 #[cfg(target_os = "linux")]
 pub fn first_unreachable(
-    ids: Ids,
+    becomes: Becomes,
     paths: &[(&std::path::Path, libc::c_int)],
 ) -> std::io::Result<Option<usize>> {
     std::thread::scope(|scope| {
         let probe = std::thread::Builder::new()
             .name("user-probe".into())
             .spawn_scoped(scope, move || -> std::io::Result<Option<usize>> {
-                assume(ids).map_err(std::io::Error::from_raw_os_error)?;
+                assume(becomes).map_err(std::io::Error::from_raw_os_error)?;
                 Ok(paths.iter().position(|(path, access)| {
                     let Ok(path) = CString::new(path.as_os_str().as_bytes()) else {
                         return true;
@@ -130,7 +206,7 @@ pub fn first_unreachable(
 /// Elsewhere no handler runs as another user: there is nothing to probe.
 #[cfg(not(target_os = "linux"))]
 pub fn first_unreachable(
-    _ids: Ids,
+    _becomes: Becomes,
     _paths: &[(&std::path::Path, libc::c_int)],
 ) -> std::io::Result<Option<usize>> {
     Err(std::io::ErrorKind::Unsupported.into())
@@ -162,8 +238,18 @@ mod tests {
             (std::path::Path::new("/bin/sh"), libc::X_OK),
             (std::path::Path::new("/root"), libc::X_OK),
         ];
-        assert_eq!(first_unreachable(nobody, &paths).unwrap(), Some(1));
+        let strict = Becomes {
+            ids: nobody,
+            keeps: 0,
+        };
+        assert_eq!(first_unreachable(strict, &paths).unwrap(), Some(1));
         // The probe changed its own thread only: this one is still root.
         assert_eq!(crate::sys::proc::euid(), 0);
+        // Keeping root's file access, it can become nobody too (access(2) weighs the ids alone).
+        let keeping = Becomes {
+            ids: nobody,
+            keeps: FILE_ACCESS,
+        };
+        assert_eq!(first_unreachable(keeping, &[]).unwrap(), None);
     }
 }

@@ -1,7 +1,8 @@
 //! Handlers of a session mur runs as root run as the user `sandbox.user` declares (issue 31,
-//! item 4): a dynamic uid per session, or a user of the system's database; as root when it
-//! declares none. Each test needs root (a regular user's handlers run as that user) and skips
-//! loudly without it.
+//! item 4): a dynamic uid per session, or a user of the system's database; when it declares
+//! none, a dynamic uid keeping root's file access and nothing else of root's; as root only when
+//! it declares `"root"`. Each test needs root (a regular user's handlers run as that user) and
+//! skips loudly without it.
 
 use crate::common;
 
@@ -109,15 +110,78 @@ fn a_root_sessions_handler_runs_as_a_uid_of_its_own_and_cannot_read_a_root_proce
         json!(format!("dynamic uid {uid}")),
         "{json}"
     );
-    // The same handler as root (declared, and by default) reads it: the refusal above is the
-    // uid's doing.
-    for (name, sandbox) in [("root", Some(json!({"user": "root"}))), ("default", None)] {
-        let as_root = whoami_capsule(&home, name, sandbox, secret.pid());
-        let out = home.mur(&["run", &as_root, "--task", "who"]);
-        out.expect_code(0);
-        assert_eq!(uid_in(&out.stdout), 0, "{}", out.stdout);
-        assert!(out.stdout.contains("environ: read"), "{}", out.stdout);
+    // The same handler as root, declared, reads it: the refusal above is the uid's doing.
+    let as_root = whoami_capsule(&home, "root", Some(json!({"user": "root"})), secret.pid());
+    let out = home.mur(&["run", &as_root, "--task", "who"]);
+    out.expect_code(0);
+    assert_eq!(uid_in(&out.stdout), 0, "{}", out.stdout);
+    assert!(out.stdout.contains("environ: read"), "{}", out.stdout);
+}
+
+#[test]
+fn by_default_a_root_sessions_handler_keeps_roots_file_access_and_nothing_else() {
+    if !is_root("by_default_a_root_sessions_handler_keeps_roots_file_access") {
+        return;
     }
+    let home = Home::new();
+    let secret = Secret::start();
+    let capsule = whoami_capsule(&home, "who", None, secret.pid());
+    // A workdir under a directory only root may enter, and owned by root: as /root is.
+    let private = home.path().join("private");
+    fs::create_dir(&private).unwrap();
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).unwrap();
+    let workdir = private.join("work");
+    fs::create_dir(&workdir).unwrap();
+    fs::set_permissions(&workdir, fs::Permissions::from_mode(0o755)).unwrap();
+    let workdir_arg = workdir.to_str().unwrap();
+    let session = home.start(&[&capsule, "--workdir", workdir_arg]);
+    let task = session.send(None, "who", true);
+    assert_eq!(state(&task), "completed", "{task}");
+    let answer = artifact_text(&task);
+    let uid = uid_in(&answer);
+    assert!(DYNAMIC.contains(&uid), "a dynamic uid: {answer}");
+    assert!(answer.contains("environ: refused"), "{answer}");
+    assert!(answer.contains("task-dir: written"), "{answer}");
+    let ps = home.mur(&["ps", "-v"]);
+    let line = format!(
+        "user {}: handlers run as dynamic uid {uid} (file access as root)",
+        session.id
+    );
+    assert!(ps.stdout.contains(&line), "{line} in\n{}", ps.stdout);
+    // A handler that runs its task as a script, in the same root-only workdir: it writes
+    // there, holds the two file capabilities alone, and cannot signal a root process.
+    let prompt = "echo written > left-in-workdir; grep CapEff /proc/self/status";
+    let shell = home.write_capsule(
+        "shell",
+        json!({"name": "shell", "version": "1", "run": ["sh"]}),
+        None,
+    );
+    let out = home.mur(&[
+        "run",
+        shell.to_str().unwrap(),
+        "--workdir",
+        workdir_arg,
+        "--task",
+        &format!(
+            "{prompt}; kill -0 {} 2>/dev/null || echo kill refused",
+            secret.pid()
+        ),
+    ]);
+    out.expect_code(0);
+    assert!(
+        out.stdout
+            .contains("CapEff:\t0000000000000006\nkill refused"),
+        "only the two file capabilities, and no signal to root's: {}",
+        out.stdout
+    );
+    let left = workdir.join("left-in-workdir");
+    assert_eq!(fs::read_to_string(&left).unwrap(), "written\n");
+    use std::os::unix::fs::MetadataExt;
+    let owner = fs::metadata(&left).unwrap().uid();
+    assert!(
+        DYNAMIC.contains(&owner),
+        "written as the dynamic uid: {owner}"
+    );
 }
 
 #[test]

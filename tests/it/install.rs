@@ -353,6 +353,7 @@ fn assert_runs_a_capsule_with_a_handler(root: &Path) {
         "WORKDIR /data/work",
         "COPY examples/shout /capsule",
         "--install\", \"-s\", \"/bin\"",
+        "RUN [\"/bin/mkdir\", \"-m\", \"755\", \"/run\"]",
         "ENTRYPOINT [\"/bin/mur\", \"run\", \"/capsule\"",
     ] {
         assert!(
@@ -378,6 +379,10 @@ fn assert_runs_a_capsule_with_a_handler(root: &Path) {
             std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
         }
     }
+    fs::DirBuilder::new()
+        .mode(0o755)
+        .create(root.join("run"))
+        .unwrap();
     let capsule = root.join("capsule");
     fs::create_dir(&capsule).unwrap();
     for file in ["murmur.json", "handler.sh"] {
@@ -392,6 +397,12 @@ fn assert_runs_a_capsule_with_a_handler(root: &Path) {
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("sandbox"),
         "the recipe's layout leaves the sandbox nothing to warn about\n{}",
+        show(&out)
+    );
+    // As root there, its handler ran as a uid of its own, claimed under /run/mur.
+    assert!(
+        root.join("run/mur/uids").is_dir(),
+        "no uid claimed for the handler\n{}",
         show(&out)
     );
 }

@@ -13,11 +13,14 @@
 use serde_json::{Map, Value, json};
 
 use super::super::error::RpcError;
+use super::super::message::Role;
 use super::super::rpc::{Method, Op};
+use super::super::task::State;
+use super::super::version::Generation;
 
 /// A 0.3 REST body as its method's JSON-RPC `params`.
 pub fn request(op: Op, body: Value) -> Result<Map<String, Value>, RpcError> {
-    let Value::Object(mut body) = super::lower_camel(body) else {
+    let Value::Object(mut body) = super::lower_camel(body)? else {
         return Err(RpcError::invalid(
             "params",
             "the body must be a JSON object",
@@ -53,13 +56,15 @@ fn message_in(message: Value) -> Value {
     let Value::Object(mut message) = message else {
         return message;
     };
+    // By name or by its number in the proto's enum (1 user, 2 agent), as proto JSON allows.
     let role = match message.get("role") {
-        Some(role) if role == "ROLE_USER" || role == 1 => Some("user"),
-        Some(role) if role == "ROLE_AGENT" || role == 2 => Some("agent"),
+        Some(Value::String(name)) => Role::from_wire(name, Generation::V1_0),
+        Some(number) if number == 1 => Some(Role::User),
+        Some(number) if number == 2 => Some(Role::Agent),
         _ => None,
     };
     if let Some(role) = role {
-        message.insert("role".into(), role.into());
+        message.insert("role".into(), role.wire(Generation::V0_3).into());
     }
     if let Some(Value::Array(parts)) = message
         .remove("content")
@@ -163,12 +168,14 @@ fn status(value: Value) -> Value {
     let Value::Object(mut map) = value else {
         return value;
     };
-    if let Some(state) = map.get("state").and_then(Value::as_str) {
+    let state = map.get("state").and_then(Value::as_str);
+    if let Some(state) = state.and_then(|s| State::from_wire(s, Generation::V0_3)) {
+        // 0.3's proto spells the one state 1.0 spells CANCELED with two l's.
         let name = match state {
-            "canceled" => "CANCELLED".to_string(),
-            other => other.replace('-', "_").to_ascii_uppercase(),
+            State::Canceled => "TASK_STATE_CANCELLED",
+            state => state.wire(Generation::V1_0),
         };
-        map.insert("state".into(), format!("TASK_STATE_{name}").into());
+        map.insert("state".into(), name.into());
     }
     translate(&mut map, "message", message_out);
     Value::Object(map)
@@ -179,9 +186,9 @@ fn message_out(value: Value) -> Value {
         return value;
     };
     map.remove("kind");
-    if let Some(role) = map.get("role").and_then(Value::as_str) {
-        let role = format!("ROLE_{}", role.to_ascii_uppercase());
-        map.insert("role".into(), role.into());
+    let role = map.get("role").and_then(Value::as_str);
+    if let Some(role) = role.and_then(|r| Role::from_wire(r, Generation::V0_3)) {
+        map.insert("role".into(), role.wire(Generation::V1_0).into());
     }
     if let Some(parts) = map.remove("parts") {
         map.insert("content".into(), parts_out(parts));

@@ -76,10 +76,16 @@ fn the_path_and_query_give_typed_members_and_the_path_wins() {
         got["pageSize"], "ten",
         "left for the params check to refuse by name"
     );
-    for bad in ["/tasks?contextId=%zz", "/tasks/%ff", "/tasks?x=%2"] {
+    let bad = [
+        ("/tasks?contextId=%zz", "query member contextId: has a '%'"),
+        ("/tasks/%ff", "path's id: does not decode"),
+        ("/tasks?x=%2", "query member x: has a '%'"),
+    ];
+    for (bad, named) in bad {
         let call = route("GET", bad).unwrap();
         let err = params(call.generation, call.method.op, call.params, None).unwrap_err();
         assert_eq!(err.code, rpc::INVALID_PARAMS, "{bad}");
+        assert!(err.message.contains(named), "{bad}: {}", err.message);
     }
 }
 
@@ -112,4 +118,14 @@ fn a_body_s_proto_field_names_are_read_as_json_names_but_not_the_client_s_own_js
             {"data": {"a_b": 1}, "mediaType": "application/json"}], "metadata": {"x_y": 2}},
             "configuration": {"returnImmediately": true}})
     );
+}
+
+#[test]
+fn a_field_named_both_ways_is_refused_as_a_key_named_twice() {
+    let call = route("POST", "/message:send").unwrap();
+    let body = json!({"message": {"message_id": "m", "messageId": "n", "role": "ROLE_USER",
+        "parts": []}});
+    let err = params(call.generation, call.method.op, call.params, Some(body)).unwrap_err();
+    assert_eq!(err.code, crate::a2a::rpc::INVALID_PARAMS);
+    assert!(err.message.contains("field messageId"), "{}", err.message);
 }

@@ -10,6 +10,7 @@
 //! | `POST /` without one, a larger body | 401 | never read: drained while the refusal lingers |
 //! | an HTTP+JSON path (`crate::a2a::rest`), a valid token (anyone, at a public door) | admitted with its caller and the call its path names | counted in the budget |
 //! | an HTTP+JSON path without one | 401 (no id to read the body for) | never read |
+//! | an HTTP+JSON `GET` or `DELETE` with a body | 400 (it takes none) | never read |
 //! | `/control…` without the control token, body ≤ 16 KiB | as `POST /` without a token | counted in the guests' share, read and dropped |
 //! | `/control…` without it, a larger body; with it, a body over 8 KiB | 401; 413 | never read |
 //! | `/control…` with it | admitted, as the operator | counted in the budget |
@@ -30,6 +31,7 @@ use super::auth::{Caller, Denied, DoorAuth};
 use super::binding::Binding;
 use super::cors::{allow_origin, is_a2a_path};
 use super::envelope::{asked_generation, readable_id};
+use crate::a2a::error::RpcError;
 use crate::a2a::rest::{self, Call};
 use crate::a2a::version::Generation;
 use crate::net::server::{MAX_HEAD, Request, Response};
@@ -166,13 +168,29 @@ impl Door {
                 }
             }
             // An HTTP+JSON call, as `POST /`, except that a caller without a valid token is
-            // refused from the head whatever its body: there is no id to read it for.
+            // refused from the head whatever its body: there is no id to read it for. A GET or
+            // DELETE has nothing to read a body for either: one that carries one is refused
+            // from the head rather than held in the budget for nothing.
             _ => match rest::route(&head.method, &head.path) {
                 Some(call) => match caller() {
+                    Ok(_) if body_len > 0 && matches!(head.method.as_str(), "GET" | "DELETE") => {
+                        let generation = call.generation;
+                        let why = format!(
+                            "{} {} takes no body: send it without one (its parameters are in \
+                             the path and query)",
+                            head.method, path
+                        );
+                        let err = RpcError::new(crate::a2a::rpc::INVALID_REQUEST, why);
+                        Err(Binding::Rest(call.method, generation).error(&err, generation))
+                    }
                     Ok(caller) => Ok((Route::Rest(caller, Box::new(call)), true)),
                     Err(denied) => {
                         let generation = call.generation;
-                        Err(Binding::Rest(Box::new(call)).denied(self.realm(), &denied, generation))
+                        Err(Binding::Rest(call.method, generation).denied(
+                            self.realm(),
+                            &denied,
+                            generation,
+                        ))
                     }
                 },
                 None => self.pointed(head, path, body_len, caller().is_ok()),
@@ -341,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_body_on_a_route_that_takes_none_is_refused_from_its_head() {
-        let (door, _) = guarded();
+        let (door, operator) = guarded();
         let refused = door
             .admitted(&head("GET", "/.well-known/agent-card.json", None), 10)
             .err()
@@ -349,6 +367,18 @@ mod tests {
         assert_eq!(refused.status, 413);
         let refused = door.admitted(&head("GET", "/", None), 10).err().unwrap();
         assert_eq!(refused.status, 405);
+        for (method, path) in [
+            ("GET", "/tasks/t1"),
+            ("DELETE", "/v1/tasks/t1/pushNotificationConfigs/c"),
+        ] {
+            let refused = door
+                .admitted(&head(method, path, Some(&operator)), 10)
+                .err()
+                .unwrap();
+            assert_eq!(refused.status, 400, "{method} {path}");
+            let body = String::from_utf8_lossy(&refused.body).into_owned();
+            assert!(body.contains("takes no body"), "{body}");
+        }
         assert_eq!(used(&door), (0, 0));
     }
 }

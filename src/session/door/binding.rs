@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::super::auth::{self, Denied, PERMISSION_DENIED, UNAUTHENTICATED};
 use super::{BUDGET_FULL, RETRY_AFTER_SECS, json_response};
 use crate::a2a::error::RpcError;
-use crate::a2a::rest::{self, Call};
-use crate::a2a::rpc;
+use crate::a2a::rest;
+use crate::a2a::rpc::{self, Method};
 use crate::a2a::version::Generation;
 use crate::net::server::Response;
 
@@ -19,8 +19,8 @@ use crate::net::server::Response;
 pub(super) enum Binding {
     /// JSON-RPC 2.0, answering the request with this id.
     Rpc(Value),
-    /// HTTP+JSON, the call its head named.
-    Rest(Box<Call>),
+    /// HTTP+JSON, answering the method its path named in the path's generation.
+    Rest(&'static Method, Generation),
 }
 
 impl Binding {
@@ -28,7 +28,7 @@ impl Binding {
     pub(super) fn id(&self) -> Value {
         match self {
             Binding::Rpc(id) => id.clone(),
-            Binding::Rest(_) => Value::Null,
+            Binding::Rest(..) => Value::Null,
         }
     }
 
@@ -37,7 +37,7 @@ impl Binding {
     pub(super) fn result(&self, result: Value) -> Value {
         match self {
             Binding::Rpc(id) => rpc::result(id.clone(), result),
-            Binding::Rest(call) => rest::answer(call, result),
+            Binding::Rest(method, generation) => rest::answer(method, *generation, result),
         }
     }
 
@@ -45,7 +45,7 @@ impl Binding {
     fn rpc_id(&self) -> Option<&Value> {
         match self {
             Binding::Rpc(id) => Some(id),
-            Binding::Rest(_) => None,
+            Binding::Rest(..) => None,
         }
     }
 

@@ -2,8 +2,6 @@
 //! params gathered from path, query and body, then the same [`Door::call`] a JSON-RPC request
 //! reaches, its answers framed as HTTP+JSON ([`Binding::Rest`]).
 
-use serde_json::Map;
-
 use super::auth::Caller;
 use super::binding::Binding;
 use super::envelope::asked_generation;
@@ -21,12 +19,16 @@ impl Door {
         &self,
         request: &Request,
         caller: &Caller,
-        mut call: Call,
+        call: Call,
         charge: &Charge,
     ) -> Response {
-        let (method, generation, takes_body) = (call.method, call.generation, call.body);
-        let named = std::mem::replace(&mut call.params, Ok(Map::new()));
-        let binding = Binding::Rest(Box::new(call));
+        let Call {
+            method,
+            generation,
+            params: named,
+            body: takes_body,
+        } = call;
+        let binding = Binding::Rest(method, generation);
         // The path names the generation; the header must name the same one, as a JSON-RPC
         // request's must its method's (a missing header is 0.3).
         match asked_generation(request) {

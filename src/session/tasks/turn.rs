@@ -192,7 +192,7 @@ impl Engine {
     ) -> TurnOutcome {
         let argv = started.argv;
         let mut spec = handler::spec(argv, started.workdir, started.vars);
-        spec.user = self.dirs.as_ref().and_then(|d| d.user()).map(|u| u.ids);
+        spec.user = self.dirs.as_ref().and_then(|d| d.user()).map(|u| u.becomes);
         let call_socket = match self
             .calls
             .as_ref()

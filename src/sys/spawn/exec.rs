@@ -46,9 +46,10 @@ pub struct Exec {
     /// A Landlock ruleset it enters a domain of, last before its exec ([`crate::sys::landlock`]);
     /// -1 for none. Inherited like [`Exec::keep`]'s, but never past the exec (close-on-exec).
     pub landlock: RawFd,
-    /// Whom it runs as, when not as mur: set first of all, so every later step (the parent-death
-    /// signal, which a change of user clears, the workdir, the exec) is the handler's own.
-    pub user: Option<crate::sys::user::Ids>,
+    /// Whom it runs as, when not as mur, and what it keeps: set first of all, so every later step
+    /// (the parent-death signal, which a change of user clears, the workdir, the exec) is the
+    /// handler's own.
+    pub user: Option<crate::sys::user::Becomes>,
     /// Its parent's pid, set before the clone: the parent the child must find.
     pub parent: AtomicI32,
     /// The errno of the step that failed in the child, 0 if it reached `execve`'s success.
@@ -180,8 +181,8 @@ fn prepare(plan: &Exec) -> Result<(), libc::c_int> {
     if plan.own_group {
         call(libc::SYS_setpgid, [0; 6])?;
     }
-    if let Some(ids) = plan.user {
-        crate::sys::user::assume(ids)?;
+    if let Some(becomes) = plan.user {
+        crate::sys::user::assume(becomes)?;
     }
     if plan.die_with_parent {
         let pdeath = [libc::PR_SET_PDEATHSIG as usize, libc::SIGKILL as usize];

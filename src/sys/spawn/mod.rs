@@ -52,7 +52,7 @@ pub struct Spec<'a> {
     /// numbers, at most four: the flag is cleared in the child between clone and exec.
     pub keep: Vec<RawFd>,
     /// Whom it runs as, when not as mur ([`crate::sys::user::assume`], in the child).
-    pub user: Option<crate::sys::user::Ids>,
+    pub user: Option<crate::sys::user::Becomes>,
 }
 
 /// A started handler: what answers for its processes, and our ends of its stdio.

@@ -209,9 +209,12 @@ fn a_child_given_a_user_runs_as_it_with_no_other_group() {
         return;
     }
     let mut spec = spec("sh", &sh("id -u; id -g; id -G; grep -c . /proc/1/environ"));
-    spec.user = Some(crate::sys::user::Ids {
-        uid: 65534,
-        gid: 65534,
+    spec.user = Some(crate::sys::user::Becomes {
+        ids: crate::sys::user::Ids {
+            uid: 65534,
+            gid: 65534,
+        },
+        keeps: 0,
     });
     let mut child = spawn(&spec, None).unwrap();
     let mut out = String::new();
@@ -219,6 +222,45 @@ fn a_child_given_a_user_runs_as_it_with_no_other_group() {
     let _ = child.shim.reap();
     // pid 1's environ is root's: refused, so grep prints nothing on stdout.
     assert_eq!(out, "65534\n65534\n65534\n", "{out}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_child_keeping_file_access_reads_roots_files_but_no_roots_process() {
+    if crate::sys::proc::euid() != 0 {
+        eprintln!("*** SKIPPED: not root: only root runs a child as another user ***");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("mur-keeps-{}", std::process::id()));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "root's\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = format!(
+        "id -u; grep CapEff /proc/self/status; cat {}; \
+         cat /proc/1/environ >/dev/null 2>&1 || echo environ refused; \
+         kill -0 1 2>/dev/null || echo signal refused",
+        secret.display()
+    );
+    let mut spec = spec("sh", &sh(&script));
+    spec.user = Some(crate::sys::user::Becomes {
+        ids: crate::sys::user::Ids {
+            uid: 65534,
+            gid: 65534,
+        },
+        keeps: crate::sys::user::FILE_ACCESS,
+    });
+    let mut child = spawn(&spec, None).unwrap();
+    let mut out = String::new();
+    child.stdout.read_to_string(&mut out).unwrap();
+    let _ = child.shim.reap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        out, "65534\nCapEff:\t0000000000000006\nroot's\nenviron refused\nsignal refused\n",
+        "{out}"
+    );
 }
 
 #[test]
