@@ -21,6 +21,9 @@ use crate::sys::dir::Dir;
 const NAME_EXTENSION: &str = "name";
 /// How often a claim is tried again when its file was replaced between opening and locking.
 const CLAIM_TRIES: usize = 3;
+/// How long a claimant that lost waits for the holder's id to appear in the claim file: the
+/// holder writes it at once, so this is only ever spent on a machine too loaded to schedule it.
+const HOLDER_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// One session's claim on its name, released (and its file removed) when dropped.
 pub struct NameGuard {
@@ -104,13 +107,24 @@ pub fn check(name: &str) -> Result<(), String> {
 }
 
 /// The refusal of a name another session holds, naming it when its claim file says who.
+///
+/// The holder writes its id right after taking the lock, so a claimant that lost the lock by a
+/// hair can find the file still empty: it reads again for up to [`HOLDER_WAIT`] before saying
+/// only that a session is starting (a holder that died meanwhile released the lock with it).
 fn taken(dir: &Dir, name: &str, file_name: &OsString) -> String {
-    let holder = dir
-        .read_small(file_name, 64)
-        .ok()
-        .filter(|small| super::check_trust(small, &dir.join(file_name)).is_ok())
-        .and_then(|small| String::from_utf8(small.bytes).ok())
-        .and_then(|text| SessionId::parse(&text).ok());
+    let read_holder = || {
+        dir.read_small(file_name, 64)
+            .ok()
+            .filter(|small| super::check_trust(small, &dir.join(file_name)).is_ok())
+            .and_then(|small| String::from_utf8(small.bytes).ok())
+            .and_then(|text| SessionId::parse(&text).ok())
+    };
+    let waited_until = std::time::Instant::now() + HOLDER_WAIT;
+    let mut holder = read_holder();
+    while holder.is_none() && std::time::Instant::now() < waited_until {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        holder = read_holder();
+    }
     match holder {
         Some(id) => format!(
             "the name '{name}' is taken by running session {id}; choose another --name, or \
