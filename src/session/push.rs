@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use super::budget::{Budget, Charge};
 use crate::a2a::push::Config;
-use crate::a2a::stream::Event;
+use crate::a2a::stream::{Event, Trail};
 use crate::a2a::task::Task;
 use crate::a2a::version::Generation;
 use crate::net::webhook::{self, Url};
@@ -84,6 +84,10 @@ struct Held {
     ended: bool,
     /// When its first config came, for which ended task gives way first.
     seq: u64,
+    /// The task's answer as its 1.0 webhooks are sent it: chunks less a trailing newline held
+    /// for the next, as a stream's reader gets them, so the chunks a receiver assembles are the
+    /// answer `GetTask` shows (one trail for all its configs: they get the same chunks).
+    trail: Trail,
 }
 
 #[derive(Default)]
@@ -240,6 +244,7 @@ impl Push {
             configs: Vec::new(),
             ended,
             seq,
+            trail: Trail::default(),
         });
         held.configs.retain(|(c, _)| c.id != config.id);
         held.configs.push((config.clone(), charge));
@@ -285,18 +290,20 @@ impl Push {
     /// status change — and wake the delivery thread. Called under the engine lock: it takes the
     /// configs' and the queue's locks, and waits on nothing.
     pub fn publish(&self, task: &Task, event: &Arc<Event>, task_weight: usize) {
-        let configs = {
+        let (configs, event) = {
             let mut registry = self.registry();
             let Some(held) = registry.tasks.get_mut(task.id.as_str()) else {
                 return;
             };
             held.ended |= event.ends() && task.state.is_final();
-            held.configs
-                .iter()
-                .map(|(c, _)| c.clone())
-                .collect::<Vec<_>>()
+            let shaped = match **event {
+                Event::Artifact { .. } => Arc::new(held.trail.shape((**event).clone())),
+                _ => event.clone(),
+            };
+            let configs = held.configs.iter().map(|(c, _)| c.clone());
+            (configs.collect::<Vec<_>>(), shaped)
         };
-        let status = matches!(**event, Event::Status { .. });
+        let status = matches!(*event, Event::Status { .. });
         let mut as_task = None;
         let now = Instant::now();
         let mut queue = self.queue();

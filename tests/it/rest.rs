@@ -394,12 +394,14 @@ fn subscribe_and_cancel_a_live_task_in_both_generations() {
 }
 
 /// A door whose handler answers with the text it got, except that a first turn saying `ask`
-/// asks `name?` (input required).
+/// asks `name?` (input required), `slow` is answered after a second, and `parts` is answered with the message it got
+/// (`received.json`) and a note (`note.txt`); push notifications on, to 127.0.0.1 only.
 fn asker(home: &Home) -> Session {
-    let script = "#!/bin/sh\ninput=$(cat)\nif [ \"$MUR_TURN\" = 1 ] && [ \"$input\" = ask ]; then echo 'name?'; exit 10; fi\necho \"$input\"\n";
+    let script = "#!/bin/sh\ninput=$(cat)\nif [ \"$MUR_TURN\" = 1 ] && [ \"$input\" = ask ]; then echo 'name?'; exit 10; fi\nif [ \"$input\" = slow ]; then sleep 1; fi\nif [ \"$input\" = parts ]; then cp \"$MUR_TASK_DIR/message.json\" \"$MUR_TASK_DIR/out/received.json\"; echo 'got parts' > \"$MUR_TASK_DIR/out/note.txt\"; fi\necho \"$input\"\n";
     let manifest = home.write_capsule(
         "asker",
-        json!({"name": "asker", "version": "1.0.0"}),
+        json!({"name": "asker", "version": "1.0.0",
+               "network": {"push": {"allow": ["127.0.0.1"]}}}),
         Some(script),
     );
     home.start(&[manifest.to_str().unwrap()])
@@ -731,7 +733,7 @@ fn sdk_over_rest(command: impl Fn(bool) -> std::process::Command, transports: [&
             summary["transport"].as_str().unwrap().ends_with(transport),
             "{summary}"
         );
-        assert!(summary["checked"].as_u64().unwrap() >= 14, "{summary}");
+        assert!(summary["checked"].as_u64().unwrap() >= 34, "{summary}");
     }
 }
 
@@ -744,9 +746,11 @@ fn driver(name: &str) -> std::path::PathBuf {
 
 /// The official a2a-sdk 1.x client, its `ClientFactory` allowed only HTTP+JSON, against a real
 /// door: `tests/sdk/a2a_rest.py` checks send, get, list, the errors as the SDK's types, a stream,
-/// a multi-turn task and a cancel through the native 1.0 `RestTransport`, then (`--legacy`)
-/// the same but ListTasks through its 0.3 `CompatRestTransport` at the `/v1` paths; on the wire
-/// no JSON-RPC. Recorded as skipped when the SDK cannot be had (no PyPI).
+/// a multi-turn task, a cancel, a resubscription, file and data parts, and push notifications
+/// (a receiver of its own gets every update of a task, given with a send or set on the task)
+/// through the native 1.0 `RestTransport`, then (`--legacy`) the same but what its 0.3
+/// `CompatRestTransport` lacks (ListTasks, listing and deleting push configs) at the `/v1` paths;
+/// on the wire no JSON-RPC. Recorded as skipped when the SDK cannot be had (no PyPI).
 #[test]
 fn a2a_sdk_1_over_http_json_in_both_generations() {
     let test = "a2a_sdk_1_over_http_json_in_both_generations";
@@ -764,9 +768,10 @@ fn a2a_sdk_1_over_http_json_in_both_generations() {
     sdk_over_rest(command, ["RestTransport", "CompatRestTransport"]);
 }
 
-/// The official @a2a-js/sdk 1.x client given only its `RestTransportFactory`: the same checks
-/// (`tests/sdk/a2a_rest.mjs`) through its `RestTransport`, then with `legacyCompat` its
-/// `LegacyRestTransport` at the `/v1` paths. Recorded as skipped when the SDK cannot be had.
+/// The official @a2a-js/sdk 1.x client given only its `RestTransportFactory`: the same checks,
+/// push notifications included (`tests/sdk/a2a_rest.mjs`), through its `RestTransport`, then
+/// with `legacyCompat` its `LegacyRestTransport` at the `/v1` paths. Recorded as skipped when
+/// the SDK cannot be had.
 #[test]
 fn a2a_js_sdk_1_over_http_json_in_both_generations() {
     let test = "a2a_js_sdk_1_over_http_json_in_both_generations";

@@ -42,11 +42,26 @@ pub fn request(op: Op, body: Value) -> Result<Map<String, Value>, RpcError> {
             }
             Ok(body)
         }
-        // The body is a `TaskPushNotificationConfig`; the method takes its config.
-        Op::PushConfig => Ok(body
-            .remove("pushNotificationConfig")
-            .map(|config| Map::from_iter([("pushNotificationConfig".to_string(), config)]))
-            .unwrap_or_default()),
+        // The body is a `TaskPushNotificationConfig`, as the proto's `body: "config"` has it
+        // (@a2a-js/sdk) — or the whole `CreateTaskPushNotificationConfigRequest`, `{parent,
+        // configId, config}`, as a2a-sdk's 0.3 transport and server send and read it; its
+        // `configId` is the config's id where the config names none. The method takes the
+        // config.
+        Op::PushConfig => {
+            let config_id = body.remove("configId");
+            if let Some(Value::Object(inner)) = body.remove("config") {
+                body = inner;
+            }
+            let mut config = body.remove("pushNotificationConfig");
+            if let (Some(Value::Object(config)), Some(id)) = (&mut config, config_id)
+                && id.as_str().is_some_and(|id| !id.is_empty())
+            {
+                config.entry("id").or_insert(id);
+            }
+            Ok(config
+                .map(|config| Map::from_iter([("pushNotificationConfig".to_string(), config)]))
+                .unwrap_or_default())
+        }
         _ => Ok(Map::new()),
     }
 }

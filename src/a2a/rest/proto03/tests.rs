@@ -100,3 +100,21 @@ fn push_configs_are_named_as_the_proto_names_them() {
         json!({"pushNotificationConfig": {"url": "u"}})
     );
 }
+
+#[test]
+fn a_push_config_is_read_bare_or_inside_its_create_request() {
+    let url = json!({"url": "http://h/x", "token": "t"});
+    let bare = json!({"name": "tasks/t/pushNotificationConfigs/c", "pushNotificationConfig": url});
+    let wrapped = json!({"parent": "tasks/t", "config_id": "c", "config": {
+        "name": "tasks/t/pushNotificationConfigs/c", "push_notification_config": url}});
+    let params = |body| request(Op::PushConfig, body).unwrap();
+    assert_eq!(params(bare)["pushNotificationConfig"], url);
+    let mut with_id = url.clone();
+    with_id["id"] = json!("c");
+    assert_eq!(params(wrapped)["pushNotificationConfig"], with_id);
+    // The config's own id wins over the request's; an empty one names nothing.
+    let own = json!({"configId": "c", "config": {"pushNotificationConfig": {"id": "own"}}});
+    assert_eq!(params(own)["pushNotificationConfig"], json!({"id": "own"}));
+    let empty = json!({"configId": "", "config": {"pushNotificationConfig": {"url": "u"}}});
+    assert_eq!(params(empty)["pushNotificationConfig"], json!({"url": "u"}));
+}
