@@ -36,7 +36,9 @@
 # Python: venv target/tck/venv from tests/tck/requirements.txt (pinned; PyPI on first run).
 #
 # Authenticated door: mur runs a capsule declaring network.authentication (one credential,
-# scope tasks/get) whose handler is `cat` -- the embedded echo cannot declare authentication --
+# scope tasks/get) and push notifications (network.push, webhooks on this host allowed: the
+# kit's receiver listens on localhost) whose handler is `cat` -- the embedded echo cannot
+# declare either --
 # and the kit gets the operator token from `mur token SESSION` (never argv): TCK main (1.0)
 # through its own A2A_AUTH_TYPE=bearer / A2A_AUTH_TOKEN, TCK 0.3.x (which has no auth setting)
 # through a pytest plugin that adds the header to every request without one, except in the tests
@@ -166,7 +168,8 @@ start_mur() { # gen door
         mkdir -p "$SUT_HOME/capsule"
         cat >"$SUT_HOME/capsule/murmur.json" <<'JSON'
 {"name": "echo", "version": "1.0.0", "run": ["/bin/cat"],
- "network": {"authentication": {"credentials": [{"name": "tck", "scopes": ["tasks/get"]}]}}}
+ "network": {"authentication": {"credentials": [{"name": "tck", "scopes": ["tasks/get"]}]},
+             "push": {"allow": ["localhost", "127.0.0.1"]}}}
 JSON
         capsule=("$SUT_HOME/capsule")
     fi

@@ -16,7 +16,7 @@
 
 pub mod card;
 pub mod error;
-mod fields;
+pub mod fields;
 pub mod message;
 pub mod params;
 pub mod push;

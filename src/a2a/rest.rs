@@ -25,6 +25,7 @@
 use serde_json::{Map, Value};
 
 use super::error::RpcError;
+use super::fields;
 use super::rpc::{self, Method, Op};
 use super::version::Generation;
 
@@ -208,7 +209,7 @@ pub fn params(
     let mut params = match (generation, body) {
         (_, None | Some(Value::Null)) => Map::new(),
         (Generation::V0_3, Some(body)) => proto03::request(op, body)?,
-        (Generation::V1_0, Some(body @ Value::Object(_))) => match lower_camel(body)? {
+        (Generation::V1_0, Some(body @ Value::Object(_))) => match fields::lower_camel(body)? {
             Value::Object(body) => body,
             _ => Map::new(),
         },
@@ -221,57 +222,6 @@ pub fn params(
     };
     params.extend(named);
     Ok(Value::Object(params))
-}
-
-/// `value` with every member named by its proto field name (`message_id`) renamed to its JSON
-/// name (`messageId`): a proto JSON parser accepts either (a2a-sdk's 0.3 REST client and the TCK's
-/// REST client send the former). A `metadata` or `data` member is the client's own JSON, left as it is.
-/// Two members that name one field (`message_id` and `messageId`) are refused as a key named
-/// twice is: which one wins would be the parser's whim.
-fn lower_camel(value: Value) -> Result<Value, RpcError> {
-    Ok(match value {
-        Value::Object(map) => {
-            let mut out = Map::new();
-            for (key, inner) in map {
-                let (name, inner) = match key.as_str() {
-                    "metadata" | "data" => (key.clone(), inner),
-                    _ => (camel(&key), lower_camel(inner)?),
-                };
-                if out.contains_key(&name) {
-                    return Err(RpcError::invalid(
-                        "params",
-                        format!("{key} and another member both name the field {name}"),
-                    ));
-                }
-                out.insert(name, inner);
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(
-            items
-                .into_iter()
-                .map(lower_camel)
-                .collect::<Result<_, _>>()?,
-        ),
-        other => other,
-    })
-}
-
-/// `snake_case` as `lowerCamelCase`.
-fn camel(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    let mut upper = false;
-    for c in key.chars() {
-        match (c, upper) {
-            ('_', _) => upper = true,
-            (c, true) => {
-                out.push(c.to_ascii_uppercase());
-                upper = false;
-            }
-            (c, false) => out.push(c),
-        }
-    }
-    out
 }
 
 /// A method's result as the binding answers it: 1.0's is already its proto's JSON; 0.3's is

@@ -33,6 +33,7 @@ use super::tasks::{Engine, Lookup, Taken};
 use super::watch::Watch;
 use crate::a2a::card::{CardFacts, CardFor, DOOR_EXTENSION_URI, agent_card};
 use crate::a2a::error::RpcError;
+use crate::a2a::fields;
 use crate::a2a::params;
 use crate::a2a::quote::quoted;
 use crate::a2a::rpc::{self, Method, Op};
@@ -285,7 +286,14 @@ impl Door {
             .get_mut("params")
             .map(Value::take)
             .unwrap_or(Value::Null);
-        self.call(method, generation, || Ok(params), caller, charge, binding)
+        // 1.0's params are proto JSON, whose fields may be named either way (the TCK sends
+        // `task_id`); 0.3's JSON-RPC schema and mur's own methods name them one way only.
+        let proto_json = method.generation == Generation::V1_0 && !method.own;
+        let params = move || match params {
+            params @ Value::Object(_) if proto_json => fields::lower_camel(params),
+            params => Ok(params),
+        };
+        self.call(method, generation, params, caller, charge, binding)
     }
 
     /// Run `method`, called under `generation` by `caller`, its answers framed by `binding`: the

@@ -920,3 +920,55 @@ fn a_stop_session_scope_does_not_reach_session_stop() {
     assert_eq!(stopped.json()["result"]["stopping"], true);
     assert_eq!(session.wait_exit(WAIT).code(), Some(143));
 }
+
+/// 1.0's params are proto JSON, so a field may be named by its proto name too (`message_id`,
+/// `history_length`: the TCK sends `task_id`), the client's `metadata` and `data` left as they
+/// are; a field named both ways is refused. 0.3's JSON-RPC names each field one way only (a
+/// member it does not know is passed over, as before).
+#[test]
+fn a_1_0_call_may_name_fields_as_the_proto_does() {
+    let home = Home::new();
+    let session = home.start(&[]);
+    let sent = ask(
+        &session,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": {"message_id": "m1", "role": "ROLE_USER", "parts": [
+            {"text": "hi"}, {"data": {"snake_key": 1}}], "metadata": {"own_key": 2}}}),
+    );
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(task["history"][0]["messageId"], "m1", "{sent}");
+    assert_eq!(
+        task["history"][0]["metadata"],
+        json!({"own_key": 2}),
+        "{sent}"
+    );
+    assert_eq!(
+        task["artifacts"][0]["parts"][1]["data"],
+        json!({"snake_key": 1})
+    );
+    let read = ask(
+        &session,
+        Some("1.0"),
+        "GetTask",
+        json!({"id": task["id"], "history_length": 0}),
+    );
+    let kept = read["result"]["history"].as_array().map_or(0, Vec::len);
+    assert_eq!(kept, 0, "history_length read as historyLength: {read}");
+    let twice = ask(
+        &session,
+        Some("1.0"),
+        "GetTask",
+        json!({"id": task["id"], "history_length": 0, "historyLength": 1}),
+    );
+    assert_eq!(code(&twice), -32602, "{twice}");
+    let old = ask(
+        &session,
+        None,
+        "tasks/get",
+        json!({"id": task["id"], "history_length": 0}),
+    );
+    let kept = old["result"]["history"].as_array().map_or(0, Vec::len);
+    assert_eq!(kept, 1, "0.3 read history_length as historyLength: {old}");
+}

@@ -20,7 +20,7 @@ use super::super::version::Generation;
 
 /// A 0.3 REST body as its method's JSON-RPC `params`.
 pub fn request(op: Op, body: Value) -> Result<Map<String, Value>, RpcError> {
-    let Value::Object(mut body) = super::lower_camel(body)? else {
+    let Value::Object(mut body) = super::super::fields::lower_camel(body)? else {
         return Err(RpcError::invalid(
             "params",
             "the body must be a JSON object",
