@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::Applet;
-use crate::address;
+use crate::address::{self, Addressable};
 use crate::cli::spec::{Arg, Kind, Opt, Parser, Spec};
 use crate::cli::{self, Failure, Out, Outcome};
 use crate::door_client;
@@ -19,10 +19,12 @@ use crate::running::{Depth, InFlight, Kept};
 use crate::time;
 use filter::{FILTER_PREFIXES, FilterKey, Filters, STATUSES};
 use format::{Template, align, header, printable, render, template};
+use history::Restarts;
 use row::{Row, SHORT_ID, short, status_cell, uptime_secs};
 
 mod filter;
 mod format;
+mod history;
 mod row;
 
 pub const APPLET: Applet = Applet {
@@ -54,7 +56,7 @@ recently ended first (the last 100, or fewer when their logs pass 64 MiB:
 MURMUR_KEEP_ENDED and MURMUR_KEEP_ENDED_MIB change that; 'mur logs' reads
 their logs, 'mur rm' and 'mur prune' remove them).
 
-Columns: SESSION NAME CAPSULE STATUS DETACHED UPTIME [FORMATION] URL
+Columns: SESSION NAME CAPSULE STATUS DETACHED UPTIME [RESTARTS] [FORMATION] URL
   SESSION    the id's first 12 hex digits (more when two would share them):
              an address as it is; --no-trunc shows whole ids
   NAME       the --name it runs under, else its member name in its formation
@@ -63,6 +65,9 @@ Columns: SESSION NAME CAPSULE STATUS DETACHED UPTIME [FORMATION] URL
              stop had to SIGKILL it) or 'gone ...' (found gone: SIGKILLed or
              crashed, its exit status unknown); UPTIME is then how long it ran
   DETACHED   yes when the session outlives the terminal that started it
+  RESTARTS   shown once a --name has run more than once: the runs of the name
+             before this one that the home keeps; a name's runs are listed
+             together, newest first (-a: its ended runs under its running one)
   FORMATION  shown when any session belongs to a formation; one summary line
              per formation follows the table
 
@@ -253,8 +258,13 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         drop(done);
         sweep
     })?;
+    // A named session's earlier runs are counted even when only the running are listed; read
+    // quietly then: what cannot be read is `ps -a`'s to say.
+    let named = sweep.kept.iter().any(|k| k.entry.record.name().is_some());
     let ended = if shown.all {
         super::ended("ps")?
+    } else if named {
+        crate::running::ended::list().map_or_else(|_| Vec::new(), |scan| scan.entries)
     } else {
         Vec::new()
     };
@@ -266,11 +276,13 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             .iter()
             .any(|k| k.entry.record.session_id == e.record.session_id)
     };
+    let listed_ended = ended.iter().filter(|e| shown.all && !is_running(e));
     let all: Vec<Row> = (sweep.kept.iter().map(Row::Running))
-        .chain(ended.iter().filter(|e| !is_running(e)).map(Row::Ended))
+        .chain(listed_ended.map(Row::Ended))
         .collect();
     let listed = all.len();
-    let rows: Vec<Row> = all.into_iter().filter(|row| filters.keep(row)).collect();
+    let rows = history::grouped(all.into_iter().filter(|row| filters.keep(row)).collect());
+    let restarts = Restarts::count(&rows, &ended);
     let kept: Vec<&Kept> = rows
         .iter()
         .filter_map(|row| match row {
@@ -285,7 +297,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
     match output {
         Output::Json => {
             let doc = json!({
-                "capsules": rows.iter().map(|row| capsule_json(row, now)).collect::<Vec<_>>(),
+                "capsules": rows.iter().map(|row| capsule_json(row, now, restarts.of(row))).collect::<Vec<_>>(),
                 "formations": formations.iter().map(|(id, members)| formation_json(id, members)).collect::<Vec<_>>(),
             });
             out.line(&doc.to_string());
@@ -300,7 +312,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             pieces,
         }) => {
             for row in &rows {
-                out.line(&render(&pieces, &capsule_json(row, now)).concat());
+                out.line(&render(&pieces, &capsule_json(row, now, restarts.of(row))).concat());
             }
         }
         Output::Format(Template {
@@ -310,7 +322,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
             let mut lines = vec![header(&pieces)];
             lines.extend(
                 rows.iter()
-                    .map(|row| render(&pieces, &capsule_json(row, now))),
+                    .map(|row| render(&pieces, &capsule_json(row, now, restarts.of(row)))),
             );
             for line in align(&lines) {
                 out.line(&line);
@@ -329,7 +341,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         }),
         Output::Table => {
             let with_formation = rows.iter().any(|row| row.record().formation_id().is_some());
-            for line in table(&rows, with_formation, shown.whole_ids, now) {
+            for line in table(&rows, with_formation, &restarts, shown.whole_ids, now) {
                 out.line(&line);
             }
             for (id, members) in &formations {
@@ -413,7 +425,13 @@ fn say_what_waits(finished: &Receiver<()>, in_flight: &InFlight) {
     );
 }
 
-fn table(rows: &[Row], with_formation: bool, whole_ids: bool, now: i64) -> Vec<String> {
+fn table(
+    rows: &[Row],
+    with_formation: bool,
+    restarts: &Restarts,
+    whole_ids: bool,
+    now: i64,
+) -> Vec<String> {
     let sessions: Vec<&str> = rows
         .iter()
         .map(|row| row.record().session_id().hex())
@@ -435,6 +453,9 @@ fn table(rows: &[Row], with_formation: bool, whole_ids: bool, now: i64) -> Vec<S
     };
     let mut cells: Vec<Vec<String>> = vec![];
     let mut header = vec!["SESSION", "NAME", "CAPSULE", "STATUS", "DETACHED", "UPTIME"];
+    if restarts.any() {
+        header.push("RESTARTS");
+    }
     if with_formation {
         header.push("FORMATION");
     }
@@ -454,6 +475,13 @@ fn table(rows: &[Row], with_formation: bool, whole_ids: bool, now: i64) -> Vec<S
             detached.to_string(),
             uptime_secs(row, now).map_or_else(|| "?".to_string(), time::format_uptime),
         ];
+        if restarts.any() {
+            line.push(
+                restarts
+                    .of(row)
+                    .map_or_else(|| "-".to_string(), |n| n.to_string()),
+            );
+        }
         if with_formation {
             line.push(row.record().formation_id().map_or_else(
                 || "-".to_string(),
@@ -505,7 +533,7 @@ fn formation_summary(id: &str, members: &[&Kept]) -> String {
 
 /// One session as `--json` (and `--format`) give it: every key for either kind, null where it
 /// does not apply (a running session has not ended; an ended one has no pid, door or token).
-fn capsule_json(row: &Row, now: i64) -> Value {
+fn capsule_json(row: &Row, now: i64, restarts: Option<usize>) -> Value {
     let (kept, ended) = match row {
         Row::Running(k) => (Some(*k), None),
         Row::Ended(e) => (None, Some(&e.record)),
@@ -532,6 +560,7 @@ fn capsule_json(row: &Row, now: i64) -> Value {
         "ended_at": ended.map(|e| &e.ended_at),
         "exit_code": ended.and_then(|e| e.exit_code),
         "duration_secs": ended.and_then(EndedRecord::duration_secs),
+        "restarts": restarts,
     })
 }
 

@@ -389,3 +389,74 @@ fn formation_member_names_are_addresses() {
     launcher.signal(libc::SIGTERM);
     launcher.finish(WAIT);
 }
+
+/// A name's restarts read as one history: its runs listed together under its running session,
+/// newest first, each with how many runs of the name came before it (RESTARTS, `restarts`),
+/// counted for plain `ps` too; a session without a name has no count, and a home whose names
+/// never restarted shows no RESTARTS column.
+#[test]
+fn a_names_restarts_are_one_history_in_ps() {
+    let home = Home::new();
+    home.mur(&["run", "-d", "--name", "api"]).expect_code(0);
+    let ps = home.mur(&["ps"]);
+    assert!(!ps.stdout.contains("RESTARTS"), "{}", ps.stdout);
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let started = home.mur(&["run", "-d", "--name", "web"]);
+        started.expect_code(0);
+        runs.push(started.stdout.trim().to_string());
+        if runs.len() < 3 {
+            home.mur(&["stop", "web"]).expect_code(0);
+        }
+    }
+    home.mur(&["run", "--task", "x"]).expect_code(0);
+
+    let all = home.mur(&["ps", "-a"]);
+    let lines: Vec<&str> = all.stdout.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    let column = header
+        .iter()
+        .position(|h| *h == "RESTARTS")
+        .expect("RESTARTS");
+    let cells = |line: &str| -> (String, String) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // STATUS of an ended row spans words; RESTARTS counts from the row's end (URL last).
+        let from_end = header.len() - column;
+        (
+            words[1].to_string(),
+            words[words.len() - from_end].to_string(),
+        )
+    };
+    let web: Vec<(usize, String)> = lines[1..]
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| cells(l).0 == "web")
+        .map(|(i, l)| (i, cells(l).1))
+        .collect();
+    let at: Vec<usize> = web.iter().map(|(i, _)| *i).collect();
+    assert_eq!(at.len(), 3, "{}", all.stdout);
+    assert_eq!(at[2] - at[0], 2, "a name's runs together: {}", all.stdout);
+    let counts: Vec<&str> = web.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(counts, ["2", "1", "0"], "{}", all.stdout);
+    assert!(lines[1 + at[0]].contains("running"), "{}", all.stdout);
+    for (i, id) in runs.iter().rev().enumerate() {
+        assert!(lines[1 + at[i]].starts_with(&id[..16]), "{}", all.stdout);
+    }
+    let unnamed = lines[1..].iter().find(|l| cells(l).0 == "-").unwrap();
+    assert_eq!(cells(unnamed).1, "-", "{}", all.stdout);
+
+    let doc = home.mur(&["ps", "--json"]).json();
+    let restarts = |name: &str| {
+        doc["capsules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["restarts"].clone())
+    };
+    assert_eq!(restarts("web"), Some(json!(2)), "plain ps counts: {doc}");
+    assert_eq!(restarts("api"), Some(json!(0)), "{doc}");
+    let plain = home.mur(&["ps", "--format", "{{.name}} {{.restarts}}"]);
+    assert!(plain.stdout.contains("web 2"), "{}", plain.stdout);
+    home.mur(&["stop", "web", "api"]).expect_code(0);
+}

@@ -48,6 +48,7 @@ const KEYS: &[&str] = &[
     "ended_at",
     "exit_code",
     "duration_secs",
+    "restarts",
 ];
 
 /// A `--format` template, as docker reads one: `json` is a session's JSON object a line
