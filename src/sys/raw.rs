@@ -245,38 +245,23 @@ struct KernelSigaction {
     mask: SigSet,
 }
 
-/// Put every caught signal back to its default, and SIGPIPE (ignored by the Rust runtime; a
-/// program expects it at its default) and SIGCHLD (ignored, the kernel would reap children
-/// unasked) too. Other ignored signals stay ignored, as an exec would keep them. For a child
-/// that shares no signal table with the session.
-pub fn default_signals() -> Result {
+/// Put the signals in `reset` ([`crate::sys::signal::reset_on_exec`]) back to their defaults
+/// (SIGKILL and SIGSTOP have no other): writes only, no disposition read — the mask says which.
+/// For a child that shares no signal table with the session.
+pub fn default_signals(reset: u64) -> Result {
+    let default = KernelSigaction::default();
     for signal in 1..=64usize {
-        if signal == libc::SIGKILL as usize || signal == libc::SIGSTOP as usize {
+        let unresettable = signal == libc::SIGKILL as usize || signal == libc::SIGSTOP as usize;
+        if unresettable || reset & (1 << (signal - 1)) == 0 {
             continue;
         }
-        let mut old = KernelSigaction::default();
-        // SAFETY: reads the disposition into a live struct of the kernel's layout.
-        let read = unsafe {
+        // SAFETY: installs SIG_DFL (handler 0) from a live struct of the kernel's layout.
+        unsafe {
             call(
                 libc::SYS_rt_sigaction,
-                [signal, 0, (&raw mut old) as usize, SIGSET_SIZE, 0, 0],
+                [signal, (&raw const default) as usize, 0, SIGSET_SIZE, 0, 0],
             )
-        };
-        if read.is_err() {
-            continue;
-        }
-        let caught = old.handler != libc::SIG_DFL && old.handler != libc::SIG_IGN;
-        let reset = [libc::SIGPIPE as usize, libc::SIGCHLD as usize];
-        if caught || reset.contains(&signal) {
-            let default = KernelSigaction::default();
-            // SAFETY: installs SIG_DFL (handler 0) from a live struct of the kernel's layout.
-            unsafe {
-                call(
-                    libc::SYS_rt_sigaction,
-                    [signal, (&raw const default) as usize, 0, SIGSET_SIZE, 0, 0],
-                )
-            }?;
-        }
+        }?;
     }
     Ok(0)
 }

@@ -1890,3 +1890,40 @@ fn a_tasks_files_are_named_or_written_and_json_is_one_object() {
     out.expect_code(2);
     assert!(out.stderr.contains("give --task too"), "{}", out.stderr);
 }
+
+/// A handler starts with every signal at its default but those ignored when mur was started
+/// (an exec keeps them; this test starts mur with none), none blocked, none caught — though the
+/// session catches SIGINT, SIGTERM and SIGHUP and the Rust runtime SIGSEGV and SIGBUS, and
+/// ignores SIGPIPE: its subreaper puts exactly those back without reading every disposition.
+#[test]
+fn a_handler_starts_with_no_signal_of_the_sessions_caught_ignored_or_blocked() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "signals",
+        json!({"name": "signals", "version": "1.0.0",
+               "run": ["/bin/cat", "/proc/self/status"]}),
+        None,
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let task = session.call(None, "message/send", send_params(&["x"], true));
+    assert_eq!(state(&task), "completed", "{task}");
+    let seen = artifact_text(&task);
+    for line in [
+        "SigBlk:\t0000000000000000",
+        "SigIgn:\t0000000000000000",
+        "SigCgt:\t0000000000000000",
+    ] {
+        assert!(seen.lines().any(|l| l == line), "{line} in {seen}");
+    }
+    // The session itself does catch them (so the test can fail).
+    let status = fs::read_to_string(format!("/proc/{}/status", session.ready["pid"])).unwrap();
+    let caught = status.lines().find(|l| l.starts_with("SigCgt:")).unwrap();
+    let mask = u64::from_str_radix(caught.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        assert_ne!(
+            mask & (1 << (signal - 1)),
+            0,
+            "the session catches {signal}: {caught}"
+        );
+    }
+}

@@ -7,9 +7,9 @@
 //! `execve`, while its parent sleeps until the exec (or the child's exit). So it may only make
 //! raw system calls ([`crate::sys::raw`]: no `errno`, which is another thread's) on values
 //! prepared here: no allocation, no lock, no unwinding. It finds every signal blocked (its parent
-//! saw to that); it puts each caught one back to its default where its parent has not already
-//! ([`Exec::reset_signals`]), so nothing of mur's can run in it, and unblocks them all just
-//! before the exec.
+//! saw to that); it puts each one mur catches back to its default where its parent has not
+//! already ([`Exec::reset_signals`], [`Exec::reset`]), so nothing of mur's can run in it, and
+//! unblocks them all just before the exec.
 //!
 //! A failure before the exec is written to [`Exec::failed`] and the child exits 127; the
 //! subreaper reaps it, and the session reads the slot once the clone has returned.
@@ -43,6 +43,9 @@ pub struct Exec {
     pub die_with_parent: bool,
     /// Whether it puts caught signals back to their defaults itself (its parent has not).
     pub reset_signals: bool,
+    /// The signals the child, or the subreaper before it, puts back to their defaults
+    /// ([`crate::sys::signal::reset_on_exec`]), read when the plan is made, before the clone.
+    pub reset: u64,
     /// A Landlock ruleset it enters a domain of, last before its exec ([`crate::sys::landlock`]);
     /// -1 for none. Inherited like [`Exec::keep`]'s, but never past the exec (close-on-exec).
     pub landlock: RawFd,
@@ -112,6 +115,7 @@ impl Exec {
             own_group: true,
             die_with_parent: false,
             reset_signals: false,
+            reset: crate::sys::signal::reset_on_exec(),
             landlock: -1,
             user: None,
             parent: AtomicI32::new(0),
@@ -176,7 +180,7 @@ fn prepare(plan: &Exec) -> Result<(), libc::c_int> {
         unsafe { raw::call(number, args) }
     };
     if plan.reset_signals {
-        raw::default_signals()?;
+        raw::default_signals(plan.reset)?;
     }
     if plan.own_group {
         call(libc::SYS_setpgid, [0; 6])?;

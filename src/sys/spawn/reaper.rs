@@ -89,7 +89,7 @@ fn live(f: &Frame) -> ! {
     let [a, b, c, d] = f.exec.keep;
     let landlock = f.exec.landlock;
     keep_only([f.ctl, stdin, stdout, stderr, a, b, c, d, landlock]);
-    let sfd = match setup() {
+    let sfd = match setup(f.exec.reset) {
         Ok(sfd) => sfd,
         Err(errno) => {
             f.exec.failed.store(errno, Ordering::Release);
@@ -129,12 +129,12 @@ fn live(f: &Frame) -> ! {
     raw::exit(0)
 }
 
-/// Become the subreaper, signals at their defaults, and a signalfd for SIGCHLD (-1 without one:
-/// the waits then tick).
-fn setup() -> Result<RawFd, libc::c_int> {
+/// Become the subreaper, the signals in `reset` at their defaults, and a signalfd for SIGCHLD
+/// (-1 without one: the waits then tick).
+fn setup(reset: u64) -> Result<RawFd, libc::c_int> {
     let subreaper = [libc::PR_SET_CHILD_SUBREAPER as usize, 1, 0, 0, 0, 0];
     call(libc::SYS_prctl, subreaper)?;
-    raw::default_signals()?;
+    raw::default_signals(reset)?;
     let sigchld: raw::SigSet = 1 << (libc::SIGCHLD - 1);
     let flags = (libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) as usize;
     let mask = (&raw const sigchld) as usize;
