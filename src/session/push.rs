@@ -18,7 +18,8 @@ mod deliver;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 use std::time::Instant;
 
 use super::budget::{Budget, Charge};
@@ -27,6 +28,7 @@ use crate::a2a::stream::Event;
 use crate::a2a::task::Task;
 use crate::a2a::version::Generation;
 use crate::net::webhook::{self, Url};
+use crate::sys::wake;
 
 /// The most configs one task may hold.
 pub const MAX_PER_TASK: usize = 16;
@@ -45,8 +47,9 @@ pub struct Push {
     budget: Arc<Budget>,
     configs: Mutex<Registry>,
     queue: Mutex<Queue>,
-    /// Notified when an update is queued.
-    queued: Condvar,
+    /// The delivery thread's wake-up: armed when an update is queued, written once the engine
+    /// lock is released (its waker goes with the engine's other wakes).
+    wake: Arc<wake::Pipe>,
 }
 
 /// Why a config was not set.
@@ -98,7 +101,7 @@ struct Delivery {
     task_id: String,
     context_id: String,
     config: Arc<Config>,
-    /// 1.0: the event; 0.3: the task as it stood (`Event::Task`).
+    /// 1.0: the event; 0.3: the task as it stood at the event (`Event::Task`).
     event: Arc<Event>,
     /// Failed attempts so far.
     attempt: u32,
@@ -116,7 +119,7 @@ impl Push {
         door: SocketAddr,
         budget: &Arc<Budget>,
     ) -> Result<Arc<Self>, String> {
-        let push = Self::new(allow, door, budget);
+        let push = Self::new(allow, door, budget)?;
         let delivering = push.clone();
         std::thread::Builder::new()
             .name("push".into())
@@ -126,7 +129,9 @@ impl Push {
     }
 
     /// [`Push::start`] without its thread.
-    fn new(allow: &[String], door: SocketAddr, budget: &Arc<Budget>) -> Arc<Self> {
+    fn new(allow: &[String], door: SocketAddr, budget: &Arc<Budget>) -> Result<Arc<Self>, String> {
+        let wake = wake::Pipe::new()
+            .map_err(|err| format!("cannot make the push thread's wake-up pipe: {err}"))?;
         let allow = allow
             .iter()
             .map(|host| {
@@ -134,14 +139,14 @@ impl Push {
                 bare.unwrap_or(host).to_ascii_lowercase()
             })
             .collect();
-        Arc::new(Self {
+        Ok(Arc::new(Self {
             allow,
             door,
             budget: Budget::share(budget, budget.limit() / 8),
             configs: Mutex::default(),
             queue: Mutex::default(),
-            queued: Condvar::new(),
-        })
+            wake: Arc::new(wake),
+        }))
     }
 
     fn registry(&self) -> MutexGuard<'_, Registry> {
@@ -280,11 +285,18 @@ impl Push {
         held.is_some_and(|h| h.configs.iter().any(|(c, _)| Arc::ptr_eq(c, config)))
     }
 
-    /// Queue `event` of `task` for each of its webhooks — a 1.0 config gets the event, a 0.3
-    /// config the task as it stands (`task_weight` bytes, as the budget counts it), at each
-    /// status change — and wake the delivery thread. Called under the engine lock: it takes the
-    /// configs' and the queue's locks, and waits on nothing.
-    pub fn publish(&self, task: &Task, event: &Arc<Event>, task_weight: usize) {
+    /// Queue `event` of `task` for each of its webhooks — a 1.0 config gets the event (a
+    /// `StreamResponse`), a 0.3 config the task as it stands (0.3's payload is the Task object,
+    /// at every update; `task_weight` bytes, as the budget counts it) — and leave the delivery thread's wake-up in `wakes` when it is not already
+    /// on its way. Called under the engine lock: it takes the configs' and the queue's locks,
+    /// and waits on nothing, calls the kernel for nothing.
+    pub fn publish(
+        &self,
+        task: &Task,
+        event: &Arc<Event>,
+        task_weight: usize,
+        wakes: &mut Vec<Waker>,
+    ) {
         let configs = {
             let mut registry = self.registry();
             let Some(held) = registry.tasks.get_mut(task.id.as_str()) else {
@@ -296,17 +308,15 @@ impl Push {
                 .map(|(c, _)| c.clone())
                 .collect::<Vec<_>>()
         };
-        let status = matches!(**event, Event::Status { .. });
         let mut as_task = None;
         let now = Instant::now();
         let mut queue = self.queue();
         for config in configs {
             let event = match config.generation {
                 Generation::V1_0 => event.clone(),
-                Generation::V0_3 if status => as_task
+                Generation::V0_3 => as_task
                     .get_or_insert_with(|| Arc::new(Event::Task(task.clone())))
                     .clone(),
-                Generation::V0_3 => continue,
             };
             let charge = Charge::new(&self.budget);
             let weight = match &*event {
@@ -328,7 +338,9 @@ impl Push {
             });
         }
         drop(queue);
-        self.queued.notify_one();
+        if self.wake.arm() {
+            wakes.push(Waker::from(self.wake.clone()));
+        }
     }
 }
 

@@ -265,22 +265,39 @@ fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
 }
 
 #[test]
-fn a_receiver_of_a_0_3_config_gets_the_task_at_each_status_change() {
+fn a_receiver_of_a_0_3_config_gets_the_task_at_every_update() {
     let home = Home::new();
     let session = on_loopback(&home);
-    // 0.3: the config with the send; each status change delivers the task as it stands.
+    // 0.3: the config with the send; each update (status change or artifact) delivers the task
+    // as it stands — 0.3's push payload is the Task object.
     let (url, rx) = receiver();
     let mut params = send_params(&["b"], false);
     params["configuration"]["pushNotificationConfig"] =
         json!({"id": "c1", "url": url, "token": "tok-2"});
     let task = session.call(None, "message/send", params);
     let id = task["id"].as_str().unwrap().to_string();
-    let got = updates_until(&rx, |b| b["status"]["state"] == "completed");
+    let mut got = updates_until(&rx, |b| b["status"]["state"] == "completed");
+    // The last artifact, then the final status: the task, completed, both times.
+    got.push(rx.recv_timeout(WAIT).expect("the final status too"));
     let states: Vec<&str> = got
         .iter()
         .map(|g| g.body["status"]["state"].as_str().unwrap())
         .collect();
-    assert_eq!(states, ["working", "completed"]);
+    assert_eq!(states[0], "working", "{states:?}");
+    assert!(
+        states.len() >= 4,
+        "a working status, the streamed chunk(s), the last artifact and the final status: {states:?}"
+    );
+    assert_eq!(
+        states[states.len() - 2..],
+        ["completed", "completed"],
+        "{states:?}"
+    );
+    let chunked = got.iter().any(|g| {
+        g.body["status"]["state"] == "working"
+            && g.body["artifacts"][0]["parts"][0]["text"] == "one b"
+    });
+    assert!(chunked, "a streamed chunk delivered the task as it stood");
     for update in &got {
         assert_eq!(
             (update.body["kind"].as_str(), update.body["id"].as_str()),

@@ -42,7 +42,10 @@ fn every_address_a_webhook_could_turn_against_the_host_is_classified() {
         ("198.18.0.1", "benchmarking (198.18.0.0/15)"),
         ("198.19.255.255", "benchmarking (198.18.0.0/15)"),
         ("64:ff9b:1::1", "local-use NAT64 (64:ff9b:1::/48)"),
-        ("64:ff9b:1:ffff::808:808", "local-use NAT64 (64:ff9b:1::/48)"),
+        (
+            "64:ff9b:1:ffff::808:808",
+            "local-use NAT64 (64:ff9b:1::/48)",
+        ),
         // 6to4: refused, as the IPv4 address it carries when that one is forbidden.
         ("2002:7f00:1::1", "loopback"),
         ("2002:a9fe:a9fe::", "link-local"),

@@ -8,7 +8,7 @@ fn push(allow: &[&str], budget: usize) -> Arc<Push> {
     let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
     let door = "127.0.0.1:4000".parse().unwrap();
     // No delivery thread: what is queued stays to be read.
-    Push::new(&allow, door, &Budget::new(budget))
+    Push::new(&allow, door, &Budget::new(budget)).unwrap()
 }
 
 fn config(id: &str, url: &str, generation: Generation) -> Config {
@@ -110,9 +110,19 @@ fn updates_are_queued_for_each_webhook_in_its_generations_shape() {
         append: false,
         last: false,
     });
-    push.publish(&working, &artifact, 0);
-    push.publish(&working, &status, 0);
-    push.publish(&task(State::Working), &status, 0);
+    let mut wakes = Vec::new();
+    push.publish(&working, &artifact, 0, &mut wakes);
+    assert_eq!(wakes.len(), 1, "the first update queued wakes the thread");
+    push.publish(&working, &status, 0, &mut wakes);
+    push.publish(&task(State::Working), &status, 0, &mut wakes);
+    assert_eq!(wakes.len(), 1, "until it looks, once is enough");
+    push.wake.take();
+    push.publish(&working, &status, 0, &mut wakes);
+    assert_eq!(
+        wakes.len(),
+        2,
+        "once it has looked, the next update wakes it again"
+    );
     let queue = push.queue();
     let shapes: Vec<(&str, &str)> = queue
         .items
@@ -126,10 +136,17 @@ fn updates_are_queued_for_each_webhook_in_its_generations_shape() {
             (d.config.id.as_str(), kind)
         })
         .collect();
-    // 0.3 gets the task at a status change only; a task without configs queues nothing.
+    // 0.3 gets the task at every update; a task without configs queues nothing.
     assert_eq!(
         shapes,
-        [("new", "artifact"), ("new", "status"), ("old", "task")]
+        [
+            ("new", "artifact"),
+            ("old", "task"),
+            ("new", "status"),
+            ("old", "task"),
+            ("new", "status"),
+            ("old", "task")
+        ]
     );
 }
 
