@@ -80,6 +80,7 @@ pub fn run(
     let grown = || Grown {
         jobs,
         recheck: None,
+        until: None,
     };
     run_growing(deadlines, None, usize::MAX, grown, step);
 }
@@ -89,6 +90,8 @@ pub fn run(
 pub struct Grown {
     pub jobs: usize,
     pub recheck: Option<Instant>,
+    /// Every exchange ends by then, whatever its deadlines (the caller is winding down).
+    pub until: Option<Instant>,
 }
 
 /// [`run`] for jobs that keep coming, at most `most` exchanges in flight. `jobs()` says how many
@@ -111,11 +114,13 @@ pub fn run_growing(
     scheduler.bound = scheduler.bound.min(most);
     scheduler.wake = wake.map(wake::Pipe::fd);
     scheduler.recheck = first.recheck;
+    scheduler.until = first.until;
     let mut ask = false;
     loop {
         if ask || scheduler.recheck.is_some_and(|at| at <= Instant::now()) {
             let grown = jobs();
             scheduler.recheck = grown.recheck;
+            scheduler.until = scheduler.until.or(grown.until);
             if grown.jobs > scheduler.jobs {
                 scheduler.jobs = grown.jobs;
                 scheduler.bound = scheduler.bound.max(bound(grown.jobs)).min(most);
@@ -172,6 +177,8 @@ struct Scheduler {
     wake: Option<RawFd>,
     /// When to look for jobs added, at the latest ([`run_growing`]).
     recheck: Option<Instant>,
+    /// When every exchange ends at the latest ([`Grown::until`]).
+    until: Option<Instant>,
 }
 
 impl Scheduler {
@@ -188,6 +195,7 @@ impl Scheduler {
             most: usize::MAX,
             wake: None,
             recheck: None,
+            until: None,
         }
     }
 
@@ -221,6 +229,7 @@ impl Scheduler {
                     deadline: Instant::now() + self.deadlines.connect,
                     received: Vec::new(),
                     exchange,
+                    cut: false,
                 }),
                 Err(err) if socket::is_out_of_descriptors(&err) && !self.flights.is_empty() => {
                     self.bound = self.flights.len().min(self.most);
@@ -242,7 +251,13 @@ impl Scheduler {
     /// non-blocking socket says whether it really is).
     fn wait(&mut self) -> bool {
         self.poller.clear();
-        for flight in &self.flights {
+        for flight in &mut self.flights {
+            if let Some(until) = self.until
+                && flight.deadline > until
+            {
+                flight.deadline = until;
+                flight.cut = true;
+            }
             self.poller
                 .push(flight.stream.as_raw_fd(), flight.phase.want());
         }
@@ -332,6 +347,8 @@ struct Flight {
     /// The connect deadline while connecting, the response deadline after.
     deadline: Instant,
     received: Vec<u8>,
+    /// Its deadline was brought forward to [`Grown::until`].
+    cut: bool,
 }
 
 impl Flight {
@@ -347,6 +364,7 @@ impl Flight {
         let addr = self.exchange.addr;
         if now >= self.deadline {
             return Some(Err(match self.phase {
+                _ if self.cut => format!("{addr}: cut short, its caller winding down"),
                 Phase::Connecting => format!(
                     "{addr}: cannot connect: no connection within {:?}",
                     deadlines.connect
@@ -363,6 +381,7 @@ impl Flight {
             }
             self.phase = Phase::Writing { sent: 0 };
             self.deadline = now + deadlines.response;
+            self.cut = false;
         }
         match &mut self.phase {
             Phase::Writing { sent } => {

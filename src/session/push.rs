@@ -18,9 +18,9 @@ mod deliver;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::budget::{Budget, Charge};
 use crate::a2a::push::Config;
@@ -36,6 +36,12 @@ pub const MAX_PER_TASK: usize = 16;
 pub const MAX_CONFIGS: usize = 4096;
 /// The most updates waiting for delivery.
 pub const MAX_QUEUED: usize = 4096;
+/// How long the updates queued when the session winds down are tried for ([`Push::finish`]):
+/// `mur stop` waits about 2 s for it at most.
+pub const FINISH_GRACE: Duration = Duration::from_millis(1800);
+/// How long [`Push::finish`] waits past its grace for the delivery thread to log what it could
+/// not deliver.
+const FINISH_SLACK: Duration = Duration::from_millis(200);
 
 /// The session's push notifications: its rules, configs and queue.
 pub struct Push {
@@ -50,6 +56,12 @@ pub struct Push {
     /// The delivery thread's wake-up: armed when an update is queued, written once the engine
     /// lock is released (its waker goes with the engine's other wakes).
     wake: Arc<wake::Pipe>,
+    /// Set when the session winds down ([`Push::finish`]): every exchange ends by then, and the
+    /// delivery thread with them.
+    closing: OnceLock<Instant>,
+    /// The delivery thread is done: what it could not deliver is logged.
+    finished: Mutex<bool>,
+    finished_cv: Condvar,
 }
 
 /// Why a config was not set.
@@ -76,17 +88,16 @@ impl std::fmt::Display for Refused {
 #[derive(Default)]
 struct Registry {
     tasks: BTreeMap<String, Held>,
-    count: usize,
-    next_seq: u64,
+    /// The next number of an end seen ([`Held::ended`]).
+    next_end: u64,
 }
 
 /// One task's configs.
 struct Held {
     configs: Vec<(Arc<Config>, Charge)>,
-    /// The task has ended: its configs are the first to give way at the bound.
-    ended: bool,
-    /// When its first config came, for which ended task gives way first.
-    seq: u64,
+    /// When the task was seen to end, in order of ends: its configs are the first to give way
+    /// at the bound, the task that ended longest ago first. `None` while it is live.
+    ended: Option<u64>,
 }
 
 #[derive(Default)]
@@ -146,6 +157,9 @@ impl Push {
             configs: Mutex::default(),
             queue: Mutex::default(),
             wake: Arc::new(wake),
+            closing: OnceLock::new(),
+            finished: Mutex::new(false),
+            finished_cv: Condvar::new(),
         }))
     }
 
@@ -209,6 +223,30 @@ impl Push {
         Err(why)
     }
 
+    /// The session is winding down, its tasks ended: give what is queued a last chance — the
+    /// delivery thread tries every update at once, retries none, cuts every exchange at `grace`
+    /// and logs, per task and webhook, what was not delivered — and wait for that, a little past
+    /// `grace` at most (a thread stuck in a name lookup is left behind). Before the log closes.
+    pub fn finish(&self, grace: Duration) {
+        let until = Instant::now() + grace;
+        let _ = self.closing.set(until);
+        self.wake.arm();
+        self.wake.notify();
+        let mut finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        let give_up = until + FINISH_SLACK;
+        while !*finished {
+            let left = give_up.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            finished = self
+                .finished_cv
+                .wait_timeout(finished, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
     /// Set `config` on task `task_id` (the caller may see the task; `ended`: it has ended),
     /// replacing one of the same id.
     pub fn set(&self, task_id: &str, config: Config, ended: bool) -> Result<Arc<Config>, Refused> {
@@ -233,22 +271,19 @@ impl Push {
             {
                 return Err(Refused::PerTask);
             }
-            if registry.count >= MAX_CONFIGS && !registry.forget_oldest_ended() {
+            if registry.count() >= MAX_CONFIGS && !registry.forget_oldest_ended() {
                 return Err(Refused::Full(format!(
                     "busy: the session holds {MAX_CONFIGS} push configs, all for live tasks; delete some, or retry later"
                 )));
             }
         }
-        let seq = registry.next_seq;
-        registry.next_seq += 1;
+        let end = registry.end_seen(ended);
         let held = registry.tasks.entry(task_id.to_string()).or_insert(Held {
             configs: Vec::new(),
-            ended,
-            seq,
+            ended: end,
         });
         held.configs.retain(|(c, _)| c.id != config.id);
         held.configs.push((config.clone(), charge));
-        registry.count = registry.tasks.values().map(|h| h.configs.len()).sum();
         Ok(config)
     }
 
@@ -274,7 +309,6 @@ impl Push {
         if held.configs.is_empty() {
             registry.tasks.remove(task_id);
         }
-        registry.count -= usize::from(deleted);
         deleted
     }
 
@@ -299,10 +333,15 @@ impl Push {
     ) {
         let configs = {
             let mut registry = self.registry();
-            let Some(held) = registry.tasks.get_mut(task.id.as_str()) else {
+            if !registry.tasks.contains_key(task.id.as_str()) {
                 return;
-            };
-            held.ended |= event.ends() && task.state.is_final();
+            }
+            let end = registry.end_seen(event.ends() && task.state.is_final());
+            let held = registry
+                .tasks
+                .get_mut(task.id.as_str())
+                .expect("looked up above");
+            held.ended = held.ended.or(end);
             held.configs
                 .iter()
                 .map(|(c, _)| c.clone())
@@ -345,21 +384,28 @@ impl Push {
 }
 
 impl Registry {
+    /// How many configs the session holds.
+    fn count(&self) -> usize {
+        self.tasks.values().map(|h| h.configs.len()).sum()
+    }
+
+    /// The number of an end seen now, when `ended`.
+    fn end_seen(&mut self, ended: bool) -> Option<u64> {
+        ended.then(|| {
+            self.next_end += 1;
+            self.next_end
+        })
+    }
+
     /// Forget the configs of the task that ended longest ago; whether there was one.
     fn forget_oldest_ended(&mut self) -> bool {
         let oldest = self
             .tasks
             .iter()
-            .filter(|(_, h)| h.ended)
-            .min_by_key(|(_, h)| h.seq)
-            .map(|(id, _)| id.clone());
-        let Some(id) = oldest else {
-            return false;
-        };
-        if let Some(held) = self.tasks.remove(&id) {
-            self.count -= held.configs.len();
-        }
-        true
+            .filter_map(|(id, h)| Some((h.ended?, id)))
+            .min()
+            .map(|(_, id)| id.clone());
+        oldest.is_some_and(|id| self.tasks.remove(&id).is_some())
     }
 }
 

@@ -538,3 +538,85 @@ fn a_caller_reaches_only_the_configs_of_its_own_tasks() {
     );
     assert_eq!(refused.status, 403, "{}", refused.text());
 }
+
+/// A receiver on 127.0.0.1 answering 200 to every POST after `delay`; the bodies it got.
+fn late_receiver(delay: Duration) -> (String, Receiver<Value>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/late",
+        listener.local_addr().unwrap().port()
+    );
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let Some(got) = read_request(&mut stream) else {
+                continue;
+            };
+            thread::sleep(delay);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+            if tx.send(got.body).is_err() {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn a_session_stopped_right_after_a_task_ends_still_delivers_its_final_update() {
+    let home = Home::new();
+    let mut session = on_loopback(&home);
+    // Each update takes the receiver 250 ms: when the blocking send returns, the task's last
+    // updates are still queued behind the earlier ones.
+    let (url, rx) = late_receiver(Duration::from_millis(250));
+    let mut params = v1_send(json!([{"text": "late"}]));
+    params["configuration"] = json!({"taskPushNotificationConfig": {"url": url}});
+    let task = session.call(None, "SendMessage", params)["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    session.signal(libc::SIGTERM);
+    session.wait_exit(Duration::from_secs(10));
+    let mut got = Vec::new();
+    while let Ok(body) = rx.recv_timeout(Duration::from_secs(3)) {
+        got.push(body);
+    }
+    let last = got.last().expect("the receiver got updates");
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "the final update reached the receiver after the stop began: {got:?}"
+    );
+}
+
+#[test]
+fn a_receiver_that_never_answers_does_not_hold_up_the_stop_and_what_it_missed_is_logged() {
+    let home = Home::new();
+    let mut session = on_loopback(&home);
+    let stuck = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = stuck.local_addr().unwrap().port();
+    let mut params = v1_send(json!([{"text": "stuck"}]));
+    params["configuration"] = json!({"taskPushNotificationConfig": {
+        "url": format!("http://127.0.0.1:{port}/secret-path"), "token": "tok-never-logged"}});
+    let task = session.call(None, "SendMessage", params)["task"].clone();
+    let id = task["id"].as_str().unwrap().to_string();
+    let began = Instant::now();
+    session.signal(libc::SIGTERM);
+    session.wait_exit(Duration::from_secs(10));
+    let took = began.elapsed();
+    assert!(
+        took < Duration::from_millis(2500),
+        "the stop waited {took:?} for a receiver that never answers"
+    );
+    let logs = home.mur(&["logs", &session.id]).stdout;
+    let missed = format!("push to 127.0.0.1:{port}: ");
+    assert!(
+        logs.lines().any(|l| l.starts_with(&id)
+            && l.contains(&missed)
+            && l.contains("update(s) not delivered: the session ended")),
+        "every update not delivered is logged with its task and webhook: {logs}"
+    );
+    assert!(
+        !logs.contains("tok-never-logged") && !logs.contains("secret-path"),
+        "{logs}"
+    );
+    drop(stuck);
+}

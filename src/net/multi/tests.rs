@@ -275,6 +275,7 @@ fn a_job_added_while_a_stuck_one_is_in_flight_is_answered_before_that_ends() {
             Grown {
                 jobs: 1 + usize::from(added.load(std::sync::atomic::Ordering::SeqCst)),
                 recheck: None,
+                until: None,
             }
         },
         |job, answer| match answer {
@@ -325,6 +326,7 @@ fn a_recheck_that_falls_due_is_looked_at_and_most_bounds_what_is_in_flight() {
             // Two jobs, and two more once `at` has passed: nobody wakes the loop for them.
             jobs: if Instant::now() >= at { 4 } else { 2 },
             recheck: (Instant::now() < at).then_some(at),
+            until: None,
         },
         |_, answer| match answer {
             None => Some(get(slow)),

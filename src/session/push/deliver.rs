@@ -21,7 +21,7 @@
 //! may carry a secret of the client's), token or credentials.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,13 +72,21 @@ fn key(config: &Arc<Config>) -> usize {
 }
 
 /// The thread's life: rounds, for as long as the session lives; between them it sleeps until an
-/// update is queued or a retry falls due.
+/// update is queued or a retry falls due. Once the session winds down ([`Push::finish`]), a
+/// last round at most until its end; then what is left is logged, and the thread ends.
 pub(super) fn run(push: &Arc<Push>) {
     loop {
         push.wake.take();
+        let closing = push.closing.get().copied();
+        if closing.is_some_and(|until| Instant::now() >= until) {
+            break;
+        }
         let round = RefCell::new(Round::default());
         let first = round.borrow_mut().take_due(push);
         if round.borrow().jobs.is_empty() {
+            if closing.is_some() {
+                break;
+            }
             wait(push, first.recheck);
             continue;
         }
@@ -89,6 +97,26 @@ pub(super) fn run(push: &Arc<Push>) {
             || round.borrow_mut().take_due(push),
             |j, answer| round.borrow_mut().step(push, j, answer),
         );
+    }
+    let left: Vec<Delivery> = push.queue().items.drain(..).collect();
+    not_delivered(&left, "the session ended first");
+    *push.finished.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    push.finished_cv.notify_all();
+}
+
+/// Log `updates`, which were not delivered because `why`: one line per task and webhook, naming
+/// its host and port and how many.
+fn not_delivered(updates: &[Delivery], why: &str) {
+    let mut counted: BTreeMap<(&str, String), usize> = BTreeMap::new();
+    for update in updates {
+        let webhook = update.config.target.authority();
+        *counted
+            .entry((update.task_id.as_str(), webhook))
+            .or_default() += 1;
+    }
+    for ((task, webhook), n) in counted {
+        let line = format!("push to {webhook}: {n} update(s) not delivered: {why}");
+        log::event(task, &line);
     }
 }
 
@@ -108,9 +136,13 @@ impl Round {
     /// webhook's job while that job goes on (up to [`PER_JOB`]), else into a new job (at most
     /// [`JOBS`] in a round), its host resolved and checked — a webhook refused has its updates
     /// dropped and says so once in its task's log. Updates of a deleted webhook are dropped.
-    /// The jobs so far, and when the earliest update left waiting for its time falls due.
+    /// The jobs so far, and when the earliest update left waiting for its time falls due. Once
+    /// the session winds down every update is due, a last chance, until its end.
     fn take_due(&mut self, push: &Push) -> Grown {
+        let until = push.closing.get().copied();
         let now = Instant::now();
+        // Waiting for its time: a retry's backoff, while the session lives.
+        let waits = |item: &Delivery| until.is_none() && item.due > now;
         let mut fresh: Vec<VecDeque<Delivery>> = Vec::new();
         let mut fresh_of: HashMap<usize, usize> = HashMap::new();
         let mut recheck: Option<Instant> = None;
@@ -120,8 +152,8 @@ impl Round {
             let mut kept = VecDeque::new();
             for item in queue.items.drain(..) {
                 let key = key(&item.config);
-                if held_back.contains(&key) || item.due > now {
-                    if item.due > now {
+                if held_back.contains(&key) || waits(&item) {
+                    if waits(&item) {
                         recheck = Some(recheck.map_or(item.due, |r| r.min(item.due)));
                     }
                 } else if let Some(&j) = self.going.get(&key) {
@@ -175,6 +207,7 @@ impl Round {
         Grown {
             jobs: self.jobs.len(),
             recheck,
+            until,
         }
     }
 
@@ -199,8 +232,14 @@ impl Round {
 
 /// An update that failed, and those of its webhook behind it: back to the queue after a
 /// backoff (1, 2, 4 s), or — its attempts spent — given up and logged (the ones behind it are
-/// tried on).
+/// tried on). Once the session winds down, none is tried again: all are logged.
 fn failed(push: &Push, mut sent: Delivery, job: &mut Job, why: &str) {
+    if push.closing.get().is_some() {
+        job.items.push_front(sent);
+        let lost: Vec<Delivery> = job.items.drain(..).collect();
+        not_delivered(&lost, &format!("the session ended ({why})"));
+        return;
+    }
     let host = sent.config.target.authority();
     sent.attempt += 1;
     let due = Instant::now() + Duration::from_secs(1 << (sent.attempt - 1).min(8));

@@ -176,3 +176,42 @@ fn an_allowed_host_opens_its_addresses_but_never_the_door() {
         "127.0.0.1:9".parse().unwrap()
     );
 }
+
+#[test]
+fn at_the_bound_the_task_that_ended_longest_ago_gives_way_and_live_ones_never() {
+    let push = push(&[], 1 << 30);
+    let (first, second) = (task(State::Completed), task(State::Completed));
+    let (first_id, second_id) = (first.id.to_string(), second.id.to_string());
+    let url = "http://h.example/";
+    // `first` is set first, while live; `second` after it, but ends first.
+    push.set(&first_id, config("a", url, Generation::V1_0), false)
+        .unwrap();
+    push.set(&second_id, config("b", url, Generation::V1_0), false)
+        .unwrap();
+    let end = Arc::new(Event::Status {
+        state: State::Completed,
+        message: None,
+        timestamp: 0,
+        settled: true,
+    });
+    push.publish(&second, &end, 0, &mut Vec::new());
+    push.publish(&first, &end, 0, &mut Vec::new());
+    for i in 2..MAX_CONFIGS {
+        let live = format!("live{}", i / MAX_PER_TASK);
+        push.set(&live, config(&i.to_string(), url, Generation::V1_0), false)
+            .unwrap();
+    }
+    assert_eq!(push.registry().count(), MAX_CONFIGS);
+    push.set("new1", config("n", url, Generation::V1_0), false)
+        .unwrap();
+    assert!(push.list(&second_id).is_empty(), "ended first: gave way");
+    assert_eq!(push.list(&first_id).len(), 1, "ended later: kept");
+    push.set("new2", config("n", url, Generation::V1_0), false)
+        .unwrap();
+    assert!(push.list(&first_id).is_empty());
+    let refused = push.set("new3", config("n", url, Generation::V1_0), false);
+    assert!(
+        matches!(refused, Err(Refused::Full(_))),
+        "every holder is live now"
+    );
+}
