@@ -246,6 +246,26 @@ fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
         json!({"taskId": id}),
     );
     assert_eq!(listed["configs"].as_array().unwrap().len(), 1, "{listed}");
+    // Shown without its token and credentials, to whoever asks; the scheme is no secret.
+    let set = session.call(
+        None,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "again", "url": url, "token": "tok-3",
+            "authentication": {"scheme": "Bearer", "credentials": "cred-3"}}),
+    );
+    for shown in [&config, &listed, &set] {
+        let text = shown.to_string();
+        assert!(
+            !text.contains("tok-") && !text.contains("cred-") && !text.contains("\"token\""),
+            "a config is shown without its secrets: {text}"
+        );
+    }
+    assert_eq!(set["authentication"], json!({"scheme": "Bearer"}), "{set}");
+    session.call(
+        None,
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "again"}),
+    );
     session.call(
         None,
         "DeleteTaskPushNotificationConfig",
@@ -262,6 +282,16 @@ fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
         json!({"taskId": id}),
     );
     assert_eq!(listed["configs"], json!([]));
+    let gone = session.rpc(
+        None,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "again"}),
+    );
+    let message = gone["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("'again'") && message.contains(&id),
+        "a config not found is named with its task: {message}"
+    );
 }
 
 #[test]

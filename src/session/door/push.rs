@@ -57,10 +57,13 @@ impl Door {
                     None => configs.first(),
                 };
                 let config = found.ok_or_else(|| {
-                    RpcError::new(
-                        rpc::TASK_NOT_FOUND,
-                        "push notification config not found for this task",
-                    )
+                    let missing = match &wanted {
+                        Some(id) => {
+                            format!("push notification config '{id}' not found for task '{task}'")
+                        }
+                        None => format!("task '{task}' has no push notification config"),
+                    };
+                    RpcError::new(rpc::TASK_NOT_FOUND, missing)
                 })?;
                 Ok(config.render(&task, generation))
             }
