@@ -246,26 +246,6 @@ fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
         json!({"taskId": id}),
     );
     assert_eq!(listed["configs"].as_array().unwrap().len(), 1, "{listed}");
-    // Shown without its token and credentials, to whoever asks; the scheme is no secret.
-    let set = session.call(
-        None,
-        "CreateTaskPushNotificationConfig",
-        json!({"taskId": id, "id": "again", "url": url, "token": "tok-3",
-            "authentication": {"scheme": "Bearer", "credentials": "cred-3"}}),
-    );
-    for shown in [&config, &listed, &set] {
-        let text = shown.to_string();
-        assert!(
-            !text.contains("tok-") && !text.contains("cred-") && !text.contains("\"token\""),
-            "a config is shown without its secrets: {text}"
-        );
-    }
-    assert_eq!(set["authentication"], json!({"scheme": "Bearer"}), "{set}");
-    session.call(
-        None,
-        "DeleteTaskPushNotificationConfig",
-        json!({"taskId": id, "id": "again"}),
-    );
     session.call(
         None,
         "DeleteTaskPushNotificationConfig",
@@ -282,14 +262,58 @@ fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
         json!({"taskId": id}),
     );
     assert_eq!(listed["configs"], json!([]));
+}
+
+#[test]
+fn configs_are_shown_without_their_secrets_and_one_not_found_is_named() {
+    let home = Home::new();
+    let session = on_loopback(&home);
+    let task = session.send(None, "x", true);
+    let id = task["id"].as_str().unwrap().to_string();
+    let url = "http://127.0.0.1:9/hook";
+    let set = session.call(
+        None,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "c1", "url": url, "token": "tok-3",
+            "authentication": {"scheme": "Bearer", "credentials": "cred-3"}}),
+    );
+    let got = session.call(
+        None,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "c1"}),
+    );
+    let listed = session.call(
+        None,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    );
+    let old = session.call(
+        None,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": id, "pushNotificationConfigId": "c1"}),
+    );
+    // Shown without its token and credentials, to whoever asks; the scheme is no secret.
+    for shown in [&set, &got, &listed, &old] {
+        let text = shown.to_string();
+        assert!(
+            text.contains(url) && !text.contains("tok-3") && !text.contains("cred-3"),
+            "a config is shown without its secrets: {text}"
+        );
+    }
+    assert_eq!(set["authentication"], json!({"scheme": "Bearer"}), "{set}");
+    session.call(
+        None,
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "c1"}),
+    );
     let gone = session.rpc(
         None,
         "GetTaskPushNotificationConfig",
-        json!({"taskId": id, "id": "again"}),
+        json!({"taskId": id, "id": "c1"}),
     );
     let message = gone["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("'again'") && message.contains(&id),
+        message.contains("'c1'") && message.contains(&id),
         "a config not found is named with its task: {message}"
     );
 }
