@@ -9,7 +9,8 @@
 //! ([`crate::session::push`]), so a name that resolves to a public address when a config is set
 //! and to a private one later (DNS rebinding) gains nothing.
 //!
-//! Invariants: [`parse`] accepts only `http://` URLs of printable ASCII, at most [`MAX_URL`]
+//! Invariants: [`parse`] accepts only `http://` and `https://` URLs (the latter kept, never
+//! delivered: mur has no TLS client) of printable ASCII, at most [`MAX_URL`]
 //! bytes, with a host, without userinfo or fragment, and never panics; [`forbidden`] classifies
 //! an IPv4-mapped (or NAT64, or IPv4-compatible) IPv6 address as the IPv4 address it carries,
 //! and refuses every 6to4 address (2002::/16: a relay may carry it to the IPv4 address inside,
@@ -28,6 +29,11 @@ pub struct Url {
     pub port: u16,
     /// The path and query, starting with `/`.
     pub path: String,
+    /// `https://`: mur has no TLS client, so nothing is ever delivered to it. Such a config is
+    /// still taken — clients (the A2A TCK among them) set `https://` webhooks as a matter of
+    /// course, and set/get/list/delete must work for them — and the session says at set time
+    /// that it will not deliver.
+    pub https: bool,
 }
 
 impl Url {
@@ -45,9 +51,10 @@ impl Url {
     }
 }
 
-/// Read `url` as a webhook: `http://host[:port][/path][?query]`. Every refusal says what to fix;
-/// `https` is refused by name, for mur has no TLS (a static binary without a TLS stack: put a
-/// forwarding proxy on an allowed host in front of an https receiver).
+/// Read `url` as a webhook: `http[s]://host[:port][/path][?query]`. Every refusal says what to
+/// fix. An `https` URL is read (port 443 by default) and marked [`Url::https`]: mur has no TLS
+/// (a static binary without a TLS stack: put a forwarding proxy on an allowed host in front of
+/// an https receiver), so it is never delivered to.
 pub fn parse(url: &str) -> Result<Url, String> {
     if url.len() > MAX_URL {
         return Err(format!("is {} bytes long, over {MAX_URL}", url.len()));
@@ -61,19 +68,15 @@ pub fn parse(url: &str) -> Result<Url, String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err("is not an absolute URL (http://host:port/path)".into());
     };
-    match scheme.to_ascii_lowercase().as_str() {
-        "http" => {}
-        "https" => {
-            return Err(
-                "is https, and mur has no TLS: give an http:// URL (a TLS-terminating proxy on a host the manifest allows can forward to an https receiver)".into(),
-            );
-        }
+    let https = match scheme.to_ascii_lowercase().as_str() {
+        "http" => false,
+        "https" => true,
         other => {
             return Err(format!(
                 "has scheme '{other}': only http:// is delivered to"
             ));
         }
-    }
+    };
     if rest.contains('#') {
         return Err("has a fragment (#...), which is never sent: remove it".into());
     }
@@ -82,7 +85,7 @@ pub fn parse(url: &str) -> Result<Url, String> {
     if authority.contains('@') {
         return Err("carries userinfo (user@host): put credentials in the config's authentication, not the URL".into());
     }
-    let (host, port) = split_port(authority)?;
+    let (host, port) = split_port(authority, if https { 443 } else { 80 })?;
     check_host(host)?;
     let path = match path {
         "" => "/".to_string(),
@@ -93,11 +96,12 @@ pub fn parse(url: &str) -> Result<Url, String> {
         host: host.to_ascii_lowercase(),
         port,
         path,
+        https,
     })
 }
 
-/// `host[:port]` or `[v6][:port]`: the host (brackets off) and the port (80 when none).
-fn split_port(authority: &str) -> Result<(&str, u16), String> {
+/// `host[:port]` or `[v6][:port]`: the host (brackets off) and the port (`default` when none).
+fn split_port(authority: &str, default: u16) -> Result<(&str, u16), String> {
     let (host, port) = match authority.strip_prefix('[') {
         Some(v6) => {
             let (host, after) = v6
@@ -121,7 +125,7 @@ fn split_port(authority: &str) -> Result<(&str, u16), String> {
         },
     };
     let port = match port {
-        None => 80,
+        None => default,
         Some(p) => p
             .bytes()
             .all(|b| b.is_ascii_digit())

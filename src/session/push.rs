@@ -351,6 +351,9 @@ impl Push {
         let now = Instant::now();
         let mut queue = self.queue();
         for config in configs {
+            if config.target.https {
+                continue;
+            }
             let event = match config.generation {
                 Generation::V1_0 => event.clone(),
                 Generation::V0_3 => as_task
@@ -381,6 +384,17 @@ impl Push {
             wakes.push(Waker::from(self.wake.clone()));
         }
     }
+}
+
+/// What the session says, in the task's log, when `config` is set: an https webhook is kept and
+/// never delivered to. `None` for one it delivers to.
+pub fn undeliverable(config: &Config) -> Option<String> {
+    config.target.https.then(|| {
+        format!(
+            "push to {}: https, and mur has no TLS client: the config is kept, and no update is ever delivered to it (an http:// forwarder on an allowed host can relay to an https receiver)",
+            config.target.authority()
+        )
+    })
 }
 
 impl Registry {

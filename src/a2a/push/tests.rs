@@ -47,11 +47,6 @@ fn a_bad_config_is_refused_naming_its_member() {
             "params.pushNotificationConfig",
         ),
         (
-            json!({"taskId": "t", "url": "https://h/"}),
-            Generation::V1_0,
-            "params.url",
-        ),
-        (
             json!({"taskId": "t", "url": "http://u@h/"}),
             Generation::V1_0,
             "params.url",

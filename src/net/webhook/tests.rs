@@ -94,8 +94,15 @@ fn webhook_urls_are_read_strictly() {
     assert_eq!(url.authority(), "[::1]:80");
     assert_eq!(url.literal(), Some(ip("::1")));
     assert_eq!(parse("http://10.0.0.1?x").unwrap().path, "/?x");
+    let secure = parse("HTTPS://Hooks.Example.com/x").unwrap();
+    assert!(
+        secure.https,
+        "https is read, marked never to be delivered to"
+    );
+    assert_eq!(secure.authority(), "hooks.example.com:443");
+    assert!(!parse("http://h/").unwrap().https);
+    assert_eq!(parse("https://h:8443/").unwrap().port, 8443);
     for (bad, says) in [
-        ("https://hooks.example.com/", "no TLS"),
         ("ftp://hooks.example.com/", "only http://"),
         ("hooks.example.com/x", "not an absolute URL"),
         ("http://user:pw@hooks.example.com/", "userinfo"),
