@@ -32,6 +32,11 @@ struct Got {
 
 /// A receiver on 127.0.0.1 answering 200 to every POST; what it got, in order.
 fn receiver() -> (String, Receiver<Got>) {
+    receiver_after(Duration::ZERO)
+}
+
+/// A receiver on 127.0.0.1 answering 200 to every POST after `delay`; what it got, in order.
+fn receiver_after(delay: Duration) -> (String, Receiver<Got>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "http://127.0.0.1:{}/hook?k=v",
@@ -44,6 +49,7 @@ fn receiver() -> (String, Receiver<Got>) {
             let Some(got) = read_request(&mut stream) else {
                 continue;
             };
+            thread::sleep(delay);
             let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
             if tx.send(got).is_err() {
                 return;
@@ -580,37 +586,13 @@ fn a_caller_reaches_only_the_configs_of_its_own_tasks() {
     assert_eq!(refused.status, 403, "{}", refused.text());
 }
 
-/// A receiver on 127.0.0.1 answering 200 to every POST after `delay`; the bodies it got.
-fn late_receiver(delay: Duration) -> (String, Receiver<Value>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/late",
-        listener.local_addr().unwrap().port()
-    );
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let Some(got) = read_request(&mut stream) else {
-                continue;
-            };
-            thread::sleep(delay);
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
-            if tx.send(got.body).is_err() {
-                return;
-            }
-        }
-    });
-    (url, rx)
-}
-
 #[test]
 fn a_session_stopped_right_after_a_task_ends_still_delivers_its_final_update() {
     let home = Home::new();
     let mut session = on_loopback(&home);
     // Each update takes the receiver 250 ms: when the blocking send returns, the task's last
     // updates are still queued behind the earlier ones.
-    let (url, rx) = late_receiver(Duration::from_millis(250));
+    let (url, rx) = receiver_after(Duration::from_millis(250));
     let mut params = v1_send(json!([{"text": "late"}]));
     params["configuration"] = json!({"taskPushNotificationConfig": {"url": url}});
     let task = session.call(None, "SendMessage", params)["task"].clone();
@@ -618,8 +600,8 @@ fn a_session_stopped_right_after_a_task_ends_still_delivers_its_final_update() {
     session.signal(libc::SIGTERM);
     session.wait_exit(Duration::from_secs(10));
     let mut got = Vec::new();
-    while let Ok(body) = rx.recv_timeout(Duration::from_secs(3)) {
-        got.push(body);
+    while let Ok(update) = rx.recv_timeout(Duration::from_secs(3)) {
+        got.push(update.body);
     }
     let last = got.last().expect("the receiver got updates");
     assert_eq!(

@@ -52,6 +52,8 @@ const IDLE: Duration = Duration::from_secs(5);
 
 /// One webhook's updates, in order, and where they go.
 struct Job {
+    /// Its webhook's [`key`].
+    key: usize,
     to: SocketAddr,
     items: VecDeque<Delivery>,
 }
@@ -191,8 +193,9 @@ impl Round {
             let url = &first.config.target;
             match push.target(url) {
                 Ok(to) => {
-                    self.going.insert(key(&first.config), self.jobs.len());
-                    self.jobs.push(Job { to, items });
+                    let key = key(&first.config);
+                    self.going.insert(key, self.jobs.len());
+                    self.jobs.push(Job { key, to, items });
                 }
                 Err(why) => log::event(
                     &first.task_id,
@@ -223,8 +226,8 @@ impl Round {
             failed(push, sent, job, &why);
         }
         let next = job.items.front().map(|d| exchange(d, job.to));
-        if next.is_none() {
-            self.going.retain(|_, &mut going| going != j);
+        if next.is_none() && self.going.get(&job.key) == Some(&j) {
+            self.going.remove(&job.key);
         }
         next
     }
