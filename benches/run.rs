@@ -62,6 +62,10 @@
 //!   answers afterwards. Any other answer or error fails the bench — among them the
 //!   `-32603 the task was lost` this bench found the session giving under load (a blocking
 //!   send whose task a thousand others had evicted before its thread read it back; fixed).
+//! - push: A2A 1.0 `SendMessage`s per second at 8 keep-alive connections to a `/bin/cat`
+//!   capsule with `network.push`, each task's webhook at one of 100 receivers that never answer,
+//!   against the same capsule's session without webhooks, five rounds interleaved; medians and
+//!   their ratio (`run/push.rs`; issue 33's goal is 0.9x).
 //! - glibc: the installed binary and the glibc build side by side, one session at a time, three
 //!   rounds interleaved: A2A 1.0 `SendMessage`s and agent-card GETs per second over 8 keep-alive
 //!   connections (medians of the rounds), `SendMessage` answers per second under 1,000 clients,
