@@ -305,3 +305,6 @@ fn exchange(update: &Delivery, to: SocketAddr) -> Exchange {
         request: request.encode_for(&config.target.authority()),
     }
 }
+
+#[cfg(test)]
+mod tests;

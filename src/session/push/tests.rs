@@ -4,21 +4,21 @@ use super::*;
 use crate::a2a::task::State;
 use crate::id::TaskId;
 
-fn push(allow: &[&str], budget: usize) -> Arc<Push> {
+pub(super) fn push(allow: &[&str], budget: usize) -> Arc<Push> {
     let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
     let door = "127.0.0.1:4000".parse().unwrap();
     // No delivery thread: what is queued stays to be read.
     Push::new(&allow, door, &Budget::new(budget)).unwrap()
 }
 
-fn config(id: &str, url: &str, generation: Generation) -> Config {
+pub(super) fn config(id: &str, url: &str, generation: Generation) -> Config {
     let params = json!({"taskId": "t", "id": id, "url": url});
     let mut config = crate::a2a::push::set(&params, Generation::V1_0).unwrap().1;
     config.generation = generation;
     config
 }
 
-fn task(state: State) -> Task {
+pub(super) fn task(state: State) -> Task {
     Task {
         id: TaskId::mint().unwrap(),
         context_id: "ctx".into(),
