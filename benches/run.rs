@@ -19,7 +19,7 @@
 //! `cargo bench --bench run -- WORD...` runs only the sections whose name contains one of the
 //! words (`-- hand cli` runs `handler` and `clients`), and its summary shows only what they
 //! measured; no word runs them all. The sections, in the order they run: `readiness`, `idle`,
-//! `door`, `handler`, `streaming`, `memory`, `mixes`, `clients`, `store`, `glibc`, `figures` (see
+//! `door`, `handler`, `streaming`, `memory`, `mixes`, `clients`, `store`, `push`, `glibc`, `figures` (see
 //! [`SECTIONS`]; `figures` is issue 30's, against nginx and bd1cd4f's door: see
 //! `run/figures.rs`).
 //!
@@ -62,6 +62,10 @@
 //!   answers afterwards. Any other answer or error fails the bench — among them the
 //!   `-32603 the task was lost` this bench found the session giving under load (a blocking
 //!   send whose task a thousand others had evicted before its thread read it back; fixed).
+//! - push: A2A 1.0 `SendMessage`s per second at 8 keep-alive connections to a `/bin/cat`
+//!   capsule with `network.push`, each task's webhook at one of 100 receivers that never answer,
+//!   against the same capsule's session without webhooks, five rounds interleaved; medians and
+//!   their ratio (`run/push.rs`; issue 33's goal is 0.9x).
 //! - glibc: the installed binary and the glibc build side by side, one session at a time, three
 //!   rounds interleaved: A2A 1.0 `SendMessage`s and agent-card GETs per second over 8 keep-alive
 //!   connections (medians of the rounds), `SendMessage` answers per second under 1,000 clients,
@@ -87,6 +91,8 @@ mod common;
 mod figures;
 #[path = "run/mixes.rs"]
 mod mixes;
+#[path = "run/push.rs"]
+mod push;
 #[path = "run/store.rs"]
 mod store;
 /// The integration tests' support code: its event-stream reader. The bench uses a little of it.
@@ -136,7 +142,7 @@ const TEXT: &str = "ping";
 
 /// The sections, in the order they run: the name a filter word is matched against, and what it
 /// measures (shown with the usage).
-const SECTIONS: [(&str, &str); 11] = [
+const SECTIONS: [(&str, &str); 12] = [
     (
         "readiness",
         "spawn of `mur run --json` to its readiness line, and SIGTERM to exit",
@@ -172,6 +178,10 @@ const SECTIONS: [(&str, &str); 11] = [
     (
         "store",
         "a named session's task store: message/send at 8 connections with and without, restart with 1,000 tasks",
+    ),
+    (
+        "push",
+        "SendMessage at 8 connections with 100 webhooks that never answer, and without",
     ),
     (
         "glibc",
@@ -252,6 +262,9 @@ fn main() {
     }
     if only.runs("store") {
         store::report_store(&home);
+    }
+    if only.runs("push") {
+        push::report_push(&home);
     }
     if only.runs("glibc") {
         guard_against_glibc(&home);

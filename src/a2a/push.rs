@@ -72,23 +72,20 @@ impl Config {
         headers
     }
 
-    /// The config as `generation` shows it, for `task_id`.
+    /// The config as `generation` shows it, for `task_id` — without its token and credentials:
+    /// the spec asks for none of them back (every member but the URL is optional), and an answer
+    /// is read by more than the webhook (a proxy's log, a shared client's cache), so the secrets
+    /// a client gave go to its webhook and nowhere else. The scheme is shown: it is no secret.
     pub fn render(&self, task_id: &str, generation: Generation) -> Value {
         let mut config = Map::new();
         config.insert("id".into(), json!(self.id));
         config.insert("url".into(), json!(self.url));
-        if let Some(token) = &self.token {
-            config.insert("token".into(), json!(token.expose()));
-        }
         if let Some(auth) = &self.auth {
             let mut shown = Map::new();
             match generation {
                 Generation::V0_3 => shown.insert("schemes".into(), json!([auth.scheme])),
                 Generation::V1_0 => shown.insert("scheme".into(), json!(auth.scheme)),
             };
-            if let Some(credentials) = &auth.credentials {
-                shown.insert("credentials".into(), json!(credentials.expose()));
-            }
             config.insert("authentication".into(), Value::Object(shown));
         }
         match generation {
@@ -220,8 +217,12 @@ fn auth(value: &Value, at: &str, generation: Generation) -> Result<Auth, RpcErro
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if !scheme_ok {
+        let member = match generation {
+            Generation::V0_3 => "schemes[0]",
+            Generation::V1_0 => "scheme",
+        };
         return Err(RpcError::invalid(
-            format!("{at}.scheme"),
+            format!("{at}.{member}"),
             "must be an HTTP authentication scheme (Bearer, Basic, ...)",
         ));
     }

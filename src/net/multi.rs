@@ -28,12 +28,12 @@
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::client::{self, Deadlines, MAX_RESPONSE_READ, WholeResponse};
 use crate::sys::poll::{Poller, Want};
-use crate::sys::socket;
+use crate::sys::{socket, wake};
 
 /// Descriptors kept free while exchanges are in flight, for what a job opens as it starts (the
 /// `/proc` files a record's local checks read).
@@ -77,32 +77,66 @@ pub fn run(
     deadlines: Deadlines,
     step: impl FnMut(usize, Option<Answer>) -> Option<Exchange>,
 ) {
-    run_growing(deadlines, None, || jobs, step);
+    let grown = || Grown {
+        jobs,
+        recheck: None,
+        until: None,
+    };
+    run_growing(deadlines, None, usize::MAX, grown, step);
 }
 
-/// [`run`] for jobs that keep coming: `jobs()` says how many there are so far, asked before each
-/// wait, which is then at most `tick` (when given), so a job added while others are in flight
-/// starts within `tick` rather than after the slowest of them. Returns when every job counted so
-/// far is done.
+/// How many jobs [`run_growing`] has so far, and when to ask again at the latest (`None`: only
+/// when woken or an exchange ends).
+pub struct Grown {
+    pub jobs: usize,
+    pub recheck: Option<Instant>,
+    /// Every exchange ends by then, whatever its deadlines (the caller is winding down).
+    pub until: Option<Instant>,
+}
+
+/// [`run`] for jobs that keep coming, at most `most` exchanges in flight. `jobs()` says how many
+/// there are so far; it is asked at the start, after any exchange ends, when `wake` (if any: polled
+/// beside the exchanges; [`wake::Pipe::take`]n before asking) is readable, and when its last
+/// `recheck` passes — never on a timer of its own, so a loop whose exchanges all hang sleeps
+/// until one moves, a deadline passes or it is woken. A job added while others are in flight
+/// starts at once rather than after the slowest of them. Returns when every job counted so far
+/// is done.
 pub fn run_growing(
     deadlines: Deadlines,
-    tick: Option<Duration>,
-    mut jobs: impl FnMut() -> usize,
+    wake: Option<&wake::Pipe>,
+    most: usize,
+    mut jobs: impl FnMut() -> Grown,
     mut step: impl FnMut(usize, Option<Answer>) -> Option<Exchange>,
 ) {
-    let mut scheduler = Scheduler::new(jobs(), deadlines);
-    scheduler.tick = tick;
+    let first = jobs();
+    let mut scheduler = Scheduler::new(first.jobs, deadlines);
+    scheduler.most = most;
+    scheduler.bound = scheduler.bound.min(most);
+    scheduler.wake = wake.map(wake::Pipe::fd);
+    scheduler.recheck = first.recheck;
+    scheduler.until = first.until;
+    let mut ask = false;
     loop {
-        let now = jobs();
-        if now > scheduler.jobs {
-            scheduler.jobs = now;
-            scheduler.bound = scheduler.bound.max(bound(now));
+        if ask || scheduler.recheck.is_some_and(|at| at <= Instant::now()) {
+            let grown = jobs();
+            scheduler.recheck = grown.recheck;
+            scheduler.until = scheduler.until.or(grown.until);
+            if grown.jobs > scheduler.jobs {
+                scheduler.jobs = grown.jobs;
+                scheduler.bound = scheduler.bound.max(bound(grown.jobs)).min(most);
+            }
         }
         if !scheduler.start(&mut step) {
             break;
         }
         let polled = scheduler.wait();
-        for (job, answer) in scheduler.advance(polled) {
+        let woken = polled && wake.is_some() && scheduler.poller.ready(scheduler.flights.len());
+        if woken && let Some(wake) = wake {
+            wake.take();
+        }
+        let ended = scheduler.advance(polled);
+        ask = !polled || woken || !ended.is_empty();
+        for (job, answer) in ended {
             if let Some(next) = step(job, Some(answer)) {
                 scheduler.waiting.push_front((job, next));
             }
@@ -137,8 +171,14 @@ struct Scheduler {
     /// [`Scheduler::advance`].
     poller: Poller,
     scratch: Vec<u8>,
-    /// The longest wait, when jobs may still be added ([`run_growing`]).
-    tick: Option<Duration>,
+    /// The most exchanges in flight whatever the descriptors allow ([`run_growing`]).
+    most: usize,
+    /// Polled beside the flights, its index theirs: jobs may be added ([`run_growing`]).
+    wake: Option<RawFd>,
+    /// When to look for jobs added, at the latest ([`run_growing`]).
+    recheck: Option<Instant>,
+    /// When every exchange ends at the latest ([`Grown::until`]).
+    until: Option<Instant>,
 }
 
 impl Scheduler {
@@ -152,7 +192,10 @@ impl Scheduler {
             deadlines,
             poller: Poller::default(),
             scratch: vec![0; READ_CHUNK],
-            tick: None,
+            most: usize::MAX,
+            wake: None,
+            recheck: None,
+            until: None,
         }
     }
 
@@ -186,9 +229,10 @@ impl Scheduler {
                     deadline: Instant::now() + self.deadlines.connect,
                     received: Vec::new(),
                     exchange,
+                    cut: false,
                 }),
                 Err(err) if socket::is_out_of_descriptors(&err) && !self.flights.is_empty() => {
-                    self.bound = self.flights.len();
+                    self.bound = self.flights.len().min(self.most);
                     self.waiting.push_front((job, exchange));
                 }
                 Err(err) => {
@@ -207,7 +251,13 @@ impl Scheduler {
     /// non-blocking socket says whether it really is).
     fn wait(&mut self) -> bool {
         self.poller.clear();
-        for flight in &self.flights {
+        for flight in &mut self.flights {
+            if let Some(until) = self.until
+                && flight.deadline > until
+            {
+                flight.deadline = until;
+                flight.cut = true;
+            }
             self.poller
                 .push(flight.stream.as_raw_fd(), flight.phase.want());
         }
@@ -221,7 +271,13 @@ impl Scheduler {
                 .min()
                 .unwrap_or(Duration::ZERO)
         };
-        let timeout = self.tick.map_or(timeout, |tick| timeout.min(tick));
+        let timeout = match self.recheck {
+            Some(at) => timeout.min(at.saturating_duration_since(Instant::now())),
+            None => timeout,
+        };
+        if let Some(fd) = self.wake {
+            self.poller.push(fd, Want::Read);
+        }
         if self.poller.wait(timeout).is_ok() {
             return true;
         }
@@ -291,6 +347,8 @@ struct Flight {
     /// The connect deadline while connecting, the response deadline after.
     deadline: Instant,
     received: Vec<u8>,
+    /// Its deadline was brought forward to [`Grown::until`].
+    cut: bool,
 }
 
 impl Flight {
@@ -306,6 +364,7 @@ impl Flight {
         let addr = self.exchange.addr;
         if now >= self.deadline {
             return Some(Err(match self.phase {
+                _ if self.cut => format!("{addr}: cut short, its caller winding down"),
                 Phase::Connecting => format!(
                     "{addr}: cannot connect: no connection within {:?}",
                     deadlines.connect
@@ -322,6 +381,7 @@ impl Flight {
             }
             self.phase = Phase::Writing { sent: 0 };
             self.deadline = now + deadlines.response;
+            self.cut = false;
         }
         match &mut self.phase {
             Phase::Writing { sent } => {

@@ -9,9 +9,12 @@
 //! ([`crate::session::push`]), so a name that resolves to a public address when a config is set
 //! and to a private one later (DNS rebinding) gains nothing.
 //!
-//! Invariants: [`parse`] accepts only `http://` URLs of printable ASCII, at most [`MAX_URL`]
+//! Invariants: [`parse`] accepts only `http://` and `https://` URLs (the latter kept, never
+//! delivered: mur has no TLS client) of printable ASCII, at most [`MAX_URL`]
 //! bytes, with a host, without userinfo or fragment, and never panics; [`forbidden`] classifies
-//! an IPv4-mapped (or NAT64, or IPv4-compatible) IPv6 address as the IPv4 address it carries.
+//! an IPv4-mapped (or NAT64, or IPv4-compatible) IPv6 address as the IPv4 address it carries,
+//! and refuses every 6to4 address (2002::/16: a relay may carry it to the IPv4 address inside,
+//! which is named when it is forbidden itself).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -26,6 +29,11 @@ pub struct Url {
     pub port: u16,
     /// The path and query, starting with `/`.
     pub path: String,
+    /// `https://`: mur has no TLS client, so nothing is ever delivered to it. Such a config is
+    /// still taken — clients (the A2A TCK among them) set `https://` webhooks as a matter of
+    /// course, and set/get/list/delete must work for them — and the session says at set time
+    /// that it will not deliver.
+    pub https: bool,
 }
 
 impl Url {
@@ -43,9 +51,10 @@ impl Url {
     }
 }
 
-/// Read `url` as a webhook: `http://host[:port][/path][?query]`. Every refusal says what to fix;
-/// `https` is refused by name, for mur has no TLS (a static binary without a TLS stack: put a
-/// forwarding proxy on an allowed host in front of an https receiver).
+/// Read `url` as a webhook: `http[s]://host[:port][/path][?query]`. Every refusal says what to
+/// fix. An `https` URL is read (port 443 by default) and marked [`Url::https`]: mur has no TLS
+/// (a static binary without a TLS stack: put a forwarding proxy on an allowed host in front of
+/// an https receiver), so it is never delivered to.
 pub fn parse(url: &str) -> Result<Url, String> {
     if url.len() > MAX_URL {
         return Err(format!("is {} bytes long, over {MAX_URL}", url.len()));
@@ -59,19 +68,15 @@ pub fn parse(url: &str) -> Result<Url, String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err("is not an absolute URL (http://host:port/path)".into());
     };
-    match scheme.to_ascii_lowercase().as_str() {
-        "http" => {}
-        "https" => {
-            return Err(
-                "is https, and mur has no TLS: give an http:// URL (a TLS-terminating proxy on a host the manifest allows can forward to an https receiver)".into(),
-            );
-        }
+    let https = match scheme.to_ascii_lowercase().as_str() {
+        "http" => false,
+        "https" => true,
         other => {
             return Err(format!(
                 "has scheme '{other}': only http:// is delivered to"
             ));
         }
-    }
+    };
     if rest.contains('#') {
         return Err("has a fragment (#...), which is never sent: remove it".into());
     }
@@ -80,7 +85,7 @@ pub fn parse(url: &str) -> Result<Url, String> {
     if authority.contains('@') {
         return Err("carries userinfo (user@host): put credentials in the config's authentication, not the URL".into());
     }
-    let (host, port) = split_port(authority)?;
+    let (host, port) = split_port(authority, if https { 443 } else { 80 })?;
     check_host(host)?;
     let path = match path {
         "" => "/".to_string(),
@@ -91,11 +96,12 @@ pub fn parse(url: &str) -> Result<Url, String> {
         host: host.to_ascii_lowercase(),
         port,
         path,
+        https,
     })
 }
 
-/// `host[:port]` or `[v6][:port]`: the host (brackets off) and the port (80 when none).
-fn split_port(authority: &str) -> Result<(&str, u16), String> {
+/// `host[:port]` or `[v6][:port]`: the host (brackets off) and the port (`default` when none).
+fn split_port(authority: &str, default: u16) -> Result<(&str, u16), String> {
     let (host, port) = match authority.strip_prefix('[') {
         Some(v6) => {
             let (host, after) = v6
@@ -119,7 +125,7 @@ fn split_port(authority: &str) -> Result<(&str, u16), String> {
         },
     };
     let port = match port {
-        None => 80,
+        None => default,
         Some(p) => p
             .bytes()
             .all(|b| b.is_ascii_digit())
@@ -156,13 +162,18 @@ pub fn check_host(host: &str) -> Result<(), String> {
 }
 
 /// Why no webhook may reach `ip` unless its host is allowed by name; `None`: a public address.
-/// An IPv6 address carrying an IPv4 one (mapped, compatible or NAT64) is judged as that.
+/// An IPv6 address carrying an IPv4 one (mapped, compatible or NAT64) is judged as that; a 6to4
+/// one is refused whatever it carries, as what it carries when that is forbidden.
 pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => forbidden_v4(v4),
-        IpAddr::V6(v6) => match carried_v4(v6) {
-            Some(v4) => forbidden_v4(v4),
-            None => forbidden_v6(v6),
+        IpAddr::V6(v6) => match (carried_v4(v6), v6.segments()[0]) {
+            (_, 0x2002) => {
+                let [_, a, b, ..] = v6.segments();
+                Some(forbidden_v4(v4_of(a, b)).unwrap_or("6to4 (2002::/16)"))
+            }
+            (Some(v4), _) => forbidden_v4(v4),
+            (None, _) => forbidden_v6(v6),
         },
     }
 }
@@ -176,6 +187,8 @@ fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
         (172, 16..=31) => "private",
         (100, 64..=127) => "shared address space (100.64.0.0/10)",
         (169, 254) => "link-local",
+        (192, 0) if ip.octets()[2] == 0 => "IETF protocol assignments (192.0.0.0/24)",
+        (198, 18..=19) => "benchmarking (198.18.0.0/15)",
         (224..=239, _) => "multicast",
         _ if ip.is_broadcast() => "broadcast",
         (240..=255, _) => "reserved (240.0.0.0/4)",
@@ -188,6 +201,8 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     Some(match first {
         _ if ip.is_unspecified() => "unspecified",
         _ if ip.is_loopback() => "loopback",
+        // Translated by a NAT64 of the operator's own, to whatever IPv4 addresses it chooses.
+        0x64 if ip.segments()[1..3] == [0xff9b, 1] => "local-use NAT64 (64:ff9b:1::/48)",
         0xfc00..=0xfdff => "private (fc00::/7)",
         0xfe80..=0xfebf => "link-local",
         0xfec0..=0xfeff => "site-local",
@@ -205,10 +220,14 @@ fn carried_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
     let compatible = s[..6] == [0; 6] && !ip.is_unspecified() && !ip.is_loopback();
-    (nat64 || compatible).then(|| {
-        let [.., a, b] = s;
-        Ipv4Addr::new((a >> 8) as u8, a as u8, (b >> 8) as u8, b as u8)
-    })
+    (nat64 || compatible).then(|| v4_of(s[6], s[7]))
+}
+
+/// The IPv4 address two IPv6 segments spell.
+fn v4_of(high: u16, low: u16) -> Ipv4Addr {
+    let [a, b] = high.to_be_bytes();
+    let [c, d] = low.to_be_bytes();
+    Ipv4Addr::new(a, b, c, d)
 }
 
 /// Whether `to` may be the door itself (`door` as it is bound): the same port, at the same

@@ -485,7 +485,7 @@ fn engine(
 
 /// Stop taking tasks and cancel live ones, waiting for them to end; a second signal, or
 /// [`STOP_GRACE`], makes it immediate (every handler's tree killed). The task directories go
-/// once no handler runs.
+/// once no handler runs; then push notifications get their last chance ([`push::Push::finish`]).
 fn wind_down(engine: &Engine) {
     engine.begin_shutdown();
     let signals_at_stop = signal::termination_count();
@@ -504,6 +504,10 @@ fn wind_down(engine: &Engine) {
     // holds its tree, ends it when this process exits (its control socket closes).
     if engine.wait_idle(Duration::ZERO) {
         engine.finish();
+    }
+    // The tasks' last updates are queued: their webhooks' last chance, before the log closes.
+    if let Some(push) = engine.push() {
+        push.finish(push::FINISH_GRACE);
     }
 }
 

@@ -18,8 +18,9 @@ mod deliver;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::task::Waker;
+use std::time::{Duration, Instant};
 
 use super::budget::{Budget, Charge};
 use crate::a2a::push::Config;
@@ -27,6 +28,7 @@ use crate::a2a::stream::{Event, Trail};
 use crate::a2a::task::Task;
 use crate::a2a::version::Generation;
 use crate::net::webhook::{self, Url};
+use crate::sys::wake;
 
 /// The most configs one task may hold.
 pub const MAX_PER_TASK: usize = 16;
@@ -34,6 +36,12 @@ pub const MAX_PER_TASK: usize = 16;
 pub const MAX_CONFIGS: usize = 4096;
 /// The most updates waiting for delivery.
 pub const MAX_QUEUED: usize = 4096;
+/// How long the updates queued when the session winds down are tried for ([`Push::finish`]):
+/// `mur stop` waits about 2 s for it at most.
+pub const FINISH_GRACE: Duration = Duration::from_millis(1800);
+/// How long [`Push::finish`] waits past its grace for the delivery thread to log what it could
+/// not deliver.
+const FINISH_SLACK: Duration = Duration::from_millis(200);
 
 /// The session's push notifications: its rules, configs and queue.
 pub struct Push {
@@ -45,8 +53,15 @@ pub struct Push {
     budget: Arc<Budget>,
     configs: Mutex<Registry>,
     queue: Mutex<Queue>,
-    /// Notified when an update is queued.
-    queued: Condvar,
+    /// The delivery thread's wake-up: armed when an update is queued, written once the engine
+    /// lock is released (its waker goes with the engine's other wakes).
+    wake: Arc<wake::Pipe>,
+    /// Set when the session winds down ([`Push::finish`]): every exchange ends by then, and the
+    /// delivery thread with them.
+    closing: OnceLock<Instant>,
+    /// The delivery thread is done: what it could not deliver is logged.
+    finished: Mutex<bool>,
+    finished_cv: Condvar,
 }
 
 /// Why a config was not set.
@@ -73,17 +88,16 @@ impl std::fmt::Display for Refused {
 #[derive(Default)]
 struct Registry {
     tasks: BTreeMap<String, Held>,
-    count: usize,
-    next_seq: u64,
+    /// The next number of an end seen ([`Held::ended`]).
+    next_end: u64,
 }
 
 /// One task's configs.
 struct Held {
     configs: Vec<(Arc<Config>, Charge)>,
-    /// The task has ended: its configs are the first to give way at the bound.
-    ended: bool,
-    /// When its first config came, for which ended task gives way first.
-    seq: u64,
+    /// When the task was seen to end, in order of ends: its configs are the first to give way
+    /// at the bound, the task that ended longest ago first. `None` while it is live.
+    ended: Option<u64>,
     /// The task's answer as its 1.0 webhooks are sent it: chunks less a trailing newline held
     /// for the next, as a stream's reader gets them, so the chunks a receiver assembles are the
     /// answer `GetTask` shows (one trail for all its configs: they get the same chunks).
@@ -102,7 +116,7 @@ struct Delivery {
     task_id: String,
     context_id: String,
     config: Arc<Config>,
-    /// 1.0: the event; 0.3: the task as it stood (`Event::Task`).
+    /// 1.0: the event; 0.3: the task as it stood at the event (`Event::Task`).
     event: Arc<Event>,
     /// Failed attempts so far.
     attempt: u32,
@@ -120,7 +134,7 @@ impl Push {
         door: SocketAddr,
         budget: &Arc<Budget>,
     ) -> Result<Arc<Self>, String> {
-        let push = Self::new(allow, door, budget);
+        let push = Self::new(allow, door, budget)?;
         let delivering = push.clone();
         std::thread::Builder::new()
             .name("push".into())
@@ -130,7 +144,9 @@ impl Push {
     }
 
     /// [`Push::start`] without its thread.
-    fn new(allow: &[String], door: SocketAddr, budget: &Arc<Budget>) -> Arc<Self> {
+    fn new(allow: &[String], door: SocketAddr, budget: &Arc<Budget>) -> Result<Arc<Self>, String> {
+        let wake = wake::Pipe::new()
+            .map_err(|err| format!("cannot make the push thread's wake-up pipe: {err}"))?;
         let allow = allow
             .iter()
             .map(|host| {
@@ -138,14 +154,17 @@ impl Push {
                 bare.unwrap_or(host).to_ascii_lowercase()
             })
             .collect();
-        Arc::new(Self {
+        Ok(Arc::new(Self {
             allow,
             door,
             budget: Budget::share(budget, budget.limit() / 8),
             configs: Mutex::default(),
             queue: Mutex::default(),
-            queued: Condvar::new(),
-        })
+            wake: Arc::new(wake),
+            closing: OnceLock::new(),
+            finished: Mutex::new(false),
+            finished_cv: Condvar::new(),
+        }))
     }
 
     fn registry(&self) -> MutexGuard<'_, Registry> {
@@ -208,6 +227,30 @@ impl Push {
         Err(why)
     }
 
+    /// The session is winding down, its tasks ended: give what is queued a last chance — the
+    /// delivery thread tries every update at once, retries none, cuts every exchange at `grace`
+    /// and logs, per task and webhook, what was not delivered — and wait for that, a little past
+    /// `grace` at most (a thread stuck in a name lookup is left behind). Before the log closes.
+    pub fn finish(&self, grace: Duration) {
+        let until = Instant::now() + grace;
+        let _ = self.closing.set(until);
+        self.wake.arm();
+        self.wake.notify();
+        let mut finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        let give_up = until + FINISH_SLACK;
+        while !*finished {
+            let left = give_up.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            finished = self
+                .finished_cv
+                .wait_timeout(finished, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
     /// Set `config` on task `task_id` (the caller may see the task; `ended`: it has ended),
     /// replacing one of the same id.
     pub fn set(&self, task_id: &str, config: Config, ended: bool) -> Result<Arc<Config>, Refused> {
@@ -232,23 +275,20 @@ impl Push {
             {
                 return Err(Refused::PerTask);
             }
-            if registry.count >= MAX_CONFIGS && !registry.forget_oldest_ended() {
+            if registry.count() >= MAX_CONFIGS && !registry.forget_oldest_ended() {
                 return Err(Refused::Full(format!(
                     "busy: the session holds {MAX_CONFIGS} push configs, all for live tasks; delete some, or retry later"
                 )));
             }
         }
-        let seq = registry.next_seq;
-        registry.next_seq += 1;
+        let end = ended.then(|| end_number(&mut registry.next_end));
         let held = registry.tasks.entry(task_id.to_string()).or_insert(Held {
             configs: Vec::new(),
-            ended,
-            seq,
+            ended: end,
             trail: Trail::default(),
         });
         held.configs.retain(|(c, _)| c.id != config.id);
         held.configs.push((config.clone(), charge));
-        registry.count = registry.tasks.values().map(|h| h.configs.len()).sum();
         Ok(config)
     }
 
@@ -274,7 +314,6 @@ impl Push {
         if held.configs.is_empty() {
             registry.tasks.remove(task_id);
         }
-        registry.count -= usize::from(deleted);
         deleted
     }
 
@@ -285,17 +324,29 @@ impl Push {
         held.is_some_and(|h| h.configs.iter().any(|(c, _)| Arc::ptr_eq(c, config)))
     }
 
-    /// Queue `event` of `task` for each of its webhooks — a 1.0 config gets the event, a 0.3
-    /// config the task as it stands (`task_weight` bytes, as the budget counts it), at each
-    /// status change — and wake the delivery thread. Called under the engine lock: it takes the
-    /// configs' and the queue's locks, and waits on nothing.
-    pub fn publish(&self, task: &Task, event: &Arc<Event>, task_weight: usize) {
+    /// Queue `event` of `task` for each of its webhooks — a 1.0 config gets the event (a
+    /// `StreamResponse`; an artifact chunk shaped by the task's [`Trail`] first, as a stream's
+    /// reader gets it), a 0.3 config the task as it stands (0.3's payload is the Task object, at
+    /// every update; `task_weight` bytes, as the budget counts it) — and leave the delivery
+    /// thread's wake-up in `wakes` when it is not already on its way. Called under the engine
+    /// lock: it takes the configs' and the queue's locks, and waits on nothing, calls the kernel
+    /// for nothing.
+    pub fn publish(
+        &self,
+        task: &Task,
+        event: &Arc<Event>,
+        task_weight: usize,
+        wakes: &mut Vec<Waker>,
+    ) {
         let (configs, event) = {
             let mut registry = self.registry();
+            let registry = &mut *registry;
             let Some(held) = registry.tasks.get_mut(task.id.as_str()) else {
                 return;
             };
-            held.ended |= event.ends() && task.state.is_final();
+            if held.ended.is_none() && event.ends() && task.state.is_final() {
+                held.ended = Some(end_number(&mut registry.next_end));
+            }
             let shaped = match **event {
                 Event::Artifact { .. } => Arc::new(held.trail.shape((**event).clone())),
                 _ => event.clone(),
@@ -303,17 +354,18 @@ impl Push {
             let configs = held.configs.iter().map(|(c, _)| c.clone());
             (configs.collect::<Vec<_>>(), shaped)
         };
-        let status = matches!(*event, Event::Status { .. });
         let mut as_task = None;
         let now = Instant::now();
         let mut queue = self.queue();
         for config in configs {
+            if config.target.https {
+                continue;
+            }
             let event = match config.generation {
                 Generation::V1_0 => event.clone(),
-                Generation::V0_3 if status => as_task
+                Generation::V0_3 => as_task
                     .get_or_insert_with(|| Arc::new(Event::Task(task.clone())))
                     .clone(),
-                Generation::V0_3 => continue,
             };
             let charge = Charge::new(&self.budget);
             let weight = match &*event {
@@ -335,27 +387,45 @@ impl Push {
             });
         }
         drop(queue);
-        self.queued.notify_one();
+        if self.wake.arm() {
+            wakes.push(Waker::from(self.wake.clone()));
+        }
     }
 }
 
+/// What the session says, in the task's log, when `config` is set: an https webhook is kept and
+/// never delivered to. `None` for one it delivers to.
+pub fn undeliverable(config: &Config) -> Option<String> {
+    config.target.https.then(|| {
+        format!(
+            "push to {}: https, and mur has no TLS client: the config is kept, and no update is ever delivered to it (an http:// forwarder on an allowed host can relay to an https receiver)",
+            config.target.authority()
+        )
+    })
+}
+
 impl Registry {
+    /// How many configs the session holds.
+    fn count(&self) -> usize {
+        self.tasks.values().map(|h| h.configs.len()).sum()
+    }
+
     /// Forget the configs of the task that ended longest ago; whether there was one.
     fn forget_oldest_ended(&mut self) -> bool {
         let oldest = self
             .tasks
             .iter()
-            .filter(|(_, h)| h.ended)
-            .min_by_key(|(_, h)| h.seq)
-            .map(|(id, _)| id.clone());
-        let Some(id) = oldest else {
-            return false;
-        };
-        if let Some(held) = self.tasks.remove(&id) {
-            self.count -= held.configs.len();
-        }
-        true
+            .filter_map(|(id, h)| Some((h.ended?, id)))
+            .min()
+            .map(|(_, id)| id.clone());
+        oldest.is_some_and(|id| self.tasks.remove(&id).is_some())
     }
+}
+
+/// The number of an end seen now: ends are numbered in the order they are seen, from 1.
+fn end_number(next_end: &mut u64) -> u64 {
+    *next_end += 1;
+    *next_end
 }
 
 #[cfg(test)]

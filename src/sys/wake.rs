@@ -5,9 +5,9 @@
 //! closing or its `--task` finishing the moment it happens, and a launcher its entry member's
 //! exit, instead of at the next tick.
 
-use std::os::fd::{IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::Once;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 static READ: AtomicI32 = AtomicI32::new(-1);
@@ -68,4 +68,62 @@ pub fn drain(fd: RawFd) {
     let mut sink = [0u8; 64];
     // SAFETY: a live buffer of the given length; callers pass non-blocking descriptors.
     while unsafe { libc::read(fd, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
+}
+
+/// A wake-up of one waiter's own: a non-blocking self-pipe, with a flag so that however many
+/// times it is notified before the waiter looks, one byte is written. Used as a
+/// [`Waker`](std::task::Waker)
+/// (`std::task::Wake`), so whoever notifies under a lock that must not call the kernel can leave
+/// the write for after it is released.
+pub struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+    /// A byte is written or about to be, and the waiter has not yet [`Pipe::take`]n it.
+    armed: AtomicBool,
+}
+
+impl Pipe {
+    /// A new pipe; `Err` when no descriptor is left.
+    pub fn new() -> std::io::Result<Self> {
+        let (read, write) = super::pipe::nonblocking_pipe()?;
+        Ok(Self {
+            read,
+            write,
+            armed: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether a notification is to be written now: true for the first since the waiter last
+    /// took one, whose caller then writes it ([`Pipe::notify`], or its waker later).
+    pub fn arm(&self) -> bool {
+        !self.armed.swap(true, Ordering::SeqCst)
+    }
+
+    /// Write the byte. Errors are ignored: a full pipe already holds a wake-up.
+    pub fn notify(&self) {
+        // SAFETY: a one-byte buffer that outlives the call, on a descriptor this pipe owns.
+        unsafe { libc::write(self.write.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+    }
+
+    /// The end to poll for readability.
+    pub fn fd(&self) -> RawFd {
+        self.read.as_raw_fd()
+    }
+
+    /// Drain the pipe and disarm it: the waiter looks at what it waits for right after, so a
+    /// notification that arms it again from now on is not lost.
+    pub fn take(&self) {
+        drain(self.read.as_raw_fd());
+        self.armed.store(false, Ordering::SeqCst);
+    }
+}
+
+impl std::task::Wake for Pipe {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.notify();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.notify();
+    }
 }

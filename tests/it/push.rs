@@ -32,6 +32,11 @@ struct Got {
 
 /// A receiver on 127.0.0.1 answering 200 to every POST; what it got, in order.
 fn receiver() -> (String, Receiver<Got>) {
+    receiver_after(Duration::ZERO)
+}
+
+/// A receiver on 127.0.0.1 answering 200 to every POST after `delay`; what it got, in order.
+fn receiver_after(delay: Duration) -> (String, Receiver<Got>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "http://127.0.0.1:{}/hook?k=v",
@@ -44,6 +49,7 @@ fn receiver() -> (String, Receiver<Got>) {
             let Some(got) = read_request(&mut stream) else {
                 continue;
             };
+            thread::sleep(delay);
             let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
             if tx.send(got).is_err() {
                 return;
@@ -265,22 +271,93 @@ fn a_receiver_on_an_allowed_host_gets_every_update_of_a_1_0_task() {
 }
 
 #[test]
-fn a_receiver_of_a_0_3_config_gets_the_task_at_each_status_change() {
+fn configs_are_shown_without_their_secrets_and_one_not_found_is_named() {
     let home = Home::new();
     let session = on_loopback(&home);
-    // 0.3: the config with the send; each status change delivers the task as it stands.
+    let task = session.send(None, "x", true);
+    let id = task["id"].as_str().unwrap().to_string();
+    let url = "http://127.0.0.1:9/hook";
+    let set = session.call(
+        None,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "c1", "url": url, "token": "tok-3",
+            "authentication": {"scheme": "Bearer", "credentials": "cred-3"}}),
+    );
+    let got = session.call(
+        None,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "c1"}),
+    );
+    let listed = session.call(
+        None,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    );
+    let old = session.call(
+        None,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": id, "pushNotificationConfigId": "c1"}),
+    );
+    // Shown without its token and credentials, to whoever asks; the scheme is no secret.
+    for shown in [&set, &got, &listed, &old] {
+        let text = shown.to_string();
+        assert!(
+            text.contains(url) && !text.contains("tok-3") && !text.contains("cred-3"),
+            "a config is shown without its secrets: {text}"
+        );
+    }
+    assert_eq!(set["authentication"], json!({"scheme": "Bearer"}), "{set}");
+    session.call(
+        None,
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "c1"}),
+    );
+    let gone = session.rpc(
+        None,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "c1"}),
+    );
+    let message = gone["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("'c1'") && message.contains(&id),
+        "a config not found is named with its task: {message}"
+    );
+}
+
+#[test]
+fn a_receiver_of_a_0_3_config_gets_the_task_at_every_update() {
+    let home = Home::new();
+    let session = on_loopback(&home);
+    // 0.3: the config with the send; each update (status change or artifact) delivers the task
+    // as it stands — 0.3's push payload is the Task object.
     let (url, rx) = receiver();
     let mut params = send_params(&["b"], false);
     params["configuration"]["pushNotificationConfig"] =
         json!({"id": "c1", "url": url, "token": "tok-2"});
     let task = session.call(None, "message/send", params);
     let id = task["id"].as_str().unwrap().to_string();
-    let got = updates_until(&rx, |b| b["status"]["state"] == "completed");
+    let mut got = updates_until(&rx, |b| b["status"]["state"] == "completed");
+    // The last artifact, then the final status: the task, completed, both times.
+    got.push(rx.recv_timeout(WAIT).expect("the final status too"));
     let states: Vec<&str> = got
         .iter()
         .map(|g| g.body["status"]["state"].as_str().unwrap())
         .collect();
-    assert_eq!(states, ["working", "completed"]);
+    assert_eq!(states[0], "working", "{states:?}");
+    assert!(
+        states.len() >= 4,
+        "a working status, the streamed chunk(s), the last artifact and the final status: {states:?}"
+    );
+    assert_eq!(
+        states[states.len() - 2..],
+        ["completed", "completed"],
+        "{states:?}"
+    );
+    let chunked = got.iter().any(|g| {
+        g.body["status"]["state"] == "working"
+            && g.body["artifacts"][0]["parts"][0]["text"] == "one b"
+    });
+    assert!(chunked, "a streamed chunk delivered the task as it stood");
     for update in &got {
         assert_eq!(
             (update.body["kind"].as_str(), update.body["id"].as_str()),
@@ -392,19 +469,6 @@ fn webhooks_at_addresses_no_receiver_may_be_at_are_never_connected_to() {
             .as_str()
             .unwrap()
             .contains("own door"),
-        "{answer}"
-    );
-    // https is refused by name: mur has no TLS.
-    let answer = session.rpc(
-        None,
-        "CreateTaskPushNotificationConfig",
-        json!({"taskId": task["id"], "url": "https://hooks.example.com/"}),
-    );
-    assert!(
-        answer["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no TLS"),
         "{answer}"
     );
 }
@@ -520,4 +584,99 @@ fn a_caller_reaches_only_the_configs_of_its_own_tasks() {
         json!({"id": id}),
     );
     assert_eq!(refused.status, 403, "{}", refused.text());
+}
+
+#[test]
+fn a_session_stopped_right_after_a_task_ends_still_delivers_its_final_update() {
+    let home = Home::new();
+    let mut session = on_loopback(&home);
+    // Each update takes the receiver 250 ms: when the blocking send returns, the task's last
+    // updates are still queued behind the earlier ones.
+    let (url, rx) = receiver_after(Duration::from_millis(250));
+    let mut params = v1_send(json!([{"text": "late"}]));
+    params["configuration"] = json!({"taskPushNotificationConfig": {"url": url}});
+    let task = session.call(None, "SendMessage", params)["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    session.signal(libc::SIGTERM);
+    session.wait_exit(Duration::from_secs(10));
+    let mut got = Vec::new();
+    while let Ok(update) = rx.recv_timeout(Duration::from_secs(3)) {
+        got.push(update.body);
+    }
+    let last = got.last().expect("the receiver got updates");
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "the final update reached the receiver after the stop began: {got:?}"
+    );
+}
+
+#[test]
+fn a_receiver_that_never_answers_does_not_hold_up_the_stop_and_what_it_missed_is_logged() {
+    let home = Home::new();
+    let mut session = on_loopback(&home);
+    let stuck = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = stuck.local_addr().unwrap().port();
+    let mut params = v1_send(json!([{"text": "stuck"}]));
+    params["configuration"] = json!({"taskPushNotificationConfig": {
+        "url": format!("http://127.0.0.1:{port}/secret-path"), "token": "tok-never-logged"}});
+    let task = session.call(None, "SendMessage", params)["task"].clone();
+    let id = task["id"].as_str().unwrap().to_string();
+    let began = Instant::now();
+    session.signal(libc::SIGTERM);
+    session.wait_exit(Duration::from_secs(10));
+    let took = began.elapsed();
+    assert!(
+        took < Duration::from_millis(2500),
+        "the stop waited {took:?} for a receiver that never answers"
+    );
+    let logs = home.mur(&["logs", &session.id]).stdout;
+    let missed = format!("push to 127.0.0.1:{port}: ");
+    assert!(
+        logs.lines().any(|l| l.starts_with(&id)
+            && l.contains(&missed)
+            && l.contains("update(s) not delivered: the session ended")),
+        "every update not delivered is logged with its task and webhook: {logs}"
+    );
+    assert!(
+        !logs.contains("tok-never-logged") && !logs.contains("secret-path"),
+        "{logs}"
+    );
+    drop(stuck);
+}
+
+#[test]
+fn an_https_webhook_is_kept_said_in_the_log_and_never_delivered_to() {
+    let home = Home::new();
+    let session = on_loopback(&home);
+    let (listener, port) = untouched();
+    let url = format!("https://127.0.0.1:{port}/hook");
+    // With a send, and set afterwards: both kept, both said in the task's log.
+    let mut params = v1_send(json!([{"text": "secure"}]));
+    params["configuration"] = json!({"taskPushNotificationConfig": {"url": url, "id": "in-send"}});
+    let task = session.call(None, "SendMessage", params)["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let id = task["id"].as_str().unwrap().to_string();
+    let set = session.call(
+        None,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "later", "url": url}),
+    );
+    assert_eq!(set["url"], url.as_str(), "{set}");
+    let listed = session.call(
+        None,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    );
+    assert_eq!(listed["configs"].as_array().unwrap().len(), 2, "{listed}");
+    let said = format!("push to 127.0.0.1:{port}: https, and mur has no TLS client");
+    wait_until(WAIT, "both https configs said in the log", || {
+        let logs = home.mur(&["logs", &session.id]).stdout;
+        logs.lines()
+            .filter(|l| l.starts_with(&id) && l.contains(&said))
+            .count()
+            == 2
+    });
+    // The task's updates, queued for neither: its allowed host is never connected to.
+    thread::sleep(Duration::from_millis(300));
+    assert_never_connected(&listener);
 }

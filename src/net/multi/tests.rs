@@ -3,6 +3,8 @@ use crate::net::client::MAX_RESPONSE_BYTES;
 use std::net::{Shutdown, TcpListener};
 use std::thread;
 
+use crate::sys::wake;
+
 const SHORT: Deadlines = Deadlines {
     connect: Duration::from_secs(2),
     response: Duration::from_millis(600),
@@ -249,19 +251,32 @@ fn an_exchange_shows_its_address_and_not_its_request() {
 fn a_job_added_while_a_stuck_one_is_in_flight_is_answered_before_that_ends() {
     let stuck = door(|_| thread::sleep(Duration::from_secs(5)));
     let quick = door(|conn| write(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+    let wake = std::sync::Arc::new(wake::Pipe::new().unwrap());
     let began = Instant::now();
     let mut answered: Vec<(usize, Duration)> = Vec::new();
     let mut asked = 0;
-    let jobs = std::cell::Cell::new(1);
+    let looked = std::cell::Cell::new(0);
+    let added = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (adder, add) = (wake.clone(), added.clone());
+    // The second job comes once the first is in flight, and says so through the pipe.
+    thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        add.store(true, std::sync::atomic::Ordering::SeqCst);
+        if adder.arm() {
+            adder.notify();
+        }
+    });
     run_growing(
         SHORT,
-        Some(Duration::from_millis(10)),
+        Some(&wake),
+        16,
         || {
-            // The second job comes once the first is in flight.
-            if began.elapsed() > Duration::from_millis(50) {
-                jobs.set(2);
+            looked.set(looked.get() + 1);
+            Grown {
+                jobs: 1 + usize::from(added.load(std::sync::atomic::Ordering::SeqCst)),
+                recheck: None,
+                until: None,
             }
-            jobs.get()
         },
         |job, answer| match answer {
             None => {
@@ -284,4 +299,45 @@ fn a_job_added_while_a_stuck_one_is_in_flight_is_answered_before_that_ends() {
         answered[1].0, 0,
         "the stuck one ends by its deadline: {answered:?}"
     );
+    // At the start, when woken, and once after each exchange ended: never on a timer, however
+    // long the stuck one hangs.
+    assert!(
+        looked.get() <= 4,
+        "jobs were looked for {} times",
+        looked.get()
+    );
+}
+
+#[test]
+fn a_recheck_that_falls_due_is_looked_at_and_most_bounds_what_is_in_flight() {
+    let slow = door(|conn| {
+        thread::sleep(Duration::from_millis(200));
+        write(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    });
+    let wake = wake::Pipe::new().unwrap();
+    let began = Instant::now();
+    let at = began + Duration::from_millis(100);
+    let mut ended: Vec<Duration> = Vec::new();
+    run_growing(
+        SHORT,
+        Some(&wake),
+        2,
+        || Grown {
+            // Two jobs, and two more once `at` has passed: nobody wakes the loop for them.
+            jobs: if Instant::now() >= at { 4 } else { 2 },
+            recheck: (Instant::now() < at).then_some(at),
+            until: None,
+        },
+        |_, answer| match answer {
+            None => Some(get(slow)),
+            Some(answer) => {
+                assert!(answer.is_ok(), "{answer:?}");
+                ended.push(began.elapsed());
+                None
+            }
+        },
+    );
+    assert_eq!(ended.len(), 4, "{ended:?}");
+    // Two at a time: the last two start only once the first two have ended.
+    assert!(ended[2] >= Duration::from_millis(400), "{ended:?}");
 }

@@ -35,6 +35,23 @@ fn every_address_a_webhook_could_turn_against_the_host_is_classified() {
         ("::ffff:10.0.0.1", "private"),
         ("64:ff9b::a00:1", "private"),
         ("::127.0.0.1", "loopback"),
+        ("64:ff9b::7f00:1", "loopback"),
+        ("64:ff9b::a9fe:a9fe", "link-local"),
+        ("192.0.0.1", "IETF protocol assignments (192.0.0.0/24)"),
+        ("192.0.0.255", "IETF protocol assignments (192.0.0.0/24)"),
+        ("198.18.0.1", "benchmarking (198.18.0.0/15)"),
+        ("198.19.255.255", "benchmarking (198.18.0.0/15)"),
+        ("64:ff9b:1::1", "local-use NAT64 (64:ff9b:1::/48)"),
+        (
+            "64:ff9b:1:ffff::808:808",
+            "local-use NAT64 (64:ff9b:1::/48)",
+        ),
+        // 6to4: refused, as the IPv4 address it carries when that one is forbidden.
+        ("2002:7f00:1::1", "loopback"),
+        ("2002:a9fe:a9fe::", "link-local"),
+        ("2002:c0a8:101::1", "private"),
+        ("2002:808:808::1", "6to4 (2002::/16)"),
+        ("::ffff:198.18.0.1", "benchmarking (198.18.0.0/15)"),
     ] {
         assert_eq!(forbidden(ip(addr)), Some(why), "{addr}");
     }
@@ -49,6 +66,13 @@ fn every_address_a_webhook_could_turn_against_the_host_is_classified() {
         "2606:4700::1111",
         "::ffff:8.8.8.8",
         "64:ff9b::808:808",
+        "192.0.1.1",
+        "191.255.255.255",
+        "198.17.255.255",
+        "198.20.0.1",
+        "64:ff9b:2::1",
+        "2001:db9::1",
+        "2003::1",
     ] {
         assert_eq!(forbidden(ip(public)), None, "{public}");
     }
@@ -70,8 +94,15 @@ fn webhook_urls_are_read_strictly() {
     assert_eq!(url.authority(), "[::1]:80");
     assert_eq!(url.literal(), Some(ip("::1")));
     assert_eq!(parse("http://10.0.0.1?x").unwrap().path, "/?x");
+    let secure = parse("HTTPS://Hooks.Example.com/x").unwrap();
+    assert!(
+        secure.https,
+        "https is read, marked never to be delivered to"
+    );
+    assert_eq!(secure.authority(), "hooks.example.com:443");
+    assert!(!parse("http://h/").unwrap().https);
+    assert_eq!(parse("https://h:8443/").unwrap().port, 8443);
     for (bad, says) in [
-        ("https://hooks.example.com/", "no TLS"),
         ("ftp://hooks.example.com/", "only http://"),
         ("hooks.example.com/x", "not an absolute URL"),
         ("http://user:pw@hooks.example.com/", "userinfo"),

@@ -57,10 +57,13 @@ impl Door {
                     None => configs.first(),
                 };
                 let config = found.ok_or_else(|| {
-                    RpcError::new(
-                        rpc::TASK_NOT_FOUND,
-                        "push notification config not found for this task",
-                    )
+                    let missing = match &wanted {
+                        Some(id) => {
+                            format!("push notification config '{id}' not found for task '{task}'")
+                        }
+                        None => format!("task '{task}' has no push notification config"),
+                    };
+                    RpcError::new(rpc::TASK_NOT_FOUND, missing)
                 })?;
                 Ok(config.render(&task, generation))
             }
@@ -119,12 +122,16 @@ fn set(push: &Push, task: &str, config: Config, state: State) -> Result<Value, R
     };
     checked(push, &config, at)?;
     let generation = config.generation;
+    let said = super::super::push::undeliverable(&config);
     let set = push
         .set(task, config, state.is_final())
         .map_err(|refused| match refused {
             Refused::PerTask => RpcError::invalid("params", refused),
             Refused::Full(why) => RpcError::new(BUDGET_FULL, why),
         })?;
+    if let Some(line) = said {
+        super::super::log::event(task, &line);
+    }
     Ok(set.render(task, generation))
 }
 

@@ -1,8 +1,17 @@
 //! The delivery thread: takes the updates that are due from the queue and POSTs them — every
 //! webhook at once, non-blocking, on one `poll` loop ([`crate::net::multi::run_growing`]), each
-//! exchange under its own deadlines ([`DEADLINES`]); updates that fall due while exchanges are
-//! in flight join within [`TICK`]. A receiver that never answers costs one connection until its
-//! deadline, never a thread, and holds back no other receiver's updates.
+//! exchange under its own deadlines ([`DEADLINES`]). A receiver that never answers costs one
+//! connection until its deadline, never a thread, and holds back no other receiver's updates.
+//!
+//! The queue is read again only when something may have changed there: an update was queued
+//! (the publisher arms the thread's wake-up pipe, written once the engine lock is released),
+//! an exchange ended (its job may take more, a failure put its updates back), or a retry falls
+//! due — never on a timer, so webhooks that hang cost the door nothing while they hang.
+//!
+//! Bounds, so that no webhook holds back another: at most [`IN_FLIGHT`] exchanges at once, at
+//! most [`PER_JOB`] updates taken by one webhook's job (the rest wait in the queue, in order,
+//! for its next read), at most [`JOBS`] jobs in one round — a round takes new jobs while others
+//! are in flight, and ends when none is.
 //!
 //! A webhook's updates go out in the order they happened: one exchange at a time per webhook,
 //! and an update waiting to be retried holds back the later ones of its webhook. A failed
@@ -12,7 +21,7 @@
 //! may carry a secret of the client's), token or credentials.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +30,7 @@ use super::{Delivery, Push};
 use crate::a2a::push::Config;
 use crate::a2a::version::Generation;
 use crate::net::client::{Deadlines, Request};
-use crate::net::multi::{self, Answer, Exchange};
+use crate::net::multi::{self, Answer, Exchange, Grown};
 use crate::session::log;
 
 /// Each exchange's deadlines: the connection, then the whole answer (the spec recommends 10 to
@@ -32,20 +41,21 @@ pub const DEADLINES: Deadlines = Deadlines {
 };
 /// Attempts per update before it is given up.
 pub const ATTEMPTS: u32 = 4;
-/// The most webhooks served in one round.
-const ROUND: usize = 1024;
+/// The most exchanges in flight at once.
+pub const IN_FLIGHT: usize = 1024;
+/// The most jobs one round takes (a job is one webhook's run of updates).
+pub const JOBS: usize = 16_384;
+/// The most updates one job holds: a webhook with more has them taken as it goes.
+pub const PER_JOB: usize = 64;
 /// How long the thread sleeps with nothing due, at most (a retry's backoff is shorter).
 const IDLE: Duration = Duration::from_secs(5);
 
-/// How long a round's loop waits at most before it looks for new updates.
-const TICK: Duration = Duration::from_millis(20);
-
 /// One webhook's updates, in order, and where they go.
 struct Job {
+    /// Its webhook's [`key`].
+    key: usize,
     to: SocketAddr,
     items: VecDeque<Delivery>,
-    /// Its last exchange has ended and it asked for none after: new updates start a new job.
-    done: bool,
 }
 
 /// The jobs of one round: it lasts while any exchange is in flight, taking the updates that
@@ -53,92 +63,127 @@ struct Job {
 #[derive(Default)]
 struct Round {
     jobs: Vec<Job>,
+    /// The jobs still going, by their webhook's config (its address: the job holds the config,
+    /// so no other config has it meanwhile): new updates of that webhook join them.
+    going: HashMap<usize, usize>,
+}
+
+/// The identity of a webhook's config, while something holds it.
+fn key(config: &Arc<Config>) -> usize {
+    Arc::as_ptr(config) as usize
 }
 
 /// The thread's life: rounds, for as long as the session lives; between them it sleeps until an
-/// update is queued or a retry falls due.
+/// update is queued or a retry falls due. Once the session winds down ([`Push::finish`]), a
+/// last round at most until its end; then what is left is logged, and the thread ends.
 pub(super) fn run(push: &Arc<Push>) {
     loop {
+        push.wake.take();
+        let closing = push.closing.get().copied();
+        if closing.is_some_and(|until| Instant::now() >= until) {
+            break;
+        }
         let round = RefCell::new(Round::default());
-        if !round.borrow_mut().take_due(push) {
-            wait(push);
+        let first = round.borrow_mut().take_due(push);
+        if round.borrow().jobs.is_empty() {
+            if closing.is_some() {
+                break;
+            }
+            wait(push, first.recheck);
             continue;
         }
         multi::run_growing(
             DEADLINES,
-            Some(TICK),
-            || {
-                let mut round = round.borrow_mut();
-                round.take_due(push);
-                round.jobs.len()
-            },
+            Some(&push.wake),
+            IN_FLIGHT,
+            || round.borrow_mut().take_due(push),
             |j, answer| round.borrow_mut().step(push, j, answer),
         );
     }
+    let left: Vec<Delivery> = push.queue().items.drain(..).collect();
+    not_delivered(&left, "the session ended first");
+    *push.finished.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    push.finished_cv.notify_all();
 }
 
-/// Sleep until an update is queued, or the earliest retry falls due (at most [`IDLE`]); and
-/// say how many updates were dropped for want of room, if any.
-fn wait(push: &Push) {
-    let mut queue = push.queue();
-    let dropped = std::mem::take(&mut queue.dropped);
-    if dropped > 0 {
-        drop(queue);
-        let line = format!("{dropped} update(s) dropped: the push queue was full");
-        log::event("push", &line);
-        return;
+/// Log `updates`, which were not delivered because `why`: one line per task and webhook, naming
+/// its host and port and how many.
+fn not_delivered(updates: &[Delivery], why: &str) {
+    let mut counted: BTreeMap<(&str, String), usize> = BTreeMap::new();
+    for update in updates {
+        let webhook = update.config.target.authority();
+        *counted
+            .entry((update.task_id.as_str(), webhook))
+            .or_default() += 1;
     }
-    let now = Instant::now();
-    let wait = queue
-        .items
-        .iter()
-        .map(|d| d.due.saturating_duration_since(now))
-        .min()
-        .unwrap_or(IDLE);
-    if wait.is_zero() {
-        return;
+    for ((task, webhook), n) in counted {
+        let line = format!("push to {webhook}: {n} update(s) not delivered: {why}");
+        log::event(task, &line);
     }
-    let _ = push.queued.wait_timeout(queue, wait);
+}
+
+/// Sleep until an update is queued, or `until` (the earliest retry) passes — at most [`IDLE`].
+fn wait(push: &Push, until: Option<Instant>) {
+    let timeout = until.map_or(IDLE, |at| {
+        at.saturating_duration_since(Instant::now()).min(IDLE)
+    });
+    // A failed poll is a plain wait: the loop looks at the queue again either way.
+    if crate::sys::poll::poll_fds(&[push.wake.fd()], timeout).is_err() {
+        std::thread::sleep(timeout);
+    }
 }
 
 impl Round {
     /// Take every due update whose webhook has nothing earlier still waiting: onto its
-    /// webhook's job while that job goes on, else into a new job (at most [`ROUND`] in a
-    /// round), its host resolved and checked — a webhook refused has its updates dropped and
-    /// says so once in its task's log. Updates of a deleted webhook are dropped. Whether any
-    /// was taken.
-    fn take_due(&mut self, push: &Push) -> bool {
+    /// webhook's job while that job goes on (up to [`PER_JOB`]), else into a new job (at most
+    /// [`JOBS`] in a round), its host resolved and checked — a webhook refused has its updates
+    /// dropped and says so once in its task's log. Updates of a deleted webhook are dropped.
+    /// The jobs so far, and when the earliest update left waiting for its time falls due. Once
+    /// the session winds down every update is due, a last chance, until its end.
+    fn take_due(&mut self, push: &Push) -> Grown {
+        let until = push.closing.get().copied();
         let now = Instant::now();
+        // Waiting for its time: a retry's backoff, while the session lives.
+        let waits = |item: &Delivery| until.is_none() && item.due > now;
         let mut fresh: Vec<VecDeque<Delivery>> = Vec::new();
-        let mut taken = 0;
-        {
+        let mut fresh_of: HashMap<usize, usize> = HashMap::new();
+        let mut recheck: Option<Instant> = None;
+        let dropped = {
             let mut queue = push.queue();
-            let mut held_back: Vec<Arc<Config>> = Vec::new();
+            let mut held_back: HashSet<usize> = HashSet::new();
             let mut kept = VecDeque::new();
             for item in queue.items.drain(..) {
-                let same = |c: &Arc<Config>| Arc::ptr_eq(c, &item.config);
-                let going = self
-                    .jobs
-                    .iter_mut()
-                    .find(|j| !j.done && same(&j.items[0].config));
-                if held_back.iter().any(same) || item.due > now {
-                    held_back.push(item.config.clone());
-                    kept.push_back(item);
-                } else if let Some(job) = going {
-                    job.items.push_back(item);
-                    taken += 1;
-                } else if let Some(new) = fresh.iter_mut().find(|f| same(&f[0].config)) {
-                    new.push_back(item);
-                    taken += 1;
-                } else if self.jobs.len() + fresh.len() < ROUND {
+                let key = key(&item.config);
+                if held_back.contains(&key) || waits(&item) {
+                    if waits(&item) {
+                        recheck = Some(recheck.map_or(item.due, |r| r.min(item.due)));
+                    }
+                } else if let Some(&j) = self.going.get(&key) {
+                    let job = &mut self.jobs[j].items;
+                    if job.len() < PER_JOB {
+                        job.push_back(item);
+                        continue;
+                    }
+                } else if let Some(&f) = fresh_of.get(&key) {
+                    if fresh[f].len() < PER_JOB {
+                        fresh[f].push_back(item);
+                        continue;
+                    }
+                } else if self.jobs.len() + fresh.len() < JOBS {
+                    fresh_of.insert(key, fresh.len());
                     fresh.push(VecDeque::from([item]));
-                    taken += 1;
-                } else {
-                    held_back.push(item.config.clone());
-                    kept.push_back(item);
+                    continue;
                 }
+                // Not taken: neither are the later ones of its webhook, so they stay in order.
+                held_back.insert(key);
+                kept.push_back(item);
             }
             queue.items = kept;
+            std::mem::take(&mut queue.dropped)
+        };
+        if dropped > 0 {
+            let line = format!("{dropped} update(s) dropped: the push queue was full");
+            log::event("push", &line);
         }
         for mut items in fresh {
             items.retain(|d| push.current(&d.task_id, &d.config));
@@ -147,11 +192,11 @@ impl Round {
             };
             let url = &first.config.target;
             match push.target(url) {
-                Ok(to) => self.jobs.push(Job {
-                    to,
-                    items,
-                    done: false,
-                }),
+                Ok(to) => {
+                    let key = key(&first.config);
+                    self.going.insert(key, self.jobs.len());
+                    self.jobs.push(Job { key, to, items });
+                }
                 Err(why) => log::event(
                     &first.task_id,
                     &format!(
@@ -162,29 +207,42 @@ impl Round {
                 ),
             }
         }
-        taken > 0
+        Grown {
+            jobs: self.jobs.len(),
+            recheck,
+            until,
+        }
     }
 
     /// Job `j`'s next exchange, after `answer` to its last one: the next update once the last
-    /// was taken; none once it failed (it and the rest go back to the queue: [`failed`]).
+    /// was taken; none once it failed (it and the rest go back to the queue: [`failed`]). A job
+    /// with nothing left is done: its webhook's next updates start a new one.
     fn step(&mut self, push: &Push, j: usize, answer: Option<Answer>) -> Option<Exchange> {
         let job = &mut self.jobs[j];
-        if let Some(answer) = answer {
-            let sent = job.items.pop_front()?;
-            if let Err(why) = accepted(answer) {
-                failed(push, sent, job, &why);
-            }
+        if let Some(answer) = answer
+            && let Some(sent) = job.items.pop_front()
+            && let Err(why) = accepted(answer)
+        {
+            failed(push, sent, job, &why);
         }
         let next = job.items.front().map(|d| exchange(d, job.to));
-        job.done = next.is_none();
+        if next.is_none() && self.going.get(&job.key) == Some(&j) {
+            self.going.remove(&job.key);
+        }
         next
     }
 }
 
 /// An update that failed, and those of its webhook behind it: back to the queue after a
 /// backoff (1, 2, 4 s), or — its attempts spent — given up and logged (the ones behind it are
-/// tried on).
+/// tried on). Once the session winds down, none is tried again: all are logged.
 fn failed(push: &Push, mut sent: Delivery, job: &mut Job, why: &str) {
+    if push.closing.get().is_some() {
+        job.items.push_front(sent);
+        let lost: Vec<Delivery> = job.items.drain(..).collect();
+        not_delivered(&lost, &format!("the session ended ({why})"));
+        return;
+    }
     let host = sent.config.target.authority();
     sent.attempt += 1;
     let due = Instant::now() + Duration::from_secs(1 << (sent.attempt - 1).min(8));
@@ -247,3 +305,6 @@ fn exchange(update: &Delivery, to: SocketAddr) -> Exchange {
         request: request.encode_for(&config.target.authority()),
     }
 }
+
+#[cfg(test)]
+mod tests;

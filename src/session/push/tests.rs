@@ -4,21 +4,21 @@ use super::*;
 use crate::a2a::task::State;
 use crate::id::TaskId;
 
-fn push(allow: &[&str], budget: usize) -> Arc<Push> {
+pub(super) fn push(allow: &[&str], budget: usize) -> Arc<Push> {
     let allow: Vec<String> = allow.iter().map(|s| s.to_string()).collect();
     let door = "127.0.0.1:4000".parse().unwrap();
     // No delivery thread: what is queued stays to be read.
-    Push::new(&allow, door, &Budget::new(budget))
+    Push::new(&allow, door, &Budget::new(budget)).unwrap()
 }
 
-fn config(id: &str, url: &str, generation: Generation) -> Config {
+pub(super) fn config(id: &str, url: &str, generation: Generation) -> Config {
     let params = json!({"taskId": "t", "id": id, "url": url});
     let mut config = crate::a2a::push::set(&params, Generation::V1_0).unwrap().1;
     config.generation = generation;
     config
 }
 
-fn task(state: State) -> Task {
+pub(super) fn task(state: State) -> Task {
     Task {
         id: TaskId::mint().unwrap(),
         context_id: "ctx".into(),
@@ -110,9 +110,19 @@ fn updates_are_queued_for_each_webhook_in_its_generations_shape() {
         append: false,
         last: false,
     });
-    push.publish(&working, &artifact, 0);
-    push.publish(&working, &status, 0);
-    push.publish(&task(State::Working), &status, 0);
+    let mut wakes = Vec::new();
+    push.publish(&working, &artifact, 0, &mut wakes);
+    assert_eq!(wakes.len(), 1, "the first update queued wakes the thread");
+    push.publish(&working, &status, 0, &mut wakes);
+    push.publish(&task(State::Working), &status, 0, &mut wakes);
+    assert_eq!(wakes.len(), 1, "until it looks, once is enough");
+    push.wake.take();
+    push.publish(&working, &status, 0, &mut wakes);
+    assert_eq!(
+        wakes.len(),
+        2,
+        "once it has looked, the next update wakes it again"
+    );
     let queue = push.queue();
     let shapes: Vec<(&str, &str)> = queue
         .items
@@ -126,10 +136,17 @@ fn updates_are_queued_for_each_webhook_in_its_generations_shape() {
             (d.config.id.as_str(), kind)
         })
         .collect();
-    // 0.3 gets the task at a status change only; a task without configs queues nothing.
+    // 0.3 gets the task at every update; a task without configs queues nothing.
     assert_eq!(
         shapes,
-        [("new", "artifact"), ("new", "status"), ("old", "task")]
+        [
+            ("new", "artifact"),
+            ("old", "task"),
+            ("new", "status"),
+            ("old", "task"),
+            ("new", "status"),
+            ("old", "task")
+        ]
     );
 }
 
@@ -157,5 +174,44 @@ fn an_allowed_host_opens_its_addresses_but_never_the_door() {
     assert_eq!(
         push.target(&url("http://127.0.0.1:9/")).unwrap(),
         "127.0.0.1:9".parse().unwrap()
+    );
+}
+
+#[test]
+fn at_the_bound_the_task_that_ended_longest_ago_gives_way_and_live_ones_never() {
+    let push = push(&[], 1 << 30);
+    let (first, second) = (task(State::Completed), task(State::Completed));
+    let (first_id, second_id) = (first.id.to_string(), second.id.to_string());
+    let url = "http://h.example/";
+    // `first` is set first, while live; `second` after it, but ends first.
+    push.set(&first_id, config("a", url, Generation::V1_0), false)
+        .unwrap();
+    push.set(&second_id, config("b", url, Generation::V1_0), false)
+        .unwrap();
+    let end = Arc::new(Event::Status {
+        state: State::Completed,
+        message: None,
+        timestamp: 0,
+        settled: true,
+    });
+    push.publish(&second, &end, 0, &mut Vec::new());
+    push.publish(&first, &end, 0, &mut Vec::new());
+    for i in 2..MAX_CONFIGS {
+        let live = format!("live{}", i / MAX_PER_TASK);
+        push.set(&live, config(&i.to_string(), url, Generation::V1_0), false)
+            .unwrap();
+    }
+    assert_eq!(push.registry().count(), MAX_CONFIGS);
+    push.set("new1", config("n", url, Generation::V1_0), false)
+        .unwrap();
+    assert!(push.list(&second_id).is_empty(), "ended first: gave way");
+    assert_eq!(push.list(&first_id).len(), 1, "ended later: kept");
+    push.set("new2", config("n", url, Generation::V1_0), false)
+        .unwrap();
+    assert!(push.list(&first_id).is_empty());
+    let refused = push.set("new3", config("n", url, Generation::V1_0), false);
+    assert!(
+        matches!(refused, Err(Refused::Full(_))),
+        "every holder is live now"
     );
 }

@@ -173,7 +173,7 @@ impl LiveTask {
         let wakes = &mut out.due.wakes;
         self.feeds.retain(|feed| feed.push(event.clone(), wakes));
         if let Some(push) = &out.push {
-            push.publish(&self.task, &event, self.charge.bytes());
+            push.publish(&self.task, &event, self.charge.bytes(), &mut out.due.wakes);
         }
         out.sight(|| self.sight(Some(event)));
     }

@@ -53,15 +53,24 @@ pub(super) struct Due {
 
 impl Outbox {
     /// Set `config` on new or continued task `task_id`, when push notifications are on: under
-    /// the engine lock, before the task's next event, so its receiver misses none.
-    pub(super) fn set_push(&self, task_id: &str, config: Option<Config>) -> Result<(), Refused> {
+    /// the engine lock, before the task's next event, so its receiver misses none. An https one
+    /// is said in the task's log, once the lock is released.
+    pub(super) fn set_push(
+        &mut self,
+        task_id: &str,
+        config: Option<Config>,
+    ) -> Result<(), Refused> {
         let (Some(push), Some(mut config)) = (&self.push, config) else {
             return Ok(());
         };
         config.name_for(task_id);
+        let said = super::super::push::undeliverable(&config);
         push.set(task_id, config, false)
-            .map(drop)
-            .map_err(|refused| Refused::Memory(refused.to_string()))
+            .map_err(|refused| Refused::Memory(refused.to_string()))?;
+        if let Some(line) = said {
+            self.due.logs.push((task_id.to_string(), line));
+        }
+        Ok(())
     }
 
     /// Tell every watcher the sighting `made` makes (made only when someone watches); a
