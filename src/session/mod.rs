@@ -214,9 +214,8 @@ fn session(options: &Options) -> Result<i32, String> {
         .and_then(SessionTasks::user)
         .map(|u| u.shown.clone());
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
-    engine.restore_named(options.name.as_deref());
     let undo = || engine.finish();
-    start_push(&declared, &addr, &engine).inspect_err(|_| undo())?;
+    restore_and_push(options, &declared, &addr, &engine).inspect_err(|_| undo())?;
     open_log(options, &session_id, lifeline.is_some()).inspect_err(|_| undo())?;
     let door = door(&declared, &session_id, &addr, &engine, &mut tokens);
     let (server, stop_door) = start_door(listener, &door).inspect_err(|_| {
@@ -323,6 +322,18 @@ fn await_witnesses() {
 
 /// Push notifications, when the manifest declares `network.push`: the delivery thread started
 /// and the engine told, before the door takes its first request.
+/// What the engine takes before the door opens: a named session's stored tasks (refused when
+/// the store is another capsule's), then push notifications when they are on.
+fn restore_and_push(
+    options: &Options,
+    declared: &Declared,
+    addr: &str,
+    engine: &Arc<Engine>,
+) -> Result<(), String> {
+    engine.restore_named(options.name.as_deref(), &declared.name)?;
+    start_push(declared, addr, engine)
+}
+
 fn start_push(declared: &Declared, addr: &str, engine: &Engine) -> Result<(), String> {
     if declared.push.on {
         let door = crate::net::client::parse_door_addr(addr)?;
