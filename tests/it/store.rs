@@ -242,8 +242,9 @@ fn the_journal_is_compacted_to_its_bound_while_the_session_runs() {
         send(n);
     });
     let thousand = fs::metadata(&journal).unwrap().len();
-    let last = (1000..2100).map(&mut send).last().unwrap();
-    // Past twice its bound, the writer rewrites it to the newest 1,000 (and what came since).
+    let last = (1000..4100).map(&mut send).last().unwrap();
+    // Past four times its bound, the writer rewrites it to the newest 1,000 (and what came
+    // since).
     wait_until(WAIT, "the journal to be compacted", || {
         fs::metadata(&journal).unwrap().len() < thousand * 3 / 2
     });
@@ -252,7 +253,7 @@ fn the_journal_is_compacted_to_its_bound_while_the_session_runs() {
     let listed = again.call(None, "ListTasks", json!({}));
     assert_eq!(listed["totalSize"], 1000, "{listed}");
     assert_eq!(listed["tasks"][0]["id"], last.as_str());
-    assert_eq!(artifact_text(&again.get_task(None, &last)), "task 2099");
+    assert_eq!(artifact_text(&again.get_task(None, &last)), "task 4099");
     let gone = again.rpc(None, "tasks/get", json!({"id": first}));
     assert!(gone.get("error").is_some(), "the oldest went: {gone}");
     assert!(!again.stderr().contains("compacted"), "{}", again.stderr());

@@ -106,8 +106,8 @@ impl Shared {
             drop(appender);
             let _ = self.dir.unlink(REWRITE);
             self.warn(&format!(
-                "cannot be compacted ({why}); it stays as it is, and is tried again once it \
-                 has grown as much (is the disk full?)"
+                "cannot be compacted ({why}); it stays as it is (a start sets aside what does \
+                 not read), and is tried again once it has grown as much"
             ));
         }
     }
@@ -228,3 +228,6 @@ fn copy_range(from: &File, to: &mut File, from_at: u64, upto: u64) -> Result<(),
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
