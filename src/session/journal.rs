@@ -16,8 +16,8 @@
 //!   group's entries.
 //! - **Bounded**, as the store of finished tasks is: rewritten (compacted) to the newest
 //!   [`KEPT_TASKS`] ended tasks within [`BUDGET`] bytes, and the tasks still running, whenever
-//!   it holds [`COMPACT_AT`] times as many ended tasks or twice as many bytes; at every start
-//!   too. A rewrite is written beside it, synced, and renamed over it: a crash leaves the old
+//!   it holds `COMPACT_AT` (four) times as many ended tasks or twice as many bytes; at every
+//!   start too. A rewrite is written beside it, synced, and renamed over it: a crash leaves the old
 //!   journal or the new. While the session runs it copies the entries it keeps byte for byte,
 //!   where the appender's index says they lie (`compact`).
 //! - **Not another's.** The store is one capsule's (its `capsule` file): another capsule

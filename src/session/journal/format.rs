@@ -196,7 +196,8 @@ fn supersedes(earlier: &impl Word, later: &impl Word) -> bool {
     earlier.kind() != Kind::Ended && (later.kind() == Kind::Ended || later.turn() >= earlier.turn())
 }
 
-/// Reduce `entries` to each task's last word ([`supersedes`]), within the bounds.
+/// Reduce `entries` to each task's last word (`supersedes`: an end, else the latest turn),
+/// within the bounds.
 pub fn reduce<T: Word>(entries: Vec<T>) -> Reduced<T> {
     let mut keep = vec![false; entries.len()];
     {
