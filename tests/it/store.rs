@@ -59,6 +59,21 @@ fn said(session: &Session, what: &str) -> String {
     })
 }
 
+/// The task `text` sent (blocking) to a session under `name`, SIGKILLed once it answered.
+fn answered_then_killed(home: &Home, name: &str, text: &str) -> Value {
+    let session = start_named(home, name, &[]);
+    let task = session.send(None, text, true);
+    kill(session);
+    task
+}
+
+/// Assert `text` holds each of `needed`.
+fn says_all(text: &str, needed: &[&str]) {
+    for needed in needed {
+        assert!(text.contains(needed), "{needed:?} not in: {text}");
+    }
+}
+
 /// SIGKILL `session` and reap it.
 fn kill(mut session: Session) -> String {
     session.signal(libc::SIGKILL);
@@ -606,9 +621,7 @@ fn a_task_waiting_for_input_when_its_session_died_waits_again_and_continues_with
 #[test]
 fn a_different_capsule_under_a_stored_name_is_refused_naming_both_and_the_way_out() {
     let home = Home::new();
-    let session = start_named(&home, "shared", &[]);
-    let kept = session.send(None, "echo's", true);
-    kill(session);
+    let kept = answered_then_killed(&home, "shared", "echo's");
     let dir = store_dir(&home, "shared");
     assert_eq!(fs::read_to_string(dir.join("capsule")).unwrap(), "echo\n");
     assert_eq!(mode_of(&dir.join("capsule")), 0o600);
@@ -622,15 +635,11 @@ fn a_different_capsule_under_a_stored_name_is_refused_naming_both_and_the_way_ou
         "a different capsule started: {}",
         refused.stderr
     );
-    let said = &refused.stderr;
-    for needed in [
-        "'echo'",
-        "'answers'",
-        "another --name",
-        &dir.display().to_string(),
-    ] {
-        assert!(said.contains(needed), "{needed:?} not in: {said}");
-    }
+    let path = dir.display().to_string();
+    says_all(
+        &refused.stderr,
+        &["'echo'", "'answers'", "another --name", &path],
+    );
     assert!(refused.stdout.is_empty(), "no readiness line");
     // The store is as it was: the capsule it is for reads it still.
     let again = start_named(&home, "shared", &[]);
@@ -644,23 +653,15 @@ fn a_different_capsule_under_a_stored_name_is_refused_naming_both_and_the_way_ou
 fn a_journal_open_to_others_or_not_ours_is_left_unread_and_said() {
     use std::os::unix::fs::PermissionsExt;
     let home = Home::new();
-    let session = start_named(&home, "loose", &[]);
-    let task = session.send(None, "mine", true);
-    kill(session);
+    let task = answered_then_killed(&home, "loose", "mine");
     let journal = store_dir(&home, "loose").join("journal");
     let before = fs::read(&journal).unwrap();
     fs::set_permissions(&journal, fs::Permissions::from_mode(0o644)).unwrap();
 
     let again = start_named(&home, "loose", &[]);
     let warned = said(&again, "left unread");
-    for needed in [
-        "mode 0644",
-        "left unread",
-        "chmod 0600",
-        &journal.display().to_string(),
-    ] {
-        assert!(warned.contains(needed), "{needed:?} not in: {warned}");
-    }
+    let path = journal.display().to_string();
+    says_all(&warned, &["mode 0644", "chmod 0600", &path]);
     let unread = again.rpc(None, "tasks/get", json!({"id": task["id"]}));
     assert!(unread.get("error").is_some(), "{unread}");
     assert_eq!(state(&again.send(None, "in memory", true)), "completed");
