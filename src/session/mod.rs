@@ -320,8 +320,6 @@ fn await_witnesses() {
     }
 }
 
-/// Push notifications, when the manifest declares `network.push`: the delivery thread started
-/// and the engine told, before the door takes its first request.
 /// What the engine takes before the door opens: a named session's stored tasks (refused when
 /// the store is another capsule's), then push notifications when they are on.
 fn restore_and_push(
@@ -334,6 +332,8 @@ fn restore_and_push(
     start_push(declared, addr, engine)
 }
 
+/// Push notifications, when the manifest declares `network.push`: the delivery thread started
+/// and the engine told, before the door takes its first request.
 fn start_push(declared: &Declared, addr: &str, engine: &Engine) -> Result<(), String> {
     if declared.push.on {
         let door = crate::net::client::parse_door_addr(addr)?;
