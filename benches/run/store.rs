@@ -1,6 +1,7 @@
 //! The `store` section (issue 34): what a named session's task store costs — `message/send`
 //! per second at 8 connections against an echo session with the store (`--name`) and one
-//! without, interleaved round by round so both see the same machine at the same moments — and
+//! without, interleaved round by round so both see the same machine at the same moments, and
+//! each session's CPU time per request (which the machine's load moves far less) — and
 //! how soon a session started again under its name, with 1,000 tasks stored, answers (its
 //! readiness line, beside an unnamed session's).
 
@@ -27,13 +28,22 @@ pub(super) fn report_store(home: &Home) {
         on.session_id, off.session_id
     );
     let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut cpu_with, mut cpu_without) = (Vec::new(), Vec::new());
     for round in 1..=ROUNDS {
-        let a = throughput(&off.url, &message_send(&off.url), CONNECTIONS, &echoed);
-        let b = throughput(&on.url, &message_send(&on.url), CONNECTIONS, &echoed);
-        println!("  round {round}: without {}", a.describe());
-        println!("           with    {}", b.describe());
+        let (a, a_cpu) = measured(&off);
+        let (b, b_cpu) = measured(&on);
+        println!(
+            "  round {round}: without {}, {a_cpu:.1} µs CPU a request",
+            a.describe()
+        );
+        println!(
+            "           with    {}, {b_cpu:.1} µs CPU a request",
+            b.describe()
+        );
         without.push(a.rate);
         with.push(b.rate);
+        cpu_without.push(a_cpu);
+        cpu_with.push(b_cpu);
     }
     let ratio = median_f64(&with) / median_f64(&without);
     println!(
@@ -41,6 +51,12 @@ pub(super) fn report_store(home: &Home) {
         median_f64(&with),
         median_f64(&without),
         100.0 * ratio
+    );
+    let (cpu_with, cpu_without) = (median_f64(&cpu_with), median_f64(&cpu_without));
+    println!(
+        "  median CPU a request: {cpu_with:.1} µs with the store, {cpu_without:.1} without: \
+         the store costs {:+.1}%",
+        100.0 * (cpu_with / cpu_without - 1.0)
     );
     drop((on, off));
 
@@ -58,4 +74,35 @@ pub(super) fn report_store(home: &Home) {
         STYLE.ms(unnamed)
     );
     println!();
+}
+
+/// One throughput round against `session`, and the session's CPU time (user and system, from
+/// `/proc/PID/stat`) per request answered in it, in microseconds.
+fn measured(session: &Session) -> (super::Throughput, f64) {
+    let before = cpu_time(session.pid);
+    let round = throughput(
+        &session.url,
+        &message_send(&session.url),
+        CONNECTIONS,
+        &echoed,
+    );
+    let spent = cpu_time(session.pid) - before;
+    let per_request = spent * 1e6 / round.requests.max(1) as f64;
+    (round, per_request)
+}
+
+/// The CPU time process `pid` has used, in seconds: fields 14 and 15 of `/proc/PID/stat`
+/// (after the command's closing parenthesis, which may hold spaces), in clock ticks.
+fn cpu_time(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|err| super::fail(&format!("/proc/{pid}/stat: {err}")));
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<f64> = after
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    // utime and stime are the 14th and 15th fields: the 12th and 13th after the command.
+    (fields.get(11).copied().unwrap_or(0.0) + fields.get(12).copied().unwrap_or(0.0)) / ticks
 }

@@ -16,14 +16,19 @@
 //!   group's entries.
 //! - **Bounded**, as the store of finished tasks is: rewritten (compacted) to the newest
 //!   [`KEPT_TASKS`] ended tasks within [`BUDGET`] bytes, and the tasks still running, whenever
-//!   it holds twice as many ended tasks or twice as many bytes; at every start too. A rewrite is
-//!   written beside it, synced, and renamed over it: a crash leaves the old journal or the new.
+//!   it holds `COMPACT_AT` (four) times as many ended tasks or twice as many bytes; at every
+//!   start too. A rewrite is written beside it, synced, and renamed over it: a crash leaves the old
+//!   journal or the new. While the session runs it copies the entries it keeps byte for byte,
+//!   where the appender's index says they lie (`compact`).
+//! - **Not another's.** The store is one capsule's (its `capsule` file): another capsule
+//!   started under the name is refused. A journal not ours or not 0600 is left unread.
 //! - **Never silent, never in the way.** A torn tail is cut off with a warning; a journal that
 //!   does not read is moved aside (`journal.corrupt-<time>`) and said, and what read before the
 //!   damage is kept. No fault of the store stops a start: without a usable store the session
 //!   runs with its tasks in memory only, and says so.
 //! - 0700 directories, a 0600 file, opened through directory descriptors, following no link.
 
+mod compact;
 pub mod format;
 
 use std::fs::File;
@@ -35,12 +40,18 @@ use super::store::{BUDGET, KEPT_TASKS, Summary};
 use crate::a2a::task::{State, Task};
 use crate::sys::dir::Dir;
 use crate::sys::fs::ReadRefusal;
+use compact::Slot;
 use format::{Entry, Header, Kind};
 
 /// The journal's file name in its name's directory.
 const JOURNAL: &str = "journal";
 /// Where a rewrite is written before it is renamed over the journal.
 const REWRITE: &str = "journal.new";
+/// A rewrite is due once the journal holds this many times [`KEPT_TASKS`] ended tasks. Each
+/// rewrite copies up to the kept thousand, so the copying a task costs is a third of its own
+/// bytes at four (it was all of them at two: 4% of an echo session's time, `perf`, in the
+/// store bench); four thousand small entries still read back in milliseconds at a start.
+const COMPACT_AT: usize = 4;
 /// The largest journal read back: it is rewritten before it holds twice the store's budget.
 const MAX_FILE: u64 = (3 * BUDGET + format::MAX_ENTRY) as u64;
 /// The shortest time between two syncs: entries appended meanwhile wait for the next, so a
@@ -51,8 +62,16 @@ pub const INTERRUPTED: &str = "the session ended while this task ran (it was not
 
 /// One entry due to be written, as the engine leaves it once its lock is released.
 pub enum Pending {
-    /// A task taken: written so that a crash before its end is known at the next start.
-    Started { task: Task, owner: String, seq: u64 },
+    /// A task as it stands, not ended: `Kind::Started` when a turn is taken (a new task or a
+    /// continuation), so that a crash before its end is known at the next start;
+    /// `Kind::Waiting` when it asks for input, so that it waits again after a restart.
+    Live {
+        kind: Kind,
+        task: Task,
+        owner: String,
+        seq: u64,
+        turn: u32,
+    },
     /// A task ended, and the bytes the store of finished tasks keeps.
     Ended {
         id: String,
@@ -63,10 +82,12 @@ pub enum Pending {
 
 /// What a session started again finds: the ended tasks kept (oldest first), each as the store
 /// keeps it; the tasks that were running when the last session died, to run again
-/// (`lifecycle.retry_interrupted`), as they were taken, by arrival; and how many were running.
+/// (`lifecycle.retry_interrupted`), as they were taken, by arrival, with their turn; the tasks
+/// that were waiting for input, likewise; and how many were running.
 pub struct Restored {
     pub tasks: Vec<(String, Summary, Arc<[u8]>)>,
-    pub retried: Vec<(Task, Summary)>,
+    pub retried: Vec<(Task, Summary, u32)>,
+    pub waiting: Vec<(Task, Summary, u32)>,
     pub interrupted: usize,
 }
 
@@ -78,6 +99,8 @@ pub struct Journal {
 
 struct Shared {
     dir: Dir,
+    /// The store's instance name, for what is said about it.
+    name: String,
     appender: Mutex<Appender>,
     /// Notified when entries were appended and wait for their sync, or the journal closes.
     written: Condvar,
@@ -87,7 +110,11 @@ struct Shared {
 struct Appender {
     file: Arc<File>,
     bytes: u64,
-    /// Ended tasks in the file: a rewrite is due at twice [`KEPT_TASKS`].
+    /// Where each entry lies and whose it is, in file order — what a rewrite keeps is chosen
+    /// from this and copied byte for byte, never read back and parsed. While a rewrite runs it
+    /// holds only the entries appended since the rewrite began.
+    index: Vec<Slot>,
+    /// Ended tasks in the file: a rewrite is due at [`COMPACT_AT`] times [`KEPT_TASKS`].
     ended: usize,
     unsynced: bool,
     /// The writer waits for entries (and must be woken for them).
@@ -105,31 +132,20 @@ fn warn(name: &str, message: &str) {
     crate::cli::warn("run", &format!("the task store of '{name}': {message}"));
 }
 
-/// Open (creating it if missing) the task store of instance name `name`, read what it holds and
-/// start its writer; `None`, said, when there is no usable store. A task that was running when
-/// the last session died is ended `failed` ([`INTERRUPTED`]), or, when `retry`, kept started
-/// and handed back to run again.
-pub fn open(name: &str, retry: bool) -> Option<(Journal, Restored)> {
-    let dir = crate::home::private_dir(crate::home::STORE_DIR)
-        .and_then(|store| crate::home::create_held(&store, name))
-        .map_err(|err| {
-            warn(
-                name,
-                &format!("{}; tasks are kept in memory only", String::from(err)),
-            )
-        })
-        .ok()?;
-    let bytes = match dir.read_small(JOURNAL, MAX_FILE) {
-        Ok(small) => small.bytes,
-        Err(ReadRefusal::Vanished) => Vec::new(),
-        Err(ReadRefusal::Invalid(why)) => {
-            set_aside(&dir, name, &why, 0);
-            Vec::new()
-        }
-        Err(ReadRefusal::Io(why)) => {
-            warn(name, &format!("{why}; tasks are kept in memory only"));
-            return None;
-        }
+/// Open (creating it if missing) the task store of instance name `name`, kept for `capsule`,
+/// read what it holds and start its writer; `Ok(None)`, said, when there is no usable store. A
+/// task that was running when the last session died is ended `failed` ([`INTERRUPTED`]), or,
+/// when `retry`, kept started and handed back to run again; one waiting for input waits again.
+/// The `Err`: the store is another capsule's (the start stops).
+pub fn open(name: &str, capsule: &str, retry: bool) -> Result<Option<(Journal, Restored)>, String> {
+    let Some(dir) = store_dir(name) else {
+        return Ok(None);
+    };
+    if !owned_by(&dir, name, capsule)? {
+        return Ok(None);
+    }
+    let Some(bytes) = read_trusted(&dir, name) else {
+        return Ok(None);
     };
     let (entries, damage) = format::read(&bytes);
     match damage {
@@ -143,72 +159,181 @@ pub fn open(name: &str, retry: bool) -> Option<(Journal, Restored)> {
         Some(format::Damage::Corrupt { why, .. }) => set_aside(&dir, name, &why, entries.len()),
         None => {}
     }
+    drop(bytes);
     let reduced = format::reduce(entries);
-    let interrupted = reduced.unended.len();
-    let mut ended = reduced.ended;
-    let mut retried = Vec::new();
-    let mut kept = ended.len();
-    if retry {
-        retried = reduced.unended.iter().filter_map(started).collect();
-        ended.extend(reduced.unended);
-    } else {
-        ended.extend(reduced.unended.into_iter().filter_map(interrupt));
-        kept = ended.len();
+    let mut restored = Restored {
+        tasks: Vec::new(),
+        retried: Vec::new(),
+        waiting: Vec::new(),
+        interrupted: 0,
+    };
+    // What the new journal holds: the ended tasks, then the tasks not ended, as they will be.
+    let mut kept = reduced.ended;
+    for entry in reduced.unended {
+        if entry.header.kind == Kind::Waiting {
+            if let Some(task) = live(&entry) {
+                restored.waiting.push(task);
+                kept.push(entry);
+            }
+        } else if retry {
+            restored.interrupted += 1;
+            if let Some(task) = live(&entry) {
+                restored.retried.push(task);
+                kept.push(entry);
+            }
+        } else {
+            restored.interrupted += 1;
+            kept.extend(interrupt(entry));
+        }
     }
-    let file = rewrite(&dir, &ended)
-        .map_err(|err| {
+    let (file, index) = match rewrite(&dir, &kept) {
+        Ok(opened) => opened,
+        Err(err) => {
             warn(
                 name,
-                &format!("cannot be written: {err}; tasks are kept in memory only"),
-            )
-        })
-        .ok()?;
-    let shared = Arc::new(Shared {
-        dir,
-        appender: Mutex::new(Appender {
-            bytes: file.metadata().map_or(0, |m| m.len()),
-            file: Arc::new(file),
-            ended: ended.len(),
-            unsynced: false,
-            waiting: false,
-            closed: false,
-            failed: false,
-            failed_at: (0, 0),
-        }),
-        written: Condvar::new(),
-    });
-    let writer = shared.clone();
-    let writer = std::thread::Builder::new()
-        .name("journal".into())
-        .spawn(move || writer.sync_behind())
-        .map_err(|err| {
-            warn(
-                name,
-                &format!("no writer thread: {err}; tasks are kept in memory only"),
-            )
-        })
-        .ok()?;
-    ended.truncate(kept);
-    let tasks = ended
+                &format!("{err}; tasks are kept in memory only (is the disk full?)"),
+            );
+            return Ok(None);
+        }
+    };
+    let Some(journal) = Journal::start(dir, name, file, index) else {
+        return Ok(None);
+    };
+    // The tasks failed here are ended ones from now on; the others are handed back live.
+    kept.retain(|e| e.header.kind == Kind::Ended);
+    restored.tasks = kept
         .into_iter()
         .map(|e| (e.header.id, e.header.summary, e.body))
         .collect();
-    let journal = Journal {
-        shared,
-        writer: Mutex::new(Some(writer)),
+    Ok(Some((journal, restored)))
+}
+
+/// `~/.murmur/store/NAME/`, created if missing and held; `None`, said, when it cannot be.
+fn store_dir(name: &str) -> Option<Dir> {
+    crate::home::private_dir(crate::home::STORE_DIR)
+        .and_then(|store| crate::home::create_held(&store, name))
+        .map_err(|err| {
+            warn(
+                name,
+                &format!("{}; tasks are kept in memory only", String::from(err)),
+            )
+        })
+        .ok()
+}
+
+/// The file in a store's directory naming the capsule whose tasks it keeps.
+const CAPSULE: &str = "capsule";
+
+/// Whether the store in `dir` is `capsule`'s: it is when it says so, or says nothing yet (then
+/// it is claimed for it now). `Err` when another capsule's: one name's tasks are one capsule's,
+/// and another's answers must not be served as this one's. `Ok(false)`, said, when its capsule
+/// file cannot be read or written (the session keeps its tasks in memory only).
+fn owned_by(dir: &Dir, name: &str, capsule: &str) -> Result<bool, String> {
+    let path = dir.join(CAPSULE);
+    let unusable = |why: String| {
+        warn(
+            name,
+            &format!(
+                "{why}; tasks are kept in memory only (remove {} to start the store afresh)",
+                dir.path().display()
+            ),
+        );
+        Ok(false)
     };
-    let restored = Restored {
-        tasks,
-        retried,
-        interrupted,
-    };
-    Some((journal, restored))
+    match dir.read_small(CAPSULE, 4096) {
+        Ok(small) => {
+            if let Err(why) = trusted(&small.meta) {
+                return unusable(format!("{} {why}: left unread", path.display()));
+            }
+            let held = String::from_utf8_lossy(&small.bytes).trim_end().to_string();
+            if held == capsule {
+                return Ok(true);
+            }
+            Err(format!(
+                "the name '{name}' keeps the tasks of capsule '{held}' ({}), not of '{capsule}': \
+                 run '{capsule}' under another --name, or remove {} to give the name to \
+                 '{capsule}' (the tasks stored there are lost)",
+                path.display(),
+                dir.path().display()
+            ))
+        }
+        Err(ReadRefusal::Vanished) => {
+            match dir.write_private_synced(CAPSULE, format!("{capsule}\n").as_bytes()) {
+                Ok(()) => Ok(true),
+                Err(why) => unusable(why),
+            }
+        }
+        Err(ReadRefusal::Invalid(why) | ReadRefusal::Io(why)) => {
+            unusable(format!("{}: {why}", path.display()))
+        }
+    }
+}
+
+/// Why a file of the store, as `meta` describes it, is not to be trusted: not ours, or open to
+/// others (anyone who could write it could plant answers a client would take for ours).
+fn trusted(meta: &std::fs::Metadata) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let euid = crate::sys::proc::euid();
+    if meta.uid() != euid {
+        return Err(format!(
+            "is owned by uid {}, not by uid {euid} who runs this session",
+            meta.uid()
+        ));
+    }
+    match meta.mode() & 0o7777 {
+        0o600 => Ok(()),
+        mode => Err(format!("has mode {mode:04o}, not 0600")),
+    }
+}
+
+/// The journal's bytes (none yet when it is missing); `None`, said, when it is not to be read:
+/// not ours or open to others (left as it is), or unreadable. One that does not read as a file
+/// is set aside.
+fn read_trusted(dir: &Dir, name: &str) -> Option<Vec<u8>> {
+    let path = dir.join(JOURNAL);
+    match dir.read_small(JOURNAL, MAX_FILE) {
+        Ok(small) => match trusted(&small.meta) {
+            Ok(()) => Some(small.bytes),
+            Err(why) => {
+                warn(
+                    name,
+                    &format!(
+                        "{} {why}: left unread, and tasks are kept in memory only (if it is \
+                         yours, chmod 0600 it; else remove {})",
+                        path.display(),
+                        dir.path().display()
+                    ),
+                );
+                None
+            }
+        },
+        Err(ReadRefusal::Vanished) => Some(Vec::new()),
+        Err(ReadRefusal::Invalid(why)) => {
+            set_aside(dir, name, &why, 0);
+            Some(Vec::new())
+        }
+        Err(ReadRefusal::Io(why)) => {
+            warn(
+                name,
+                &format!(
+                    "{} cannot be read: {why}; tasks are kept in memory only",
+                    path.display()
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// Move a journal that does not read aside, saying so: the entries before the damage
-/// (`kept`) are what the session keeps of it.
+/// (`kept`) are what the session keeps of it. Only the newest [`CORRUPT_KEPT`] set aside are
+/// kept: a store that keeps breaking must not fill the disk.
 fn set_aside(dir: &Dir, name: &str, why: &str, kept: usize) {
-    let aside = format!("{JOURNAL}.corrupt-{}", crate::time::unix_now());
+    // In nanoseconds: two set aside within a second keep a name each.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let aside = format!("{JOURNAL}.corrupt-{nanos}");
     let moved = dir.rename(JOURNAL.as_ref(), aside.as_ref());
     let whither = match moved {
         Ok(()) => format!("moved aside to {}", dir.join(&aside).display()),
@@ -221,12 +346,37 @@ fn set_aside(dir: &Dir, name: &str, why: &str, kept: usize) {
             dir.join(JOURNAL).display()
         ),
     );
+    prune_set_aside(dir);
 }
 
-/// The task a started entry names, as it was taken, and its summary.
-fn started(entry: &Entry) -> Option<(Task, Summary)> {
+/// Journals set aside kept, at most: the newest.
+const CORRUPT_KEPT: usize = 3;
+
+/// Remove all but the newest [`CORRUPT_KEPT`] journals set aside (their names end in their
+/// time, so the newest sort last).
+fn prune_set_aside(dir: &Dir) {
+    let prefix = format!("{JOURNAL}.corrupt-");
+    let Ok(names) = dir.names() else {
+        return;
+    };
+    let mut aside: Vec<(u128, std::ffi::OsString)> = names
+        .into_iter()
+        .filter_map(|n| {
+            let time = n.to_str()?.strip_prefix(&prefix)?.parse().ok()?;
+            Some((time, n))
+        })
+        .collect();
+    aside.sort_unstable();
+    let extra = aside.len().saturating_sub(CORRUPT_KEPT);
+    for (_, old) in aside.drain(..extra) {
+        let _ = dir.unlink(&old);
+    }
+}
+
+/// The task a live entry names, as it stands, its summary and its turn.
+fn live(entry: &Entry) -> Option<(Task, Summary, u32)> {
     let task = serde_json::from_slice(&entry.body).ok()?;
-    Some((task, entry.header.summary.clone()))
+    Some((task, entry.header.summary.clone(), entry.header.turn.max(1)))
 }
 
 /// The task a started entry names, ended `failed` as one whose session died while it ran.
@@ -243,64 +393,116 @@ fn interrupt(started: Entry) -> Option<Entry> {
     Some(Entry { header, body })
 }
 
-/// Write `entries` as a whole new journal beside the journal, synced; open to append to.
-fn staged(dir: &Dir, entries: &[Entry]) -> std::io::Result<File> {
+/// Write `entries` as a whole new journal (beside it, synced, renamed over it, the directory
+/// synced); the new journal open to append to, and where each entry lies in it.
+fn rewrite(dir: &Dir, entries: &[Entry]) -> Result<(File, Vec<Slot>), String> {
     let mut bytes = format::MAGIC.to_vec();
+    let mut index = Vec::with_capacity(entries.len());
     for entry in entries {
-        format::encode(&mut bytes, &entry.header, &entry.body);
+        let at = bytes.len() as u64;
+        let len = format::encode(&mut bytes, &entry.header, &entry.body);
+        index.push(Slot::of(&entry.header, at, len, entry.body.len()));
     }
-    dir.unlink(REWRITE)?;
-    let mut file = dir.append_private(REWRITE)?;
-    file.write_all(&bytes)?;
-    file.sync_data()?;
-    Ok(file)
-}
-
-/// Write `entries` as a whole new journal: beside it, synced, renamed over it, the directory
-/// synced; the new journal, open to append to.
-fn rewrite(dir: &Dir, entries: &[Entry]) -> std::io::Result<File> {
-    let file = staged(dir, entries)?;
-    dir.rename(REWRITE.as_ref(), JOURNAL.as_ref())?;
-    dir.sync()?;
-    Ok(file)
+    dir.write_private_synced(JOURNAL, &bytes)?;
+    let file = dir
+        .append_private(JOURNAL)
+        .and_then(|file| dir.sync().map(|()| file))
+        .map_err(|err| format!("cannot open {}: {err}", dir.join(JOURNAL).display()))?;
+    Ok((file, index))
 }
 
 impl Journal {
+    /// Start the writer of the journal `file` of store `name`, whose entries lie where `index`
+    /// says; `None`, said, when no thread can be had.
+    fn start(dir: Dir, name: &str, file: File, index: Vec<Slot>) -> Option<Self> {
+        let ended = index.iter().filter(|s| s.kind == Kind::Ended).count();
+        let shared = Arc::new(Shared {
+            dir,
+            name: name.to_string(),
+            appender: Mutex::new(Appender {
+                bytes: file.metadata().map_or(0, |m| m.len()),
+                file: Arc::new(file),
+                index,
+                ended,
+                unsynced: false,
+                waiting: false,
+                closed: false,
+                failed: false,
+                failed_at: (0, 0),
+            }),
+            written: Condvar::new(),
+        });
+        let writer = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("journal".into())
+            .spawn(move || writer.sync_behind());
+        match spawned {
+            Ok(writer) => Some(Self {
+                shared,
+                writer: Mutex::new(Some(writer)),
+            }),
+            Err(err) => {
+                warn(
+                    name,
+                    &format!("no writer thread: {err}; tasks are kept in memory only"),
+                );
+                None
+            }
+        }
+    }
+
     /// Write `pending` now — whole, in one `write(2)` — its sync left to the writer thread.
     /// Called with no lock held (`tasks/outbox.rs`), before anyone is told of these tasks.
     pub fn append(&self, pending: Vec<Pending>) {
         let mut bytes = Vec::new();
-        let mut ended = 0;
+        let mut slots = Vec::with_capacity(pending.len());
         for entry in pending {
-            match entry {
-                Pending::Started { task, owner, seq } => {
+            let (header, body) = match entry {
+                Pending::Live {
+                    kind,
+                    task,
+                    owner,
+                    seq,
+                    turn,
+                } => {
                     let Ok(body) = serde_json::to_vec(&task) else {
                         continue;
                     };
+                    let id = task.id.to_string();
                     let summary = Summary::of(&task, owner, seq);
-                    let header = Header {
-                        kind: Kind::Started,
-                        id: task.id.to_string(),
-                        summary,
-                    };
-                    format::encode(&mut bytes, &header, &body);
+                    (
+                        Header {
+                            kind,
+                            id,
+                            turn,
+                            summary,
+                        },
+                        Arc::from(body),
+                    )
                 }
                 Pending::Ended { id, summary, body } => {
                     let header = Header {
                         kind: Kind::Ended,
                         id,
+                        turn: 0,
                         summary,
                     };
-                    format::encode(&mut bytes, &header, &body);
-                    ended += 1;
+                    (header, body)
                 }
-            }
+            };
+            let at = bytes.len() as u64;
+            let len = format::encode(&mut bytes, &header, &body);
+            slots.push(Slot::of(&header, at, len, body.len()));
         }
         let mut appender = self.shared.lock();
         match appender.file.as_ref().write_all(&bytes) {
             Ok(()) => {
+                let base = appender.bytes;
+                appender.ended += slots.iter().filter(|s| s.kind == Kind::Ended).count();
+                appender
+                    .index
+                    .extend(slots.into_iter().map(|s| s.moved(base)));
                 appender.bytes += bytes.len() as u64;
-                appender.ended += ended;
                 // Only a writer waiting needs waking: one syncing will look again when done.
                 if !std::mem::replace(&mut appender.unsynced, true) && appender.waiting {
                     self.shared.written.notify_one();
@@ -312,8 +514,10 @@ impl Journal {
                 let _ = appender.file.set_len(appender.bytes);
                 appender.failed = true;
                 drop(appender);
-                let what = "cannot be written; tasks ending now may not survive a restart";
-                crate::cli::warn("run", &format!("the task store: {what}: {err}"));
+                self.shared.warn(&format!(
+                    "cannot be written ({err}); tasks ending now may not survive a restart \
+                     (is the disk full?)"
+                ));
             }
             Err(_) => {
                 let _ = appender.file.set_len(appender.bytes);
@@ -321,7 +525,8 @@ impl Journal {
         }
     }
 
-    /// Sync what is written and stop the writer: the session ends in order.
+    /// Sync what is written and stop the writer: the session ends in order. Once is enough;
+    /// dropping the journal does it too.
     pub fn close(&self) {
         self.shared.lock().closed = true;
         self.shared.written.notify_one();
@@ -332,13 +537,27 @@ impl Journal {
     }
 }
 
+impl Drop for Journal {
+    /// A journal dropped unclosed — one the engine already had, or a start that failed —
+    /// ends its writer rather than leave it waiting for entries that cannot come.
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Appender> {
         self.appender.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Say `message` about this store, naming its journal.
+    fn warn(&self, message: &str) {
+        let path = self.dir.join(JOURNAL);
+        warn(&self.name, &format!("{}: {message}", path.display()));
+    }
+
     /// The writer thread: sync what was appended, in groups, until the journal closes; rewrite
-    /// it when it has grown past twice its bounds.
+    /// it when it has grown past its bounds ([`COMPACT_AT`]).
     fn sync_behind(&self) {
         loop {
             let (file, due) = {
@@ -356,7 +575,7 @@ impl Shared {
                 }
                 appender.unsynced = false;
                 let (ended, bytes) = appender.failed_at;
-                let due = appender.ended.saturating_sub(ended) > 2 * KEPT_TASKS
+                let due = appender.ended.saturating_sub(ended) > COMPACT_AT * KEPT_TASKS
                     || appender.bytes.saturating_sub(bytes) > 2 * BUDGET as u64;
                 (appender.file.clone(), due)
             };
@@ -370,58 +589,5 @@ impl Shared {
             // too, work the door's requests would otherwise wait behind.
             std::thread::sleep(SYNC_INTERVAL.saturating_sub(began.elapsed()));
         }
-    }
-
-    /// Rewrite the journal to what it comes to ([`format::reduce`]), ended tasks within the
-    /// bounds and the tasks still running. Rare (once per [`KEPT_TASKS`] tasks at most), and
-    /// off the appender's lock but for its last step: what was written up to now is read,
-    /// reduced and staged beside the journal, synced, with appends going on meanwhile; then,
-    /// under the lock, what they added is copied to the staged file, which is renamed over the
-    /// journal and appended to from then on. A failure leaves the journal as it was.
-    fn compact(&self) {
-        if let Err(why) = self.rewrite_behind() {
-            let mut appender = self.lock();
-            // Not tried again until it has grown as much once more.
-            appender.failed_at = (appender.ended, appender.bytes);
-            drop(appender);
-            crate::cli::warn("run", &format!("the task store cannot be compacted: {why}"));
-        }
-    }
-
-    fn rewrite_behind(&self) -> Result<(), String> {
-        use std::io::{Read, Seek, SeekFrom};
-        let (upto, ended_then) = {
-            let appender = self.lock();
-            (appender.bytes, appender.ended)
-        };
-        let small = self
-            .dir
-            .read_small(JOURNAL, MAX_FILE)
-            .map_err(|err| format!("{err:?}"))?;
-        // Appends past `upto` may be half-written as this reads: they are copied below.
-        let written = small
-            .bytes
-            .get(..upto as usize)
-            .ok_or("the journal shrank")?;
-        let reduced = format::reduce(format::read(written).0);
-        let ended = reduced.ended.len();
-        let mut kept = reduced.ended;
-        kept.extend(reduced.unended);
-        let mut file = staged(&self.dir, &kept).map_err(|err| err.to_string())?;
-        let mut appender = self.lock();
-        let mut tail = Vec::new();
-        let mut old = self.dir.open_read(JOURNAL).map_err(|err| err.to_string())?;
-        old.seek(SeekFrom::Start(upto))
-            .and_then(|_| old.take(appender.bytes - upto).read_to_end(&mut tail))
-            .and_then(|_| file.write_all(&tail))
-            .and_then(|()| self.dir.rename(REWRITE.as_ref(), JOURNAL.as_ref()))
-            .map_err(|err| err.to_string())?;
-        appender.bytes = file.metadata().map_or(0, |m| m.len());
-        appender.ended = ended + (appender.ended - ended_then);
-        appender.unsynced |= !tail.is_empty();
-        appender.failed_at = (0, 0);
-        appender.file = Arc::new(file);
-        drop(appender);
-        self.dir.sync().map_err(|err| err.to_string())
     }
 }

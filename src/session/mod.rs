@@ -214,9 +214,8 @@ fn session(options: &Options) -> Result<i32, String> {
         .and_then(SessionTasks::user)
         .map(|u| u.shown.clone());
     let engine = engine(&declared, &session_id, &tokens, member.as_ref(), dirs);
-    engine.restore_named(options.name.as_deref());
     let undo = || engine.finish();
-    start_push(&declared, &addr, &engine).inspect_err(|_| undo())?;
+    restore_and_push(options, &declared, &addr, &engine).inspect_err(|_| undo())?;
     open_log(options, &session_id, lifeline.is_some()).inspect_err(|_| undo())?;
     let door = door(&declared, &session_id, &addr, &engine, &mut tokens);
     let (server, stop_door) = start_door(listener, &door).inspect_err(|_| {
@@ -319,6 +318,18 @@ fn await_witnesses() {
     while Instant::now() < until && !crate::sys::proc::others_running_this_program().is_empty() {
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// What the engine takes before the door opens: a named session's stored tasks (refused when
+/// the store is another capsule's), then push notifications when they are on.
+fn restore_and_push(
+    options: &Options,
+    declared: &Declared,
+    addr: &str,
+    engine: &Arc<Engine>,
+) -> Result<(), String> {
+    engine.restore_named(options.name.as_deref(), &declared.name)?;
+    start_push(declared, addr, engine)
 }
 
 /// Push notifications, when the manifest declares `network.push`: the delivery thread started

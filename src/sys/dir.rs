@@ -230,8 +230,22 @@ impl Dir {
     /// sees the old file, the new one, or none. The staging entry is removed if a step fails.
     /// The `Err` names the path; it never carries `bytes`.
     pub fn write_private(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> Result<(), String> {
+        self.write_staged(name.as_ref(), bytes, false)
+    }
+
+    /// [`Dir::write_private`], the new file synced to disk before it is renamed: after a crash
+    /// of the machine the name holds the old file or the whole new one. (The rename itself is
+    /// durable once the directory is synced, [`Dir::sync`].)
+    pub fn write_private_synced(
+        &self,
+        name: impl AsRef<OsStr>,
+        bytes: &[u8],
+    ) -> Result<(), String> {
+        self.write_staged(name.as_ref(), bytes, true)
+    }
+
+    fn write_staged(&self, name: &OsStr, bytes: &[u8], sync: bool) -> Result<(), String> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let name = name.as_ref();
         let mut staging = OsString::from(".");
         staging.push(name);
         staging.push(format!(
@@ -246,6 +260,9 @@ impl Dir {
             // The umask may have removed bits from the mode; set exactly 0600.
             file.set_permissions(Permissions::from_mode(PRIVATE_FILE_MODE))?;
             file.write_all(bytes)?;
+            if sync {
+                file.sync_data()?;
+            }
             self.rename(&staging, name)
         })();
         written.map_err(|err| {

@@ -32,6 +32,14 @@ fn store_dir(home: &Home, name: &str) -> PathBuf {
 /// has let it go (a SIGKILLed session's lock goes with its last descriptor, which a subreaper
 /// may hold a moment longer).
 fn start_named(home: &Home, name: &str, args: &[&str]) -> Session {
+    released(home, name);
+    let mut full = vec!["--name", name];
+    full.extend_from_slice(args);
+    home.start(&full)
+}
+
+/// Once the last holder of instance name `name` has let it go.
+fn released(home: &Home, name: &str) {
     let claim = home.running().join(format!("{name}.name"));
     wait_until(WAIT, "the name's claim to be released", || {
         let Ok(file) = fs::File::open(&claim) else {
@@ -40,9 +48,30 @@ fn start_named(home: &Home, name: &str, args: &[&str]) -> Session {
         // SAFETY: flock on a descriptor `file` owns; released when it closes below.
         unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
     });
-    let mut full = vec!["--name", name];
-    full.extend_from_slice(args);
-    home.start(&full)
+}
+
+/// What `session` has said on stderr, once it has said `what` (its stderr is written by a
+/// thread of its own, maybe after the readiness line).
+fn said(session: &Session, what: &str) -> String {
+    wait_for(WAIT, &format!("{what:?} on stderr"), || {
+        let said = session.stderr();
+        said.contains(what).then_some(said)
+    })
+}
+
+/// The task `text` sent (blocking) to a session under `name`, SIGKILLed once it answered.
+fn answered_then_killed(home: &Home, name: &str, text: &str) -> Value {
+    let session = start_named(home, name, &[]);
+    let task = session.send(None, text, true);
+    kill(session);
+    task
+}
+
+/// Assert `text` holds each of `needed`.
+fn says_all(text: &str, needed: &[&str]) {
+    for needed in needed {
+        assert!(text.contains(needed), "{needed:?} not in: {text}");
+    }
 }
 
 /// SIGKILL `session` and reap it.
@@ -228,8 +257,9 @@ fn the_journal_is_compacted_to_its_bound_while_the_session_runs() {
         send(n);
     });
     let thousand = fs::metadata(&journal).unwrap().len();
-    let last = (1000..2100).map(&mut send).last().unwrap();
-    // Past twice its bound, the writer rewrites it to the newest 1,000 (and what came since).
+    let last = (1000..4100).map(&mut send).last().unwrap();
+    // Past four times its bound, the writer rewrites it to the newest 1,000 (and what came
+    // since).
     wait_until(WAIT, "the journal to be compacted", || {
         fs::metadata(&journal).unwrap().len() < thousand * 3 / 2
     });
@@ -238,7 +268,7 @@ fn the_journal_is_compacted_to_its_bound_while_the_session_runs() {
     let listed = again.call(None, "ListTasks", json!({}));
     assert_eq!(listed["totalSize"], 1000, "{listed}");
     assert_eq!(listed["tasks"][0]["id"], last.as_str());
-    assert_eq!(artifact_text(&again.get_task(None, &last)), "task 2099");
+    assert_eq!(artifact_text(&again.get_task(None, &last)), "task 4099");
     let gone = again.rpc(None, "tasks/get", json!({"id": first}));
     assert!(gone.get("error").is_some(), "the oldest went: {gone}");
     assert!(!again.stderr().contains("compacted"), "{}", again.stderr());
@@ -537,4 +567,165 @@ fn logs_of_a_name_read_its_restarts_as_one_history() {
     let own = home.mur(&["logs", &second.id]);
     assert!(!own.stdout.contains(&before), "{}", own.stdout);
     assert!(own.stdout.contains(&after), "{}", own.stdout);
+}
+
+#[test]
+fn a_task_waiting_for_input_when_its_session_died_waits_again_and_continues_with_its_history() {
+    let home = Home::new();
+    // Asks at its first turn; then answers with what it was told and what its history began with.
+    let script = "#!/bin/sh\ninput=$(cat)\nif [ \"$MUR_TURN\" = 1 ]; then echo 'name?'; exit 10; fi\n\
+                  first=$(grep -o 'first words' \"$MUR_TASK_DIR/history.json\" | head -n 1)\n\
+                  echo \"turn $MUR_TURN: $input after $first\"\n";
+    let manifest = home.write_capsule(
+        "asker",
+        json!({"name": "asker", "version": "1"}),
+        Some(script),
+    );
+    let manifest = manifest.to_str().unwrap();
+    let session = start_named(&home, "asker", &[manifest]);
+    let asked = session.send(None, "first words", true);
+    assert_eq!(state(&asked), "input-required", "{asked}");
+    let id = asked["id"].as_str().unwrap().to_string();
+    kill(session);
+
+    let again = start_named(&home, "asker", &[manifest]);
+    let task = again.get_task(None, &id);
+    assert_eq!(state(&task), "input-required", "{task}");
+    said(&again, "1 of them waiting for input again");
+    let params = json!({
+        "message": {"kind": "message", "role": "user", "messageId": "m-2", "taskId": id,
+                    "parts": [{"kind": "text", "text": "Ada"}]},
+        "configuration": {"blocking": true},
+    });
+    let answer = again.call(None, "message/send", params);
+    assert_eq!(state(&answer), "completed", "{answer}");
+    assert_eq!(artifact_text(&answer), "turn 2: Ada after first words");
+    let texts: Vec<&str> = answer["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["parts"][0]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(texts, ["first words", "name?", "Ada"], "{answer}");
+    kill(again);
+    // Ended now: a third start finds it completed, with its answer.
+    let third = start_named(&home, "asker", &[manifest]);
+    let task = third.get_task(None, &id);
+    assert_eq!(
+        artifact_text(&task),
+        "turn 2: Ada after first words",
+        "{task}"
+    );
+}
+
+#[test]
+fn a_different_capsule_under_a_stored_name_is_refused_naming_both_and_the_way_out() {
+    let home = Home::new();
+    let kept = answered_then_killed(&home, "shared", "echo's");
+    let dir = store_dir(&home, "shared");
+    assert_eq!(fs::read_to_string(dir.join("capsule")).unwrap(), "echo\n");
+    assert_eq!(mode_of(&dir.join("capsule")), 0o600);
+
+    let manifest = capsule(&home);
+    released(&home, "shared");
+    let refused = home.mur(&["run", "--name", "shared", &manifest, "--json"]);
+    assert_eq!(
+        refused.code,
+        Some(1),
+        "a different capsule started: {}",
+        refused.stderr
+    );
+    let path = dir.display().to_string();
+    says_all(
+        &refused.stderr,
+        &["'echo'", "'answers'", "another --name", &path],
+    );
+    assert!(refused.stdout.is_empty(), "no readiness line");
+    // The store is as it was: the capsule it is for reads it still.
+    let again = start_named(&home, "shared", &[]);
+    assert_eq!(
+        artifact_text(&again.get_task(None, kept["id"].as_str().unwrap())),
+        "echo's"
+    );
+}
+
+#[test]
+fn a_journal_open_to_others_or_not_ours_is_left_unread_and_said() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    let task = answered_then_killed(&home, "loose", "mine");
+    let journal = store_dir(&home, "loose").join("journal");
+    let before = fs::read(&journal).unwrap();
+    fs::set_permissions(&journal, fs::Permissions::from_mode(0o644)).unwrap();
+
+    let again = start_named(&home, "loose", &[]);
+    let warned = said(&again, "left unread");
+    let path = journal.display().to_string();
+    says_all(&warned, &["mode 0644", "chmod 0600", &path]);
+    let unread = again.rpc(None, "tasks/get", json!({"id": task["id"]}));
+    assert!(unread.get("error").is_some(), "{unread}");
+    assert_eq!(state(&again.send(None, "in memory", true)), "completed");
+    kill(again);
+    assert_eq!(fs::read(&journal).unwrap(), before, "left as it was");
+    assert_eq!(mode_of(&journal), 0o644);
+
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        fs::set_permissions(&journal, fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&journal, Some(65534), None).unwrap();
+        let third = start_named(&home, "loose", &[]);
+        said(&third, "owned by uid 65534");
+        kill(third);
+        assert_eq!(fs::read(&journal).unwrap(), before, "left as it was");
+    }
+}
+
+#[test]
+fn journals_set_aside_are_pruned_to_the_newest_three() {
+    let home = Home::new();
+    kill(start_named(&home, "breaking", &[]));
+    let dir = store_dir(&home, "breaking");
+    for round in 0..5 {
+        fs::write(dir.join("journal"), format!("not a journal, round {round}")).unwrap();
+        let session = start_named(&home, "breaking", &[]);
+        said(&session, "moved aside");
+        kill(session);
+    }
+    let aside: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("journal.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 3, "{aside:?}");
+    let kept: Vec<String> = aside
+        .iter()
+        .map(|p| fs::read_to_string(p).unwrap())
+        .collect();
+    for round in 2..5 {
+        let text = format!("not a journal, round {round}");
+        assert!(kept.contains(&text), "{text:?} not kept: {kept:?}");
+    }
+}
+
+#[test]
+fn a_resubscribe_to_an_ended_task_is_refused_alike_before_and_after_a_restart() {
+    let home = Home::new();
+    let session = start_named(&home, "ended", &[]);
+    let id = session.send(None, "over", true)["id"].clone();
+    let subscribe = |session: &Session, method: &str| -> Value {
+        let text = session.rpc_http(None, method, json!({"id": id})).text();
+        let data = text.trim().strip_prefix("data: ").unwrap_or(&text);
+        serde_json::from_str(data).unwrap_or_else(|_| panic!("{method}: {text}"))
+    };
+    let before = subscribe(&session, "tasks/resubscribe");
+    let v1_before = subscribe(&session, "SubscribeToTask");
+    kill(session);
+    let again = start_named(&home, "ended", &[]);
+    let after = subscribe(&again, "tasks/resubscribe");
+    let v1_after = subscribe(&again, "SubscribeToTask");
+    // UnsupportedOperation: 0.3 §7.9 and 1.0 §3.1.6 refuse a subscription to a terminal task.
+    assert_eq!(before["error"]["code"], -32004, "{before}");
+    assert_eq!(after["error"], before["error"], "{after}");
+    assert_eq!(v1_after["error"], v1_before["error"], "{v1_after}");
+    assert_eq!(v1_before["error"]["code"], -32004, "{v1_before}");
 }

@@ -27,7 +27,7 @@ pub const MAGIC: &[u8] = b"mur task journal 1\n";
 /// kept, so never written.
 pub const MAX_ENTRY: usize = BUDGET + (64 << 10);
 /// Length and checksum.
-const ENTRY_HEAD: usize = 4 + 32;
+pub const ENTRY_HEAD: usize = 4 + 32;
 
 /// What an entry says of its task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +37,9 @@ pub enum Kind {
     Started,
     /// The task ended: its final state, answer, artifacts and history.
     Ended,
+    /// The task waits for input: its history so far, the agent's question last. A session
+    /// started again parks it as input-required, to go on with the next message.
+    Waiting,
 }
 
 /// An entry's first line.
@@ -44,6 +47,11 @@ pub enum Kind {
 pub struct Header {
     pub kind: Kind,
     pub id: String,
+    /// The turn the entry was written at (1 for a new task, one more for each continuation):
+    /// of a task's entries that are not its end, the latest turn is its last word, whatever
+    /// order threads appended them in (a question and the continuation answering it).
+    #[serde(default)]
+    pub turn: u32,
     #[serde(flatten)]
     pub summary: Summary,
 }
@@ -64,8 +72,9 @@ pub enum Damage {
     Corrupt { valid: usize, why: String },
 }
 
-/// Append the entry for `header` and `body` to `out`.
-pub fn encode(out: &mut Vec<u8>, header: &Header, body: &[u8]) {
+/// Append the entry for `header` and `body` to `out`; the bytes it took.
+pub fn encode(out: &mut Vec<u8>, header: &Header, body: &[u8]) -> usize {
+    let before = out.len();
     // Serializing our own types cannot fail; a header that did would be an empty line, which
     // reads back as corrupt rather than as something else.
     let line = serde_json::to_vec(header).unwrap_or_default();
@@ -79,6 +88,7 @@ pub fn encode(out: &mut Vec<u8>, header: &Header, body: &[u8]) {
     out.extend_from_slice(&line);
     out.push(b'\n');
     out.extend_from_slice(body);
+    out.len() - before
 }
 
 /// Every entry of the journal `bytes` that reads, in order, and where reading stopped if it did
@@ -142,42 +152,84 @@ fn entry(rest: &[u8]) -> Result<(Entry, usize), Option<String>> {
     Ok((Entry { header, body }, ENTRY_HEAD + len))
 }
 
-/// What a journal's entries come to: the ended tasks within the store's bounds (the newest
-/// [`KEPT_TASKS`], at most [`BUDGET`] bytes of them), oldest first, and the tasks started that
-/// never ended (by arrival), each once.
-pub struct Reduced {
-    pub ended: Vec<Entry>,
-    pub unended: Vec<Entry>,
+/// What reducing a journal needs of an entry, whether it was read whole ([`Entry`]) or is
+/// known by its place in the file (the appender's index, `super::compact::Slot`).
+pub trait Word {
+    fn id(&self) -> &str;
+    fn kind(&self) -> Kind;
+    fn seq(&self) -> u64;
+    fn turn(&self) -> u32;
+    /// The task's bytes, counted against the store's [`BUDGET`].
+    fn body_len(&self) -> usize;
 }
 
-/// Reduce `entries` to each task's last word: its end, when there is one, whatever came after
-/// it (a start and an end are appended by different threads, so an end may come first).
-pub fn reduce(entries: Vec<Entry>) -> Reduced {
-    let mut last: HashMap<String, Entry> = HashMap::with_capacity(entries.len());
-    for entry in entries {
-        let ended = last
-            .get(&entry.header.id)
-            .is_some_and(|e| e.header.kind == Kind::Ended);
-        if !ended || entry.header.kind == Kind::Ended {
-            last.insert(entry.header.id.clone(), entry);
-        }
+impl Word for Entry {
+    fn id(&self) -> &str {
+        &self.header.id
     }
-    let (mut ended, mut unended): (Vec<Entry>, Vec<Entry>) = last
-        .into_values()
-        .partition(|e| e.header.kind == Kind::Ended);
-    ended.sort_unstable_by_key(|e| std::cmp::Reverse(e.header.summary.seq));
+    fn kind(&self) -> Kind {
+        self.header.kind
+    }
+    fn seq(&self) -> u64 {
+        self.header.summary.seq
+    }
+    fn turn(&self) -> u32 {
+        self.header.turn
+    }
+    fn body_len(&self) -> usize {
+        self.body.len()
+    }
+}
+
+/// What a journal's entries come to: the ended tasks within the store's bounds (the newest
+/// [`KEPT_TASKS`], at most [`BUDGET`] bytes of them), oldest first, and the tasks not ended —
+/// running or waiting for input — (by arrival), each once.
+pub struct Reduced<T> {
+    pub ended: Vec<T>,
+    pub unended: Vec<T>,
+}
+
+/// Whether `later`, found after `earlier` for the same task, is its last word instead: an end
+/// is final whatever came after it (a start and an end are appended by different threads, so
+/// an end may come first); else the latest turn, and of one turn the later entry.
+fn supersedes(earlier: &impl Word, later: &impl Word) -> bool {
+    earlier.kind() != Kind::Ended && (later.kind() == Kind::Ended || later.turn() >= earlier.turn())
+}
+
+/// Reduce `entries` to each task's last word (`supersedes`: an end, else the latest turn),
+/// within the bounds.
+pub fn reduce<T: Word>(entries: Vec<T>) -> Reduced<T> {
+    let mut keep = vec![false; entries.len()];
+    {
+        let mut last: HashMap<&str, usize> = HashMap::with_capacity(entries.len());
+        for (at, entry) in entries.iter().enumerate() {
+            match last.get(entry.id()) {
+                Some(&was) if !supersedes(&entries[was], entry) => {}
+                _ => {
+                    last.insert(entry.id(), at);
+                }
+            }
+        }
+        last.into_values().for_each(|at| keep[at] = true);
+    }
+    let (mut ended, mut unended): (Vec<T>, Vec<T>) = entries
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(entry, kept)| kept.then_some(entry))
+        .partition(|e| e.kind() == Kind::Ended);
+    ended.sort_unstable_by_key(|e| std::cmp::Reverse(e.seq()));
     let mut bytes = 0;
     let within = ended
         .iter()
         .take(KEPT_TASKS)
         .take_while(|e| {
-            bytes += e.body.len();
+            bytes += e.body_len();
             bytes <= BUDGET
         })
         .count();
     ended.truncate(within);
     ended.reverse();
-    unended.sort_unstable_by_key(|e| e.header.summary.seq);
+    unended.sort_unstable_by_key(Word::seq);
     Reduced { ended, unended }
 }
 

@@ -29,6 +29,7 @@ use std::time::Instant;
 use super::budget::{Budget, Charge};
 use super::feed::Feed;
 use super::handler::CallService;
+use super::journal::format::Kind;
 use super::push::Push;
 use super::store::Store;
 use super::supervisor::Supervisor;
@@ -392,7 +393,7 @@ impl Engine {
         tasks.next_seq += 1;
         let feed = stream.then(|| entry.watch());
         entry.announce(&mut tasks.out);
-        tasks.journal_start(&entry);
+        tasks.journal_live(&entry, Kind::Started);
         tasks.by_id.insert(id.to_string(), entry);
         self.schedule(&mut tasks, id.to_string(), start_now);
         Ok(Taken { id, feed, settled })
@@ -428,7 +429,12 @@ impl Engine {
         let weight = live::message_weight(&message) * (1 + usize::from(self.on_disk));
         let more = self.reserve_locked(&mut tasks, weight)?;
         tasks.out.set_push(named, push)?;
-        let Tasks { by_id, out, .. } = &mut *tasks;
+        let Tasks {
+            by_id,
+            out,
+            journaling,
+            ..
+        } = &mut *tasks;
         let Some(entry) = by_id.get_mut(named) else {
             return Err(Refused::FollowUp(FollowUp::NotFound));
         };
@@ -446,6 +452,11 @@ impl Engine {
         entry.settled = Settled::default();
         let settled = entry.settled.clone();
         entry.move_to(State::Submitted, None, out);
+        if *journaling {
+            out.due
+                .journal
+                .push(journaled::live_entry(entry, Kind::Started));
+        }
         let feed = stream.then(|| entry.watch());
         let id = entry.task.id.clone();
         self.schedule(&mut tasks, named.to_string(), start_now);
@@ -553,6 +564,7 @@ impl Engine {
             if entry.task.state.is_final() {
                 insert_finished(&mut tasks, entry);
             } else {
+                tasks.journal_live(&entry, Kind::Waiting);
                 tasks.by_id.insert(id, entry);
             }
         }

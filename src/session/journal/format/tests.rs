@@ -5,6 +5,7 @@ fn header(kind: Kind, id: &str, seq: u64) -> Header {
     Header {
         kind,
         id: id.into(),
+        turn: 1,
         summary: Summary {
             owner: "public".into(),
             seq,
@@ -94,4 +95,31 @@ fn an_end_wins_over_a_start_in_either_order_and_the_bounds_hold() {
     );
     let seqs: Vec<u64> = reduced.ended.iter().map(|e| e.header.summary.seq).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "oldest first");
+}
+
+#[test]
+fn of_a_task_not_ended_the_latest_turn_is_its_last_word_in_either_order() {
+    let entry = |kind, turn| Entry {
+        header: Header {
+            turn,
+            ..header(kind, "asking", 3)
+        },
+        body: b"{}".as_slice().into(),
+    };
+    let asked_then_answered = vec![entry(Kind::Waiting, 2), entry(Kind::Started, 3)];
+    let answered_then_asked = vec![entry(Kind::Started, 3), entry(Kind::Waiting, 2)];
+    for entries in [asked_then_answered, answered_then_asked] {
+        let reduced = reduce(entries);
+        assert_eq!(reduced.unended.len(), 1);
+        assert_eq!(reduced.unended[0].header.kind, Kind::Started);
+        assert_eq!(reduced.unended[0].header.turn, 3);
+    }
+    let reduced = reduce(vec![entry(Kind::Started, 2), entry(Kind::Waiting, 2)]);
+    assert_eq!(
+        reduced.unended[0].header.kind,
+        Kind::Waiting,
+        "of one turn, the later"
+    );
+    let reduced = reduce(vec![entry(Kind::Ended, 0), entry(Kind::Waiting, 2)]);
+    assert!(reduced.unended.is_empty(), "an end is final");
 }
