@@ -16,7 +16,7 @@
 
 pub mod card;
 pub mod error;
-pub mod fields;
+pub(crate) mod fields;
 pub mod message;
 pub mod params;
 pub mod push;

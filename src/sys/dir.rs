@@ -233,26 +233,18 @@ impl Dir {
         self.write_staged(name.as_ref(), bytes, false)
     }
 
-    /// [`Dir::write_private`], the new file synced to disk before it is renamed: after a crash
-    /// of the machine the name holds the old file or the whole new one. (The rename itself is
-    /// durable once the directory is synced, [`Dir::sync`].)
-    pub fn write_private_synced(
-        &self,
-        name: impl AsRef<OsStr>,
-        bytes: &[u8],
-    ) -> Result<(), String> {
+    /// [`Dir::write_private`], the file synced before its rename: after a machine crash the name
+    /// holds the old file or the whole new one (the rename is durable once [`Dir::sync`]ed).
+    pub fn write_private_synced(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
         self.write_staged(name.as_ref(), bytes, true)
     }
 
     fn write_staged(&self, name: &OsStr, bytes: &[u8], sync: bool) -> Result<(), String> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let (pid, n) = (std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let mut staging = OsString::from(".");
         staging.push(name);
-        staging.push(format!(
-            ".{}.{}.tmp",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        staging.push(format!(".{pid}.{n}.tmp"));
         let flags =
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         let written = (|| -> io::Result<()> {

@@ -18,13 +18,13 @@ static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0
 static HANDLED: std::sync::atomic::AtomicU64 =
     std::sync::atomic::AtomicU64::new(bit(libc::SIGSEGV) | bit(libc::SIGBUS));
 
-/// `signal`'s bit in a mask like [`handled`]'s.
+/// `signal`'s bit in a mask like [`reset_on_exec`]'s.
 pub const fn bit(signal: libc::c_int) -> u64 {
     1 << (signal - 1)
 }
 
 /// The signals a child cloned from this process puts back to their defaults before its exec:
-/// those this process catches ([`HANDLED`]); SIGPIPE, which the Rust runtime ignores and a
+/// those this process catches (`HANDLED`); SIGPIPE, which the Rust runtime ignores and a
 /// program expects at its default; SIGCHLD, whose ignoring would have the kernel reap the
 /// program's children unasked; and 32 to 34, which the C library keeps for itself (glibc's
 /// SIGCANCEL and SIGSETXID, musl's SIGCANCEL, SIGSYNCCALL and SIGTIMER: caught, or ignored as

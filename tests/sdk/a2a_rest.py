@@ -148,6 +148,19 @@ def state(task):
     return TaskState.Name(task.status.state)
 
 
+def check_stream(expect, events, answer, label):
+    """A task's stream: the task first, its chunks assembled to `answer`, completed last."""
+    kinds = [e.WhichOneof("payload") for e in events]
+    expect(kinds[:1] == ["task"], f"{label}: the task first", kinds)
+    got = "".join(t for e in events if e.HasField("artifact_update")
+                  for t in texts(e.artifact_update.artifact.parts))
+    expect(got == answer, f"{label}: the answer assembled", got)
+    last = events[-1] if events else None
+    expect(last is not None and last.HasField("status_update") and
+           TaskState.Name(last.status_update.status.state) == "TASK_STATE_COMPLETED",
+           f"{label}: completed last", kinds)
+
+
 async def resubscribe(expect, plain, streaming, send):
     """A subscriber to a task still working (sent without waiting) sees the task first, its
     answer and its completion."""
@@ -155,15 +168,7 @@ async def resubscribe(expect, plain, streaming, send):
     request.configuration.return_immediately = True
     working = await send(plain, request)
     events = [e async for e in streaming.subscribe(SubscribeToTaskRequest(id=working.id))]
-    kinds = [e.WhichOneof("payload") for e in events]
-    expect(kinds[:1] == ["task"], "resubscribe: the task first", kinds)
-    answer = "".join(t for e in events if e.HasField("artifact_update")
-                     for t in texts(e.artifact_update.artifact.parts))
-    expect(answer == "slow", "resubscribe: the answer", answer)
-    last = events[-1] if events else None
-    expect(last is not None and last.HasField("status_update") and
-           TaskState.Name(last.status_update.status.state) == "TASK_STATE_COMPLETED",
-           "resubscribe: completed last", kinds)
+    check_stream(expect, events, "slow", "resubscribe")
     await streaming.close()
 
 
@@ -305,15 +310,7 @@ async def run(url, legacy):
 
         streaming = client(True)
         events = [e async for e in streaming.send_message(message("streamed"))]
-        kinds = [e.WhichOneof("payload") for e in events]
-        expect(kinds[:1] == ["task"], "stream: the task first", kinds)
-        streamed = "".join(t for e in events if e.HasField("artifact_update")
-                           for t in texts(e.artifact_update.artifact.parts))
-        expect(streamed == "streamed", "stream: the answer assembled", streamed)
-        last = events[-1] if events else None
-        expect(last is not None and last.HasField("status_update") and
-               TaskState.Name(last.status_update.status.state) == "TASK_STATE_COMPLETED",
-               "stream: completed last", kinds)
+        check_stream(expect, events, "streamed", "stream")
         await streaming.close()
 
         asked = await send(plain, message("ask"))
