@@ -23,6 +23,9 @@ pub const MAX_SECRET: usize = 4096;
 pub struct Config {
     /// The client's id for it; the task's id when it gave none (as the reference servers do).
     pub id: String,
+    /// Whether the client named it (`id` given): a 0.3 client that gave none cannot know the
+    /// id it got, so its read of any id that names no config finds this one.
+    pub named: bool,
     /// The URL as given, shown back as given.
     pub url: String,
     /// The URL read.
@@ -178,7 +181,8 @@ fn config(
     let url = string(map, "url", at)?
         .ok_or_else(|| RpcError::invalid(format!("{at}.url"), "a webhook URL is required"))?;
     let target = webhook::parse(url).map_err(|why| RpcError::invalid(format!("{at}.url"), why))?;
-    let config_id = id(map, "id", at)?.unwrap_or(task_id);
+    let named = id(map, "id", at)?;
+    let config_id = named.unwrap_or(task_id);
     let token = secret(map, "token", at)?;
     let auth = match map.get("authentication") {
         None | Some(Value::Null) => None,
@@ -186,6 +190,7 @@ fn config(
     };
     Ok(Config {
         id: config_id.to_string(),
+        named: named.is_some(),
         url: url.to_string(),
         target,
         token,

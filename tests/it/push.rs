@@ -680,3 +680,53 @@ fn an_https_webhook_is_kept_said_in_the_log_and_never_delivered_to() {
     thread::sleep(Duration::from_millis(300));
     assert_never_connected(&listener);
 }
+
+/// A 0.3 client that set a config without an id cannot know the id it got, so its get of any id
+/// that names no config finds that one (the TCK asks for "default"; a2a-sdk answers the first
+/// config whatever is asked); a config the client named is found by its name only, and 1.0's
+/// get, whose id is required, finds by id alone.
+#[test]
+fn a_0_3_get_of_an_unknown_id_finds_the_config_set_without_one() {
+    let home = Home::new();
+    let session = on_loopback(&home);
+    let task = session.send(None, "x", true);
+    let id = task["id"].as_str().unwrap().to_string();
+    let get03 = |config: &str| {
+        session.rpc(
+            None,
+            "tasks/pushNotificationConfig/get",
+            json!({"id": id, "pushNotificationConfigId": config}),
+        )
+    };
+    session.call(
+        None,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {"id": "named", "url": "http://127.0.0.1:9/a"}}),
+    );
+    let before = get03("default");
+    assert_eq!(
+        before["error"]["code"], -32001,
+        "only a named one: {before}"
+    );
+    session.call(
+        None,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {"url": "http://127.0.0.1:9/b"}}),
+    );
+    let found = get03("default");
+    assert_eq!(
+        found["result"]["pushNotificationConfig"]["url"], "http://127.0.0.1:9/b",
+        "{found}"
+    );
+    let named = get03("named");
+    assert_eq!(
+        named["result"]["pushNotificationConfig"]["url"], "http://127.0.0.1:9/a",
+        "{named}"
+    );
+    let v1 = session.rpc(
+        None,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "default"}),
+    );
+    assert_eq!(v1["error"]["code"], -32001, "{v1}");
+}

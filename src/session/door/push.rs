@@ -52,8 +52,15 @@ impl Door {
                 let (task, wanted) = push::config_ref(params, generation, false)?;
                 sees(&task)?;
                 let configs = push.list(&task);
+                // 0.3's get names the config optionally, and a client that set one without an
+                // id cannot know the id it got (the TCK asks for "default"; a2a-sdk answers the
+                // first config whatever is asked): any id that names none finds an unnamed one.
+                let unnamed = || match generation {
+                    Generation::V0_3 => configs.iter().find(|c| !c.named),
+                    Generation::V1_0 => None,
+                };
                 let found = match &wanted {
-                    Some(id) => configs.iter().find(|c| &c.id == id),
+                    Some(id) => configs.iter().find(|c| &c.id == id).or_else(unnamed),
                     None => configs.first(),
                 };
                 let config = found.ok_or_else(|| {
