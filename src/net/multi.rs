@@ -82,7 +82,7 @@ pub fn run(
         recheck: None,
         until: None,
     };
-    run_growing(deadlines, None, usize::MAX, grown, step);
+    run_growing(deadlines, None, Duration::ZERO, usize::MAX, grown, step);
 }
 
 /// How many jobs [`run_growing`] has so far, and when to ask again at the latest (`None`: only
@@ -101,9 +101,15 @@ pub struct Grown {
 /// until one moves, a deadline passes or it is woken. A job added while others are in flight
 /// starts at once rather than after the slowest of them. Returns when every job counted so far
 /// is done.
+///
+/// `gap` is the least time between two asks that `wake` causes: woken sooner, the loop leaves
+/// the pipe out of its polls and asks once the gap has passed. A caller woken for every item it
+/// queues (push: an update per task event) would otherwise ask — and poll every exchange in
+/// flight — once per item; with a thousand stuck exchanges that walk was most of a core.
 pub fn run_growing(
     deadlines: Deadlines,
     wake: Option<&wake::Pipe>,
+    gap: Duration,
     most: usize,
     mut jobs: impl FnMut() -> Grown,
     mut step: impl FnMut(usize, Option<Answer>) -> Option<Exchange>,
@@ -116,22 +122,43 @@ pub fn run_growing(
     scheduler.recheck = first.recheck;
     scheduler.until = first.until;
     let mut ask = false;
+    let mut asked = Instant::now();
+    let mut counted: Option<Instant> = None;
     loop {
         if ask || scheduler.recheck.is_some_and(|at| at <= Instant::now()) {
+            if let Some(pipe) = wake.filter(|_| scheduler.wake.is_none()) {
+                // Left out while the gap ran: whatever it holds is seen by this ask.
+                pipe.take();
+                scheduler.wake = Some(pipe.fd());
+            }
+            asked = Instant::now();
             let grown = jobs();
             scheduler.recheck = grown.recheck;
             scheduler.until = scheduler.until.or(grown.until);
             if grown.jobs > scheduler.jobs {
                 scheduler.jobs = grown.jobs;
-                scheduler.bound = scheduler.bound.max(bound(grown.jobs)).min(most);
+                // Counting descriptors walks /proc/self/fd, a thousand entries with a thousand
+                // exchanges in flight: only while the bound may still rise, and at most every
+                // RECOUNT (a job may wait that long for a slot the count would have given).
+                let may_rise = scheduler.bound < most.min(grown.jobs);
+                if may_rise && counted.is_none_or(|at| at.elapsed() >= RECOUNT) {
+                    counted = Some(Instant::now());
+                    scheduler.bound = scheduler.bound.max(bound(grown.jobs)).min(most);
+                }
             }
         }
         if !scheduler.start(&mut step) {
             break;
         }
         let polled = scheduler.wait();
-        let woken = polled && wake.is_some() && scheduler.poller.ready(scheduler.flights.len());
-        if woken && let Some(wake) = wake {
+        let mut woken =
+            polled && scheduler.wake.is_some() && scheduler.poller.ready(scheduler.flights.len());
+        let soon = asked + gap;
+        if woken && Instant::now() < soon {
+            scheduler.wake = None;
+            scheduler.recheck = Some(scheduler.recheck.map_or(soon, |at| at.min(soon)));
+            woken = false;
+        } else if woken && let Some(wake) = wake {
             wake.take();
         }
         let ended = scheduler.advance(polled);
@@ -303,6 +330,9 @@ impl Scheduler {
         ended
     }
 }
+
+/// How often [`run_growing`] counts its descriptors again, at most, while its jobs grow.
+const RECOUNT: Duration = Duration::from_millis(100);
 
 /// How many exchanges `jobs` jobs may have in flight at once: one for one job (nothing to
 /// count), else the descriptors free — the limit, raised if need be, less those open and

@@ -269,6 +269,7 @@ fn a_job_added_while_a_stuck_one_is_in_flight_is_answered_before_that_ends() {
     run_growing(
         SHORT,
         Some(&wake),
+        Duration::ZERO,
         16,
         || {
             looked.set(looked.get() + 1);
@@ -321,6 +322,7 @@ fn a_recheck_that_falls_due_is_looked_at_and_most_bounds_what_is_in_flight() {
     run_growing(
         SHORT,
         Some(&wake),
+        Duration::ZERO,
         2,
         || Grown {
             // Two jobs, and two more once `at` has passed: nobody wakes the loop for them.

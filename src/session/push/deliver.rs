@@ -47,6 +47,10 @@ pub const IN_FLIGHT: usize = 1024;
 pub const JOBS: usize = 16_384;
 /// The most updates one job holds: a webhook with more has them taken as it goes.
 pub const PER_JOB: usize = 64;
+/// The least time between two looks at the queue that queued updates cause: an update waits
+/// this long at most before it is taken, and a thread holding a thousand stuck exchanges walks
+/// them at most a hundred times a second rather than once per update queued.
+const LOOK_GAP: Duration = Duration::from_millis(10);
 /// How long the thread sleeps with nothing due, at most (a retry's backoff is shorter).
 const IDLE: Duration = Duration::from_secs(5);
 
@@ -95,6 +99,7 @@ pub(super) fn run(push: &Arc<Push>) {
         multi::run_growing(
             DEADLINES,
             Some(&push.wake),
+            LOOK_GAP,
             IN_FLIGHT,
             || round.borrow_mut().take_due(push),
             |j, answer| round.borrow_mut().step(push, j, answer),
