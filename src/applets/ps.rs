@@ -259,12 +259,12 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
         sweep
     })?;
     // A named session's earlier runs are counted even when only the running are listed; read
-    // quietly then: what cannot be read is `ps -a`'s to say.
+    // then without pruning or reporting anything: that is `ps -a`'s to do.
     let named = sweep.kept.iter().any(|k| k.entry.record.name().is_some());
     let ended = if shown.all {
         super::ended("ps")?
     } else if named {
-        crate::running::ended::list().map_or_else(|_| Vec::new(), |scan| scan.entries)
+        crate::running::ended::peek()
     } else {
         Vec::new()
     };
@@ -452,8 +452,9 @@ fn table(
         )
     };
     let mut cells: Vec<Vec<String>> = vec![];
+    let with_restarts = restarts.any();
     let mut header = vec!["SESSION", "NAME", "CAPSULE", "STATUS", "DETACHED", "UPTIME"];
-    if restarts.any() {
+    if with_restarts {
         header.push("RESTARTS");
     }
     if with_formation {
@@ -475,7 +476,7 @@ fn table(
             detached.to_string(),
             uptime_secs(row, now).map_or_else(|| "?".to_string(), time::format_uptime),
         ];
-        if restarts.any() {
+        if with_restarts {
             line.push(
                 restarts
                     .of(row)

@@ -167,6 +167,15 @@ pub fn list() -> Result<Scan<EndedRecord>, String> {
     Ok(scan)
 }
 
+/// Every ended session record of this home that reads, in no order, touching nothing: for a
+/// listing that only counts them (plain `mur ps`'s restarts), so what `list` would remove or
+/// report is left to `mur ps -a`.
+pub fn peek() -> Vec<Ended> {
+    let dir = crate::home::existing_dir(ENDED_DIR).ok().flatten();
+    dir.and_then(|dir| crate::running::scan::<EndedRecord>(&dir).ok())
+        .map_or_else(Vec::new, |scan| scan.entries)
+}
+
 fn newest_first(entries: &mut [Ended]) {
     entries.sort_by(|a, b| {
         (&b.record.ended_at, b.record.session_id())

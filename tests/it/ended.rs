@@ -445,7 +445,12 @@ fn a_names_restarts_are_one_history_in_ps() {
     let unnamed = lines[1..].iter().find(|l| cells(l).0 == "-").unwrap();
     assert_eq!(cells(unnamed).1, "-", "{}", all.stdout);
 
+    // Plain ps reads the ended records to count, and leaves what is not one alone: pruning and
+    // saying so is ps -a's.
+    let junk = home.murmur().join("ended").join("not-a-record.json");
+    fs::write(&junk, "{").unwrap();
     let doc = home.mur(&["ps", "--json"]).json();
+    assert!(junk.exists(), "plain ps removed a file in ended/");
     let restarts = |name: &str| {
         doc["capsules"]
             .as_array()
@@ -458,5 +463,8 @@ fn a_names_restarts_are_one_history_in_ps() {
     assert_eq!(restarts("api"), Some(json!(0)), "{doc}");
     let plain = home.mur(&["ps", "--format", "{{.name}} {{.restarts}}"]);
     assert!(plain.stdout.contains("web 2"), "{}", plain.stdout);
+    assert!(junk.exists(), "plain ps removed a file in ended/");
+    home.mur(&["ps", "-a"]).expect_code(0);
+    assert!(!junk.exists(), "ps -a prunes what is not a record");
     home.mur(&["stop", "web", "api"]).expect_code(0);
 }
