@@ -123,7 +123,6 @@ pub fn run_growing(
     scheduler.until = first.until;
     let mut ask = false;
     let mut asked = Instant::now();
-    let mut counted: Option<Instant> = None;
     loop {
         if ask || scheduler.recheck.is_some_and(|at| at <= Instant::now()) {
             if let Some(pipe) = wake.filter(|_| scheduler.wake.is_none()) {
@@ -138,11 +137,8 @@ pub fn run_growing(
             if grown.jobs > scheduler.jobs {
                 scheduler.jobs = grown.jobs;
                 // Counting descriptors walks /proc/self/fd, a thousand entries with a thousand
-                // exchanges in flight: only while the bound may still rise, and at most every
-                // RECOUNT (a job may wait that long for a slot the count would have given).
-                let may_rise = scheduler.bound < most.min(grown.jobs);
-                if may_rise && counted.is_none_or(|at| at.elapsed() >= RECOUNT) {
-                    counted = Some(Instant::now());
+                // exchanges in flight: only while the bound may still rise (the same bound).
+                if scheduler.bound < most.min(grown.jobs) {
                     scheduler.bound = scheduler.bound.max(bound(grown.jobs)).min(most);
                 }
             }
@@ -330,9 +326,6 @@ impl Scheduler {
         ended
     }
 }
-
-/// How often [`run_growing`] counts its descriptors again, at most, while its jobs grow.
-const RECOUNT: Duration = Duration::from_millis(100);
 
 /// How many exchanges `jobs` jobs may have in flight at once: one for one job (nothing to
 /// count), else the descriptors free — the limit, raised if need be, less those open and
