@@ -1,5 +1,5 @@
 //! Many HTTP/1.1 exchanges on one thread: non-blocking connects, writes and reads multiplexed
-//! with `poll(2)`. The engine under every whole-response call to a door — `mur ps`'s thousands of
+//! on one readiness poller (`epoll(7)`, kqueue on macOS: [`crate::sys::epoll`]). The engine under every whole-response call to a door — `mur ps`'s thousands of
 //! probes at once, and the one a formation's readiness check or `mur stop` makes.
 //!
 //! A *job* is a conversation with one door, one *exchange* at a time: a connection of its own,
@@ -10,8 +10,12 @@
 //! [`Deadlines::response`] from the moment it is made (the request's writing included).
 //!
 //! Invariants:
-//! - **One thread, nothing blocks but `poll`.** Every socket is non-blocking; no thread is
-//!   spawned; `poll` sleeps no later than the nearest deadline.
+//! - **One thread, nothing blocks but the wait.** Every socket is non-blocking; no thread is
+//!   spawned; the wait sleeps no later than the nearest deadline.
+//! - **What waits costs nothing while it waits.** A socket is registered once, edge-triggered,
+//!   when its connection starts, and deadlines are kept in order: a pass of the loop costs what
+//!   became ready or fell due, never a walk of every exchange in flight — a thousand receivers
+//!   that never answer cost the loop nothing between their deadlines.
 //! - **Bounded by descriptors, not by jobs.** At most as many exchanges are in flight as there are
 //!   descriptors free — the soft `RLIMIT_NOFILE` (raised toward the hard one when the jobs need
 //!   more) less those already open and [`SPARE_FDS`] — and the rest wait in order. A socket
@@ -20,20 +24,23 @@
 //!   exchange's error.
 //! - **Every exchange ends exactly once**, by its deadlines at the latest, with the response or a
 //!   sentence naming the address and what failed; its socket is closed before its job is told.
-//! - **Bounded memory per exchange**: its request, and at most [`MAX_RESPONSE_READ`] of response;
-//!   every read goes through one shared scratch buffer.
+//! - **Bounded memory per exchange**: its request, and at most
+//!   [`super::client::MAX_RESPONSE_READ`] of response; every read goes through one shared
+//!   scratch buffer.
 //! - **A request is never shown.** It may carry a bearer token: no error quotes it, and
 //!   [`Exchange`]'s `Debug` gives only its length.
 
-use std::collections::VecDeque;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::collections::{BTreeSet, VecDeque};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use super::client::{self, Deadlines, MAX_RESPONSE_READ, WholeResponse};
-use crate::sys::poll::{Poller, Want};
+use super::client::{Deadlines, WholeResponse};
+use crate::sys::epoll::{Event, Poller, Watch};
 use crate::sys::{socket, wake};
+use flight::Flight;
+
+mod flight;
 
 /// Descriptors kept free while exchanges are in flight, for what a job opens as it starts (the
 /// `/proc` files a record's local checks read).
@@ -45,11 +52,15 @@ const OPEN_IF_UNKNOWN: usize = 16;
 const START_BATCH: usize = 256;
 /// The shared scratch buffer each read goes through.
 const READ_CHUNK: usize = 64 * 1024;
+/// The most readiness events one wait takes.
+const EVENTS: usize = 256;
+/// The wake-up pipe's key; a flight's is its slot and the slot's generation ([`Slots::key`]).
+const WAKE: u64 = u64::MAX;
 
 /// One request to send on a connection of its own, and whose whole response to read.
 pub struct Exchange {
     pub addr: SocketAddr,
-    /// Head and body, as [`client::Request::encode`] writes them. May carry a bearer token.
+    /// Head and body, as [`super::client::Request::encode`] writes them. May carry a bearer token.
     pub request: Vec<u8>,
 }
 
@@ -95,17 +106,16 @@ pub struct Grown {
 }
 
 /// [`run`] for jobs that keep coming, at most `most` exchanges in flight. `jobs()` says how many
-/// there are so far; it is asked at the start, after any exchange ends, when `wake` (if any: polled
-/// beside the exchanges; [`wake::Pipe::take`]n before asking) is readable, and when its last
-/// `recheck` passes — never on a timer of its own, so a loop whose exchanges all hang sleeps
+/// there are so far; it is asked at the start, after any exchange ends, when `wake` (if any:
+/// watched beside the exchanges; [`wake::Pipe::take`]n before asking) is readable, and when its
+/// last `recheck` passes — never on a timer of its own, so a loop whose exchanges all hang sleeps
 /// until one moves, a deadline passes or it is woken. A job added while others are in flight
 /// starts at once rather than after the slowest of them. Returns when every job counted so far
 /// is done.
 ///
-/// `gap` is the least time between two asks that `wake` causes: woken sooner, the loop leaves
-/// the pipe out of its polls and asks once the gap has passed. A caller woken for every item it
-/// queues (push: an update per task event) would otherwise ask — and poll every exchange in
-/// flight — once per item; with a thousand stuck exchanges that walk was most of a core.
+/// `gap` is the least time between two asks that `wake` causes: woken sooner, the loop stops
+/// watching the pipe and asks once the gap has passed. A caller woken for every item it queues
+/// (push: an update per task event) would otherwise ask once per item.
 pub fn run_growing(
     deadlines: Deadlines,
     wake: Option<&wake::Pipe>,
@@ -118,40 +128,34 @@ pub fn run_growing(
     let mut scheduler = Scheduler::new(first.jobs, deadlines);
     scheduler.most = most;
     scheduler.bound = scheduler.bound.min(most);
-    scheduler.wake = wake.map(wake::Pipe::fd);
+    scheduler.watch_wake(wake.map(wake::Pipe::fd));
     scheduler.recheck = first.recheck;
-    scheduler.until = first.until;
+    scheduler.wind_down(first.until);
     let mut ask = false;
     let mut asked = Instant::now();
     loop {
         if ask || scheduler.recheck.is_some_and(|at| at <= Instant::now()) {
             if let Some(pipe) = wake.filter(|_| scheduler.wake.is_none()) {
-                // Left out while the gap ran: whatever it holds is seen by this ask.
+                // Not watched while the gap ran: whatever it holds is seen by this ask.
                 pipe.take();
-                scheduler.wake = Some(pipe.fd());
+                scheduler.watch_wake(Some(pipe.fd()));
             }
             asked = Instant::now();
             let grown = jobs();
             scheduler.recheck = grown.recheck;
-            scheduler.until = scheduler.until.or(grown.until);
+            scheduler.wind_down(grown.until);
             if grown.jobs > scheduler.jobs {
-                scheduler.jobs = grown.jobs;
-                // Counting descriptors walks /proc/self/fd, a thousand entries with a thousand
-                // exchanges in flight: only while the bound may still rise (the same bound).
-                if scheduler.bound < most.min(grown.jobs) {
-                    scheduler.bound = scheduler.bound.max(bound(grown.jobs)).min(most);
-                }
+                scheduler.grow(grown.jobs);
             }
         }
         if !scheduler.start(&mut step) {
             break;
         }
         let polled = scheduler.wait();
-        let mut woken =
-            polled && scheduler.wake.is_some() && scheduler.poller.ready(scheduler.flights.len());
+        let mut woken = polled && scheduler.events.iter().any(|e| e.key == WAKE);
         let soon = asked + gap;
         if woken && Instant::now() < soon {
-            scheduler.wake = None;
+            scheduler.watch_wake(None);
             scheduler.recheck = Some(scheduler.recheck.map_or(soon, |at| at.min(soon)));
             woken = false;
         } else if woken && let Some(wake) = wake {
@@ -178,6 +182,55 @@ pub fn one(exchange: Exchange, deadlines: Deadlines) -> Answer {
     answer.unwrap_or_else(|| Err("the request was never sent".into()))
 }
 
+/// The exchanges in flight, each in a slot whose generation moves on when it is freed, so a key
+/// outliving its flight finds nothing.
+#[derive(Default)]
+struct Slots {
+    slots: Vec<(u32, Option<Flight>)>,
+    free: Vec<usize>,
+    len: usize,
+}
+
+impl Slots {
+    fn key(slot: usize, generation: u32) -> u64 {
+        (u64::from(generation) << 32) | slot as u64
+    }
+
+    /// Keep `flight`; its key.
+    fn insert(&mut self, flight: Flight) -> u64 {
+        self.len += 1;
+        if let Some(slot) = self.free.pop() {
+            self.slots[slot].1 = Some(flight);
+            return Self::key(slot, self.slots[slot].0);
+        }
+        self.slots.push((0, Some(flight)));
+        Self::key(self.slots.len() - 1, 0)
+    }
+
+    fn get(&mut self, key: u64) -> Option<&mut Flight> {
+        let (generation, slot) = ((key >> 32) as u32, key as u32 as usize);
+        let (held, flight) = self.slots.get_mut(slot)?;
+        flight.as_mut().filter(|_| *held == generation)
+    }
+
+    fn remove(&mut self, key: u64) -> Option<Flight> {
+        let slot = key as u32 as usize;
+        self.get(key)?;
+        let (generation, flight) = &mut self.slots[slot];
+        *generation = generation.wrapping_add(1);
+        self.free.push(slot);
+        self.len -= 1;
+        flight.take()
+    }
+
+    fn keys(&self) -> Vec<u64> {
+        let live = self.slots.iter().enumerate();
+        live.filter(|(_, (_, f))| f.is_some())
+            .map(|(slot, (generation, _))| Self::key(slot, *generation))
+            .collect()
+    }
+}
+
 /// The jobs, the exchanges waiting and those in flight.
 struct Scheduler {
     jobs: usize,
@@ -186,17 +239,23 @@ struct Scheduler {
     /// Exchanges to start before any new job: follow-ups, and those put back for want of a
     /// descriptor.
     waiting: VecDeque<(usize, Exchange)>,
-    flights: Vec<Flight>,
-    /// The most exchanges in flight at once.
+    flights: Slots,
+    /// Every flight's deadline and key, soonest first.
+    deadlines_due: BTreeSet<(Instant, u64)>,
+    /// The most exchanges in flight at once: at least one, at most one a job.
     bound: usize,
+    /// The descriptors last found free for exchanges ([`room`]; 0: not counted yet).
+    room: usize,
     deadlines: Deadlines,
-    /// `flights[i]`'s socket is the poller's `i`-th descriptor between [`Scheduler::wait`] and
-    /// [`Scheduler::advance`].
-    poller: Poller,
+    /// Every flight's socket is watched here, edge-triggered, under its key. `Err` when no
+    /// poller could be made: every exchange is then that error.
+    poller: Result<Poller, String>,
+    /// What the last wait reported.
+    events: Vec<Event>,
     scratch: Vec<u8>,
     /// The most exchanges in flight whatever the descriptors allow ([`run_growing`]).
     most: usize,
-    /// Polled beside the flights, its index theirs: jobs may be added ([`run_growing`]).
+    /// Watched beside the flights under [`WAKE`]: jobs may be added ([`run_growing`]).
     wake: Option<RawFd>,
     /// When to look for jobs added, at the latest ([`run_growing`]).
     recheck: Option<Instant>,
@@ -206,20 +265,68 @@ struct Scheduler {
 
 impl Scheduler {
     fn new(jobs: usize, deadlines: Deadlines) -> Self {
+        // Made before the descriptors are counted, so the bound leaves room for it.
+        let poller = Poller::new().map_err(|err| format!("cannot wait on sockets: {err}"));
+        // One job has nothing to count: it has one exchange at a time.
+        let room = if jobs <= 1 { 0 } else { room(jobs) };
         Self {
             jobs,
             next_job: 0,
             waiting: VecDeque::new(),
-            flights: Vec::new(),
-            bound: bound(jobs),
+            flights: Slots::default(),
+            deadlines_due: BTreeSet::new(),
+            bound: room.clamp(1, jobs.max(1)),
+            room,
             deadlines,
-            poller: Poller::default(),
+            poller,
+            events: Vec::with_capacity(EVENTS),
             scratch: vec![0; READ_CHUNK],
             most: usize::MAX,
             wake: None,
             recheck: None,
             until: None,
         }
+    }
+
+    /// Watch `fd` as the wake-up pipe, or (`None`) stop watching the one watched.
+    fn watch_wake(&mut self, fd: Option<RawFd>) {
+        let Ok(poller) = &self.poller else { return };
+        if let Some(old) = self.wake.take() {
+            poller.remove(old);
+        }
+        // Not watched, it is still looked at on every recheck and every exchange's end.
+        self.wake = fd.filter(|&fd| poller.add(fd, WAKE, Watch::Always).is_ok());
+    }
+
+    /// Every exchange ends by `until` (once given, kept): the deadlines in flight brought
+    /// forward to it.
+    fn wind_down(&mut self, until: Option<Instant>) {
+        let (None, Some(until)) = (self.until, until) else {
+            return;
+        };
+        self.until = Some(until);
+        let late: Vec<(Instant, u64)> = self.deadlines_due.range((until, 0)..).copied().collect();
+        for (at, key) in late {
+            if let Some(flight) = self.flights.get(key) {
+                flight.cut_to(until);
+                self.deadlines_due.remove(&(at, key));
+                self.deadlines_due.insert((until, key));
+            }
+        }
+    }
+
+    /// There are `jobs` jobs now: the bound rises with them, within the descriptors free.
+    /// Counting descriptors walks /proc/self/fd, a thousand entries with a thousand exchanges in
+    /// flight: they are counted again only once the jobs outnumber those last found free.
+    fn grow(&mut self, jobs: usize) {
+        self.jobs = jobs;
+        if self.bound >= self.most.min(jobs) {
+            return;
+        }
+        if jobs > self.room {
+            self.room = room(jobs);
+        }
+        self.bound = self.bound.max(self.room.clamp(1, jobs)).min(self.most);
     }
 
     /// Whether an exchange is waiting or a job has not started.
@@ -231,7 +338,7 @@ impl Scheduler {
     /// do.
     fn start(&mut self, step: &mut impl FnMut(usize, Option<Answer>) -> Option<Exchange>) -> bool {
         let mut started = 0;
-        while self.flights.len() < self.bound && started < START_BATCH {
+        while self.flights.len < self.bound && started < START_BATCH {
             let (job, exchange) = if let Some(next) = self.waiting.pop_front() {
                 next
             } else if self.next_job < self.jobs {
@@ -244,64 +351,68 @@ impl Scheduler {
                 break;
             };
             started += 1;
-            match socket::connect_started(&exchange.addr) {
-                Ok(stream) => self.flights.push(Flight {
-                    job,
-                    stream,
-                    phase: Phase::Connecting,
-                    deadline: Instant::now() + self.deadlines.connect,
-                    received: Vec::new(),
-                    exchange,
-                    cut: false,
-                }),
-                Err(err) if socket::is_out_of_descriptors(&err) && !self.flights.is_empty() => {
-                    self.bound = self.flights.len().min(self.most);
+            match self.launch(job, exchange) {
+                Ok(()) => {}
+                Err((Some(exchange), _)) => {
+                    self.room = self.flights.len;
+                    self.bound = self.flights.len.min(self.most);
                     self.waiting.push_front((job, exchange));
                 }
-                Err(err) => {
-                    let answer = Err(format!("{}: cannot connect: {err}", exchange.addr));
-                    if let Some(next) = step(job, Some(answer)) {
+                Err((None, why)) => {
+                    if let Some(next) = step(job, Some(Err(why))) {
                         self.waiting.push_front((job, next));
                     }
                 }
             }
         }
-        !self.flights.is_empty() || self.more_to_start()
+        self.flights.len > 0 || self.more_to_start()
+    }
+
+    /// Start `exchange`'s connection and watch it. `Err` with the exchange to start again later
+    /// (out of descriptors, others in flight), or with why it cannot be started.
+    fn launch(&mut self, job: usize, exchange: Exchange) -> Result<(), (Option<Exchange>, String)> {
+        let poller = self.poller.as_ref().map_err(|err| (None, err.clone()))?;
+        let stream = match socket::connect_started(&exchange.addr) {
+            Ok(stream) => stream,
+            Err(err) if socket::is_out_of_descriptors(&err) && self.flights.len > 0 => {
+                return Err((Some(exchange), String::new()));
+            }
+            Err(err) => return Err((None, format!("{}: cannot connect: {err}", exchange.addr))),
+        };
+        let fd = stream.as_raw_fd();
+        let addr = exchange.addr;
+        let flight = Flight::connecting(job, exchange, stream, self.deadlines, self.until);
+        let deadline = flight.deadline;
+        let key = self.flights.insert(flight);
+        if let Err(err) = poller.add(fd, key, Watch::Edge) {
+            drop(self.flights.remove(key));
+            return Err((None, format!("{addr}: cannot watch the connection: {err}")));
+        }
+        self.deadlines_due.insert((deadline, key));
+        Ok(())
     }
 
     /// Wait until a socket in flight is ready, its deadline passes, or — when more could start —
-    /// not at all. Whether `poll` worked: if not, every flight is looked at as if ready (its
-    /// non-blocking socket says whether it really is).
+    /// not at all; what fired is in [`Self::events`]. Whether the wait worked: if not, every
+    /// flight is looked at as if ready (its non-blocking socket says whether it really is).
     fn wait(&mut self) -> bool {
-        self.poller.clear();
-        for flight in &mut self.flights {
-            if let Some(until) = self.until
-                && flight.deadline > until
-            {
-                flight.deadline = until;
-                flight.cut = true;
-            }
-            self.poller
-                .push(flight.stream.as_raw_fd(), flight.phase.want());
-        }
-        let timeout = if self.flights.len() < self.bound && self.more_to_start() {
+        let now = Instant::now();
+        let timeout = if self.flights.len < self.bound && self.more_to_start() {
             Duration::ZERO
         } else {
-            let now = Instant::now();
-            self.flights
-                .iter()
-                .map(|f| f.deadline.saturating_duration_since(now))
-                .min()
-                .unwrap_or(Duration::ZERO)
+            let first = self.deadlines_due.first();
+            first.map_or(Duration::ZERO, |(at, _)| at.saturating_duration_since(now))
         };
         let timeout = match self.recheck {
-            Some(at) => timeout.min(at.saturating_duration_since(Instant::now())),
+            Some(at) => timeout.min(at.saturating_duration_since(now)),
             None => timeout,
         };
-        if let Some(fd) = self.wake {
-            self.poller.push(fd, Want::Read);
-        }
-        if self.poller.wait(timeout).is_ok() {
+        self.events.clear();
+        let waited = match &self.poller {
+            Ok(poller) => poller.wait_up_to::<EVENTS>(&mut self.events, Some(timeout)),
+            Err(_) => return true,
+        };
+        if waited.is_ok() {
             return true;
         }
         // Not a busy loop: pause as long as a millisecond before looking at everything.
@@ -309,158 +420,70 @@ impl Scheduler {
         false
     }
 
-    /// Move every flight that is ready or past its deadline; the jobs whose exchange ended, with
-    /// its answer. Their sockets are closed by then.
+    /// Move every flight that was reported or is past its deadline (every flight when the wait
+    /// failed: `!polled`); the jobs whose exchange ended, with its answer. Their sockets are
+    /// closed by then.
     fn advance(&mut self, polled: bool) -> Vec<(usize, Answer)> {
         let now = Instant::now();
         let mut ended = Vec::new();
-        // Backwards, so `swap_remove` only moves a flight already looked at.
-        for i in (0..self.flights.len()).rev() {
-            let ready = !polled || self.poller.ready(i);
-            let flight = &mut self.flights[i];
-            if let Some(answer) = flight.advance(ready, now, &mut self.scratch, self.deadlines) {
-                let flight = self.flights.swap_remove(i);
-                ended.push((flight.job, answer));
-            }
+        let reported: Vec<u64> = if polled {
+            let events = self.events.iter().map(|e| e.key);
+            events.filter(|&key| key != WAKE).collect()
+        } else {
+            self.flights.keys()
+        };
+        for key in reported {
+            self.move_flight(key, true, now, &mut ended);
+        }
+        while let Some(&(at, key)) = self.deadlines_due.first()
+            && at <= now
+        {
+            self.deadlines_due.pop_first();
+            self.move_flight(key, false, now, &mut ended);
         }
         ended
     }
+
+    /// Take the flight under `key` (if it is still in flight) as far as it goes; once it has
+    /// ended, its socket unwatched and closed and its answer in `ended`.
+    fn move_flight(
+        &mut self,
+        key: u64,
+        ready: bool,
+        now: Instant,
+        ended: &mut Vec<(usize, Answer)>,
+    ) {
+        let (deadlines, until) = (self.deadlines, self.until);
+        let Some(flight) = self.flights.get(key) else {
+            return;
+        };
+        let before = flight.deadline;
+        let answer = flight.advance(ready, now, &mut self.scratch, deadlines, until);
+        let after = flight.deadline;
+        self.deadlines_due.remove(&(before, key));
+        let Some(answer) = answer else {
+            self.deadlines_due.insert((after, key));
+            return;
+        };
+        if let Some(flight) = self.flights.remove(key) {
+            // Unwatched before it closes: a copy of the descriptor in a child being spawned
+            // would otherwise keep it in the set under a key that may be reused.
+            if let Ok(poller) = &self.poller {
+                poller.remove(flight.stream.as_raw_fd());
+            }
+            ended.push((flight.job, answer));
+        }
+    }
 }
 
-/// How many exchanges `jobs` jobs may have in flight at once: one for one job (nothing to
-/// count), else the descriptors free — the limit, raised if need be, less those open and
-/// [`SPARE_FDS`] — at least one and at most one a job.
-fn bound(jobs: usize) -> usize {
-    if jobs <= 1 {
-        return 1;
-    }
+/// How many exchanges may be in flight at once for `jobs` jobs, as far as descriptors go: the
+/// limit, raised toward what `jobs` need, less those open and [`SPARE_FDS`].
+fn room(jobs: usize) -> usize {
     let taken = socket::open_descriptors().unwrap_or(OPEN_IF_UNKNOWN) + SPARE_FDS;
     let limit = socket::open_files_limit((jobs + taken) as u64);
     usize::try_from(limit)
         .unwrap_or(usize::MAX)
         .saturating_sub(taken)
-        .clamp(1, jobs)
-}
-
-/// Where an exchange in flight is.
-enum Phase {
-    /// The connection is under way: waiting for the socket to be writable.
-    Connecting,
-    /// Connected; `sent` bytes of the request written so far.
-    Writing { sent: usize },
-    /// The request is written: reading the response.
-    Reading,
-}
-
-impl Phase {
-    fn want(&self) -> Want {
-        match self {
-            Self::Connecting | Self::Writing { .. } => Want::Write,
-            Self::Reading => Want::Read,
-        }
-    }
-}
-
-/// One exchange in flight.
-struct Flight {
-    job: usize,
-    exchange: Exchange,
-    stream: TcpStream,
-    phase: Phase,
-    /// The connect deadline while connecting, the response deadline after.
-    deadline: Instant,
-    received: Vec<u8>,
-    /// Its deadline was brought forward to [`Grown::until`].
-    cut: bool,
-}
-
-impl Flight {
-    /// Take this exchange as far as its socket lets it without blocking; its answer when it has
-    /// ended. A deadline that has passed ends it, ready or not.
-    fn advance(
-        &mut self,
-        ready: bool,
-        now: Instant,
-        scratch: &mut [u8],
-        deadlines: Deadlines,
-    ) -> Option<Answer> {
-        let addr = self.exchange.addr;
-        if now >= self.deadline {
-            return Some(Err(match self.phase {
-                _ if self.cut => format!("{addr}: cut short, its caller winding down"),
-                Phase::Connecting => format!(
-                    "{addr}: cannot connect: no connection within {:?}",
-                    deadlines.connect
-                ),
-                _ => format!("{addr}: no complete answer within {:?}", deadlines.response),
-            }));
-        }
-        if !ready {
-            return None;
-        }
-        if let Phase::Connecting = self.phase {
-            if let Some(err) = self.stream.take_error().unwrap_or_else(Some) {
-                return Some(Err(format!("{addr}: cannot connect: {err}")));
-            }
-            self.phase = Phase::Writing { sent: 0 };
-            self.deadline = now + deadlines.response;
-            self.cut = false;
-        }
-        match &mut self.phase {
-            Phase::Writing { sent } => {
-                match write_some(&mut self.stream, &self.exchange.request, sent) {
-                    Ok(true) => self.phase = Phase::Reading,
-                    Ok(false) => {}
-                    Err(err) => {
-                        return Some(Err(format!("{addr}: cannot send the request: {err}")));
-                    }
-                }
-                None
-            }
-            _ => self.read(scratch),
-        }
-    }
-
-    /// Read whatever has arrived, through `scratch`; the answer once the response is complete by
-    /// its framing or the door closed, or the reason there is none.
-    fn read(&mut self, scratch: &mut [u8]) -> Option<Answer> {
-        let addr = self.exchange.addr;
-        let bad = |err: String| format!("{addr}: bad response: {err}");
-        loop {
-            match self.stream.read(scratch) {
-                Ok(0) => return Some(client::finish_at_eof(&self.received).map_err(bad)),
-                Ok(n) => {
-                    if self.received.len() + n > MAX_RESPONSE_READ {
-                        return Some(Err(format!("{addr}: response larger than 1 MiB")));
-                    }
-                    self.received.extend_from_slice(&scratch[..n]);
-                    match client::complete_response(&self.received) {
-                        Ok(None) => {}
-                        Ok(Some(response)) => return Some(Ok(response)),
-                        Err(err) => return Some(Err(bad(err))),
-                    }
-                }
-                Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                Err(err) if err.kind() == ErrorKind::WouldBlock => return None,
-                Err(err) => return Some(Err(format!("{addr}: read failed: {err}"))),
-            }
-        }
-    }
-}
-
-/// Write what is left of `request` past `*sent`; whether all of it is written (`false`: the
-/// socket is full for now).
-fn write_some(stream: &mut TcpStream, request: &[u8], sent: &mut usize) -> std::io::Result<bool> {
-    while *sent < request.len() {
-        match stream.write(&request[*sent..]) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => *sent += n,
-            Err(err) if err.kind() == ErrorKind::Interrupted => {}
-            Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(false),
-            Err(err) => return Err(err),
-        }
-    }
-    Ok(true)
 }
 
 #[cfg(test)]

@@ -43,6 +43,13 @@ pub const BATCH: usize = 8;
 /// A readiness poller.
 pub struct Poller(OwnedFd);
 
+impl Poller {
+    /// [`Poller::wait_up_to`] [`BATCH`] events: a door worker's wait.
+    pub fn wait(&self, out: &mut Vec<Event>, timeout: Option<Duration>) -> std::io::Result<()> {
+        self.wait_up_to::<BATCH>(out, timeout)
+    }
+}
+
 /// A timeout as whole milliseconds, rounded up (so a short wait never spins); `None` is forever.
 fn millis(timeout: Option<Duration>) -> i32 {
     timeout.map_or(-1, |t| {
@@ -52,7 +59,7 @@ fn millis(timeout: Option<Duration>) -> i32 {
 
 #[cfg(target_os = "linux")]
 mod imp {
-    use super::{BATCH, Event, Poller, Watch, millis};
+    use super::{Event, Poller, Watch, millis};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
     use std::time::Duration;
 
@@ -122,16 +129,20 @@ mod imp {
         }
 
         /// Wait up to `timeout` (`None`: until something fires) and put what fired in `out`
-        /// (cleared first), at most [`BATCH`]. `EINTR` reads as nothing fired.
-        pub fn wait(&self, out: &mut Vec<Event>, timeout: Option<Duration>) -> std::io::Result<()> {
-            let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
+        /// (cleared first), at most `N`. `EINTR` reads as nothing fired.
+        pub fn wait_up_to<const N: usize>(
+            &self,
+            out: &mut Vec<Event>,
+            timeout: Option<Duration>,
+        ) -> std::io::Result<()> {
+            let mut events = [libc::epoll_event { events: 0, u64: 0 }; N];
             out.clear();
-            // SAFETY: the buffer holds BATCH events, as we say.
+            // SAFETY: the buffer holds N events, as we say.
             let n = unsafe {
                 libc::epoll_wait(
                     self.0.as_raw_fd(),
                     events.as_mut_ptr(),
-                    BATCH as i32,
+                    N as i32,
                     millis(timeout),
                 )
             };
@@ -163,7 +174,7 @@ mod imp {
     //! re-arming never meets ENOENT. A hang-up comes as `EV_EOF` on either filter; a connection
     //! watched for neither keeps its read filter enabled for it (its bytes then read as a wake,
     //! which the server treats as one).
-    use super::{BATCH, Event, Poller, Watch, millis};
+    use super::{Event, Poller, Watch, millis};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
     use std::time::Duration;
 
@@ -254,10 +265,14 @@ mod imp {
         }
 
         /// Wait up to `timeout` (`None`: until something fires) and put what fired in `out`
-        /// (cleared first), at most [`BATCH`]. `EINTR` reads as nothing fired.
-        pub fn wait(&self, out: &mut Vec<Event>, timeout: Option<Duration>) -> std::io::Result<()> {
+        /// (cleared first), at most `N`. `EINTR` reads as nothing fired.
+        pub fn wait_up_to<const N: usize>(
+            &self,
+            out: &mut Vec<Event>,
+            timeout: Option<Duration>,
+        ) -> std::io::Result<()> {
             // SAFETY: `kevent` is a plain C struct for which all-zero bytes are valid.
-            let mut events: [libc::kevent; BATCH] = unsafe { std::mem::zeroed() };
+            let mut events: [libc::kevent; N] = unsafe { std::mem::zeroed() };
             let ms = millis(timeout);
             let spec = libc::timespec {
                 tv_sec: (ms.max(0) / 1000) as libc::time_t,
@@ -269,14 +284,14 @@ mod imp {
                 &raw const spec
             };
             out.clear();
-            // SAFETY: a live kqueue, no changes, a buffer of BATCH events, a live timespec or null.
+            // SAFETY: a live kqueue, no changes, a buffer of N events, a live timespec or null.
             let n = unsafe {
                 libc::kevent(
                     self.0.as_raw_fd(),
                     std::ptr::null(),
                     0,
                     events.as_mut_ptr(),
-                    BATCH as i32,
+                    N as i32,
                     spec_ptr,
                 )
             };

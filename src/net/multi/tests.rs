@@ -1,9 +1,8 @@
 use super::*;
-use crate::net::client::MAX_RESPONSE_BYTES;
-use std::net::{Shutdown, TcpListener};
+use crate::net::client::{self, MAX_RESPONSE_BYTES};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::thread;
-
-use crate::sys::wake;
 
 const SHORT: Deadlines = Deadlines {
     connect: Duration::from_secs(2),
