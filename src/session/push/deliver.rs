@@ -10,8 +10,10 @@
 //!
 //! Bounds, so that no webhook holds back another: at most [`IN_FLIGHT`] exchanges at once, at
 //! most [`PER_JOB`] updates taken by one webhook's job (the rest wait in the queue, in order,
-//! for its next read), at most [`JOBS`] jobs in one round — a round takes new jobs while others
-//! are in flight, and ends when none is.
+//! for its next read), at most [`JOBS`] jobs not done at once — a round takes new jobs while
+//! others are in flight, forgets each job once it is done (so a round that never runs dry,
+//! webhooks hanging one after another, never stops taking new ones), and ends when none is in
+//! flight.
 //!
 //! A webhook's updates go out in the order they happened: one exchange at a time per webhook,
 //! and an update waiting to be retried holds back the later ones of its webhook. A failed
@@ -43,7 +45,7 @@ pub const DEADLINES: Deadlines = Deadlines {
 pub const ATTEMPTS: u32 = 4;
 /// The most exchanges in flight at once.
 pub const IN_FLIGHT: usize = 1024;
-/// The most jobs one round takes (a job is one webhook's run of updates).
+/// The most jobs not done at once (a job is one webhook's run of updates).
 pub const JOBS: usize = 16_384;
 /// The most updates one job holds: a webhook with more has them taken as it goes.
 pub const PER_JOB: usize = 64;
@@ -66,7 +68,10 @@ struct Job {
 /// fall due meanwhile.
 #[derive(Default)]
 struct Round {
-    jobs: Vec<Job>,
+    /// The jobs not done, by their number in the round (`net::multi`'s job index).
+    jobs: HashMap<usize, Job>,
+    /// How many jobs the round has taken, done ones included: the next one's number.
+    taken: usize,
     /// The jobs still going, by their webhook's config (its address: the job holds the config,
     /// so no other config has it meanwhile): new updates of that webhook join them.
     going: HashMap<usize, usize>,
@@ -89,7 +94,7 @@ pub(super) fn run(push: &Arc<Push>) {
         }
         let round = RefCell::new(Round::default());
         let first = round.borrow_mut().take_due(push);
-        if round.borrow().jobs.is_empty() {
+        if round.borrow().taken == 0 {
             if closing.is_some() {
                 break;
             }
@@ -163,10 +168,9 @@ impl Round {
                     if waits(&item) {
                         recheck = Some(recheck.map_or(item.due, |r| r.min(item.due)));
                     }
-                } else if let Some(&j) = self.going.get(&key) {
-                    let job = &mut self.jobs[j].items;
-                    if job.len() < PER_JOB {
-                        job.push_back(item);
+                } else if let Some(job) = self.going.get(&key).and_then(|j| self.jobs.get_mut(j)) {
+                    if job.items.len() < PER_JOB {
+                        job.items.push_back(item);
                         continue;
                     }
                 } else if let Some(&f) = fresh_of.get(&key) {
@@ -199,8 +203,9 @@ impl Round {
             match push.target(url) {
                 Ok(to) => {
                     let key = key(&first.config);
-                    self.going.insert(key, self.jobs.len());
-                    self.jobs.push(Job { key, to, items });
+                    self.going.insert(key, self.taken);
+                    self.jobs.insert(self.taken, Job { key, to, items });
+                    self.taken += 1;
                 }
                 Err(why) => log::event(
                     &first.task_id,
@@ -213,7 +218,7 @@ impl Round {
             }
         }
         Grown {
-            jobs: self.jobs.len(),
+            jobs: self.taken,
             recheck,
             until,
         }
@@ -221,9 +226,9 @@ impl Round {
 
     /// Job `j`'s next exchange, after `answer` to its last one: the next update once the last
     /// was taken; none once it failed (it and the rest go back to the queue: [`failed`]). A job
-    /// with nothing left is done: its webhook's next updates start a new one.
+    /// with nothing left is done and forgotten: its webhook's next updates start a new one.
     fn step(&mut self, push: &Push, j: usize, answer: Option<Answer>) -> Option<Exchange> {
-        let job = &mut self.jobs[j];
+        let job = self.jobs.get_mut(&j)?;
         if let Some(answer) = answer
             && let Some(sent) = job.items.pop_front()
             && let Err(why) = accepted(answer)
@@ -231,8 +236,12 @@ impl Round {
             failed(push, sent, job, &why);
         }
         let next = job.items.front().map(|d| exchange(d, job.to));
-        if next.is_none() && self.going.get(&job.key) == Some(&j) {
-            self.going.remove(&job.key);
+        if next.is_none() {
+            let key = job.key;
+            self.jobs.remove(&j);
+            if self.going.get(&key) == Some(&j) {
+                self.going.remove(&key);
+            }
         }
         next
     }

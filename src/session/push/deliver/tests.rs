@@ -31,7 +31,7 @@ fn a_job_takes_at_most_per_job_updates_and_a_failure_waits_its_backoff_in_order(
     let mut round = Round::default();
     let grown = round.take_due(&push);
     assert_eq!(grown.jobs, 1);
-    assert_eq!(round.jobs[0].items.len(), PER_JOB, "a job holds {PER_JOB}");
+    assert_eq!(round.jobs[&0].items.len(), PER_JOB, "a job holds {PER_JOB}");
     assert_eq!(push.queue().items.len(), 36, "the rest wait in the queue");
     assert!(grown.recheck.is_none() && grown.until.is_none());
     // Its first exchange fails: it and the 63 behind it go back ahead of the 36, after a backoff.
@@ -39,6 +39,11 @@ fn a_job_takes_at_most_per_job_updates_and_a_failure_waits_its_backoff_in_order(
     assert_eq!(exchange.addr, "192.0.2.1:80".parse().unwrap());
     assert!(round.step(&push, 0, Some(Err("refused".into()))).is_none());
     assert!(round.going.is_empty(), "the job is done");
+    assert!(
+        round.jobs.is_empty(),
+        "and forgotten: {} jobs held",
+        round.jobs.len()
+    );
     let queue = push.queue();
     assert_eq!(queue.items.len(), PER_JOB + 36);
     assert_eq!(queue.items[0].attempt, 1);
@@ -55,4 +60,8 @@ fn a_job_takes_at_most_per_job_updates_and_a_failure_waits_its_backoff_in_order(
     let grown = next.take_due(&push);
     assert_eq!(grown.jobs, 1);
     assert!(grown.until.is_some());
+    // The first round, its job done, still takes new ones, numbered on from it.
+    let grown = round.take_due(&push);
+    assert_eq!(grown.jobs, 2, "the round's second job");
+    assert_eq!(round.jobs.keys().copied().collect::<Vec<_>>(), [1]);
 }
