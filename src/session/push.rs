@@ -16,6 +16,7 @@
 
 mod deliver;
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -85,9 +86,16 @@ impl std::fmt::Display for Refused {
     }
 }
 
+/// Every task's configs. Kept so that setting one costs no walk of them all: the count and
+/// the order of ends are kept beside them.
 #[derive(Default)]
 struct Registry {
     tasks: BTreeMap<String, Held>,
+    /// The ended tasks in `tasks`, by their end's number ([`Held::ended`]): the first gives way
+    /// first.
+    ended: BTreeMap<u64, String>,
+    /// How many configs `tasks` hold.
+    held: usize,
     /// The next number of an end seen ([`Held::ended`]).
     next_end: u64,
 }
@@ -275,20 +283,30 @@ impl Push {
             {
                 return Err(Refused::PerTask);
             }
-            if registry.count() >= MAX_CONFIGS && !registry.forget_oldest_ended() {
+            if registry.held >= MAX_CONFIGS && !registry.forget_oldest_ended() {
                 return Err(Refused::Full(format!(
                     "busy: the session holds {MAX_CONFIGS} push configs, all for live tasks; delete some, or retry later"
                 )));
             }
         }
-        let end = ended.then(|| end_number(&mut registry.next_end));
-        let held = registry.tasks.entry(task_id.to_string()).or_insert(Held {
-            configs: Vec::new(),
-            ended: end,
-            trail: Trail::default(),
-        });
+        let registry = &mut *registry;
+        let held = match registry.tasks.entry(task_id.to_string()) {
+            Entry::Occupied(held) => held.into_mut(),
+            Entry::Vacant(vacant) => {
+                let end = ended.then(|| end_number(&mut registry.next_end));
+                if let Some(end) = end {
+                    registry.ended.insert(end, vacant.key().clone());
+                }
+                vacant.insert(Held {
+                    configs: Vec::new(),
+                    ended: end,
+                    trail: Trail::default(),
+                })
+            }
+        };
         held.configs.retain(|(c, _)| c.id != config.id);
         held.configs.push((config.clone(), charge));
+        registry.held += usize::from(!replaces);
         Ok(config)
     }
 
@@ -310,11 +328,16 @@ impl Push {
         };
         let before = held.configs.len();
         held.configs.retain(|(c, _)| c.id != config_id);
-        let deleted = held.configs.len() < before;
-        if held.configs.is_empty() {
+        let deleted = before - held.configs.len();
+        let (emptied, ended) = (held.configs.is_empty(), held.ended);
+        registry.held -= deleted;
+        if emptied {
             registry.tasks.remove(task_id);
+            if let Some(end) = ended {
+                registry.ended.remove(&end);
+            }
         }
-        deleted
+        deleted > 0
     }
 
     /// Whether `config` is still task `task_id`'s (not deleted, not replaced).
@@ -345,7 +368,9 @@ impl Push {
                 return;
             };
             if held.ended.is_none() && event.ends() && task.state.is_final() {
-                held.ended = Some(end_number(&mut registry.next_end));
+                let end = end_number(&mut registry.next_end);
+                held.ended = Some(end);
+                registry.ended.insert(end, task.id.to_string());
             }
             let shaped = match **event {
                 Event::Artifact { .. } => Arc::new(held.trail.shape((**event).clone())),
@@ -405,20 +430,14 @@ pub fn undeliverable(config: &Config) -> Option<String> {
 }
 
 impl Registry {
-    /// How many configs the session holds.
-    fn count(&self) -> usize {
-        self.tasks.values().map(|h| h.configs.len()).sum()
-    }
-
     /// Forget the configs of the task that ended longest ago; whether there was one.
     fn forget_oldest_ended(&mut self) -> bool {
-        let oldest = self
-            .tasks
-            .iter()
-            .filter_map(|(id, h)| Some((h.ended?, id)))
-            .min()
-            .map(|(_, id)| id.clone());
-        oldest.is_some_and(|id| self.tasks.remove(&id).is_some())
+        let Some((_, id)) = self.ended.pop_first() else {
+            return false;
+        };
+        let forgotten = self.tasks.remove(&id);
+        self.held -= forgotten.map_or(0, |held| held.configs.len());
+        true
     }
 }
 

@@ -59,6 +59,11 @@ fn configs_are_bounded_per_task_replaced_by_id_and_deleted_idempotently() {
     assert!(!push.delete("t", "0"), "deleting again changes nothing");
     assert!(!push.delete("nobody", "0"));
     assert_eq!(push.list("t").len(), MAX_PER_TASK - 1);
+    assert_eq!(
+        push.registry().held,
+        MAX_PER_TASK - 1,
+        "the count kept beside"
+    );
 }
 
 #[test]
@@ -201,7 +206,10 @@ fn at_the_bound_the_task_that_ended_longest_ago_gives_way_and_live_ones_never() 
         push.set(&live, config(&i.to_string(), url, Generation::V1_0), false)
             .unwrap();
     }
-    assert_eq!(push.registry().count(), MAX_CONFIGS);
+    let registry = push.registry();
+    let counted: usize = registry.tasks.values().map(|h| h.configs.len()).sum();
+    assert_eq!((registry.held, counted), (MAX_CONFIGS, MAX_CONFIGS));
+    drop(registry);
     push.set("new1", config("n", url, Generation::V1_0), false)
         .unwrap();
     assert!(push.list(&second_id).is_empty(), "ended first: gave way");
