@@ -128,7 +128,6 @@ struct Delivery {
     event: Arc<Event>,
     /// Failed attempts so far.
     attempt: u32,
-    due: Instant,
     /// What it holds of the push share.
     _charge: Charge,
 }
@@ -380,7 +379,6 @@ impl Push {
             (configs.collect::<Vec<_>>(), shaped)
         };
         let mut as_task = None;
-        let now = Instant::now();
         let mut queue = self.queue();
         for config in configs {
             if config.target.https {
@@ -407,7 +405,6 @@ impl Push {
                 config,
                 event,
                 attempt: 0,
-                due: now,
                 _charge: charge,
             });
         }

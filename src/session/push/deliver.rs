@@ -18,17 +18,20 @@
 //! A webhook's updates go out in the order they happened: one exchange at a time per webhook,
 //! and an update waiting to be retried holds back the later ones of its webhook. A failed
 //! update (no connection, no answer in time, a status other than 2xx) is retried after 1, 2, 4
-//! s; after [`ATTEMPTS`] it is given up and logged. An update whose webhook was deleted meanwhile
+//! s; after [`ATTEMPTS`] it is given up and logged. What waits for a retry is parked on the
+//! thread, by webhook and due time ([`Parked`]), never in the shared queue: a look at the queue
+//! takes it whole in one swap under its lock — what publishers wait for is never a walk of
+//! updates waiting for their time, however many receivers hang. An update whose webhook was deleted meanwhile
 //! is dropped. Log lines name the task and the webhook's host and port, never its path (which
 //! may carry a secret of the client's), token or credentials.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Delivery, Push};
+use super::{Delivery, MAX_QUEUED, Push};
 use crate::a2a::push::Config;
 use crate::a2a::version::Generation;
 use crate::net::client::{Deadlines, Request};
@@ -64,10 +67,67 @@ struct Job {
     items: VecDeque<Delivery>,
 }
 
+/// Updates whose webhook's last exchange failed, parked until its retry falls due: the failed
+/// update first, then every later one of the same webhook, in order. At most [`MAX_QUEUED`] in
+/// all; past that, a later update of a parked webhook is dropped and counted as the queue's are.
+#[derive(Default)]
+struct Parked {
+    by_key: HashMap<usize, VecDeque<Delivery>>,
+    /// When each parked webhook's retry falls due, soonest first.
+    due: BTreeSet<(Instant, usize)>,
+    len: usize,
+}
+
+impl Parked {
+    /// Park webhook `key`'s `updates` until `at`.
+    fn park(&mut self, key: usize, at: Instant, updates: VecDeque<Delivery>) {
+        self.len += updates.len();
+        self.by_key.insert(key, updates);
+        self.due.insert((at, key));
+    }
+
+    /// Add `update` behind its webhook's parked ones; `Err` with it when the webhook is not
+    /// parked, `Ok(false)` when it was dropped for want of room.
+    fn join(&mut self, update: Delivery, key: usize) -> Result<bool, Delivery> {
+        let Some(parked) = self.by_key.get_mut(&key) else {
+            return Err(update);
+        };
+        if self.len >= MAX_QUEUED {
+            return Ok(false);
+        }
+        parked.push_back(update);
+        self.len += 1;
+        Ok(true)
+    }
+
+    /// The updates of every webhook whose retry is due at `now` — every one once the session
+    /// winds down (`closing`) — each webhook's in order.
+    fn release(&mut self, now: Instant, closing: bool) -> Vec<Delivery> {
+        let mut released = Vec::new();
+        while let Some(&(at, key)) = self.due.first() {
+            if at > now && !closing {
+                break;
+            }
+            self.due.pop_first();
+            let updates = self.by_key.remove(&key).unwrap_or_default();
+            self.len -= updates.len();
+            released.extend(updates);
+        }
+        released
+    }
+
+    /// When the next retry falls due.
+    fn next(&self) -> Option<Instant> {
+        self.due.first().map(|&(at, _)| at)
+    }
+}
+
 /// The jobs of one round: it lasts while any exchange is in flight, taking the updates that
 /// fall due meanwhile.
 #[derive(Default)]
 struct Round {
+    /// Carried from round to round by [`run`].
+    parked: Parked,
     /// The jobs not done, by their number in the round (`net::multi`'s job index).
     jobs: HashMap<usize, Job>,
     /// How many jobs the round has taken, done ones included: the next one's number.
@@ -86,15 +146,20 @@ fn key(config: &Arc<Config>) -> usize {
 /// update is queued or a retry falls due. Once the session winds down ([`Push::finish`]), a
 /// last round at most until its end; then what is left is logged, and the thread ends.
 pub(super) fn run(push: &Arc<Push>) {
+    let mut parked = Parked::default();
     loop {
         push.wake.take();
         let closing = push.closing.get().copied();
         if closing.is_some_and(|until| Instant::now() >= until) {
             break;
         }
-        let round = RefCell::new(Round::default());
+        let round = RefCell::new(Round {
+            parked: std::mem::take(&mut parked),
+            ..Round::default()
+        });
         let first = round.borrow_mut().take_due(push);
         if round.borrow().taken == 0 {
+            parked = round.into_inner().parked;
             if closing.is_some() {
                 break;
             }
@@ -109,8 +174,10 @@ pub(super) fn run(push: &Arc<Push>) {
             || round.borrow_mut().take_due(push),
             |j, answer| round.borrow_mut().step(push, j, answer),
         );
+        parked = round.into_inner().parked;
     }
-    let left: Vec<Delivery> = push.queue().items.drain(..).collect();
+    let mut left: Vec<Delivery> = push.queue().items.drain(..).collect();
+    left.extend(parked.release(Instant::now(), true));
     not_delivered(&left, "the session ended first");
     *push.finished.lock().unwrap_or_else(|p| p.into_inner()) = true;
     push.finished_cv.notify_all();
@@ -146,50 +213,62 @@ fn wait(push: &Push, until: Option<Instant>) {
 impl Round {
     /// Take every due update whose webhook has nothing earlier still waiting: onto its
     /// webhook's job while that job goes on (up to [`PER_JOB`]), else into a new job (at most
-    /// [`JOBS`] in a round), its host resolved and checked — a webhook refused has its updates
-    /// dropped and says so once in its task's log. Updates of a deleted webhook are dropped.
-    /// The jobs so far, and when the earliest update left waiting for its time falls due. Once
-    /// the session winds down every update is due, a last chance, until its end.
+    /// [`JOBS`] not done), its host resolved and checked — a webhook refused has its updates
+    /// dropped and says so once in its task's log. Updates of a deleted webhook are dropped;
+    /// those of a parked webhook join it. The queue is taken whole in one swap under its lock,
+    /// and what no job can take yet goes back to its head. The jobs so far, and when the
+    /// earliest parked retry falls due. Once the session winds down every update is due, a last
+    /// chance, until its end.
     fn take_due(&mut self, push: &Push) -> Grown {
         let until = push.closing.get().copied();
-        let now = Instant::now();
-        // Waiting for its time: a retry's backoff, while the session lives.
-        let waits = |item: &Delivery| until.is_none() && item.due > now;
+        let (queued, mut dropped) = {
+            let mut queue = push.queue();
+            let dropped = std::mem::take(&mut queue.dropped);
+            (std::mem::take(&mut queue.items), dropped)
+        };
+        // Retries now due first: they are older than anything queued for their webhook.
+        let released = self.parked.release(Instant::now(), until.is_some());
         let mut fresh: Vec<VecDeque<Delivery>> = Vec::new();
         let mut fresh_of: HashMap<usize, usize> = HashMap::new();
-        let mut recheck: Option<Instant> = None;
-        let dropped = {
-            let mut queue = push.queue();
-            let mut held_back: HashSet<usize> = HashSet::new();
-            let mut kept = VecDeque::new();
-            for item in queue.items.drain(..) {
-                let key = key(&item.config);
-                if held_back.contains(&key) || waits(&item) {
-                    if waits(&item) {
-                        recheck = Some(recheck.map_or(item.due, |r| r.min(item.due)));
-                    }
-                } else if let Some(job) = self.going.get(&key).and_then(|j| self.jobs.get_mut(j)) {
-                    if job.items.len() < PER_JOB {
-                        job.items.push_back(item);
-                        continue;
-                    }
-                } else if let Some(&f) = fresh_of.get(&key) {
-                    if fresh[f].len() < PER_JOB {
-                        fresh[f].push_back(item);
-                        continue;
-                    }
-                } else if self.jobs.len() + fresh.len() < JOBS {
-                    fresh_of.insert(key, fresh.len());
-                    fresh.push(VecDeque::from([item]));
+        let mut held_back: HashSet<usize> = HashSet::new();
+        let mut kept = VecDeque::new();
+        for item in released.into_iter().chain(queued) {
+            let key = key(&item.config);
+            let item = match self.parked.join(item, key) {
+                Ok(joined) => {
+                    dropped += u64::from(!joined);
                     continue;
                 }
-                // Not taken: neither are the later ones of its webhook, so they stay in order.
-                held_back.insert(key);
-                kept.push_back(item);
+                Err(item) => item,
+            };
+            if held_back.contains(&key) {
+                // An earlier one of its webhook was not taken: kept, below, behind it.
+            } else if let Some(job) = self.going.get(&key).and_then(|j| self.jobs.get_mut(j)) {
+                if job.items.len() < PER_JOB {
+                    job.items.push_back(item);
+                    continue;
+                }
+            } else if let Some(&f) = fresh_of.get(&key) {
+                if fresh[f].len() < PER_JOB {
+                    fresh[f].push_back(item);
+                    continue;
+                }
+            } else if self.jobs.len() + fresh.len() < JOBS {
+                fresh_of.insert(key, fresh.len());
+                fresh.push(VecDeque::from([item]));
+                continue;
             }
-            queue.items = kept;
-            std::mem::take(&mut queue.dropped)
-        };
+            // Not taken: neither are the later ones of its webhook, so they stay in order.
+            held_back.insert(key);
+            kept.push_back(item);
+        }
+        if !kept.is_empty() {
+            let mut queue = push.queue();
+            // Ahead of what was queued meanwhile, in order.
+            for item in kept.into_iter().rev() {
+                queue.items.push_front(item);
+            }
+        }
         if dropped > 0 {
             let line = format!("{dropped} update(s) dropped: the push queue was full");
             log::event("push", &line);
@@ -219,7 +298,7 @@ impl Round {
         }
         Grown {
             jobs: self.taken,
-            recheck,
+            recheck: self.parked.next(),
             until,
         }
     }
@@ -233,7 +312,7 @@ impl Round {
             && let Some(sent) = job.items.pop_front()
             && let Err(why) = accepted(answer)
         {
-            failed(push, sent, job, &why);
+            failed(push, sent, job, &why, &mut self.parked);
         }
         let next = job.items.front().map(|d| exchange(d, job.to));
         if next.is_none() {
@@ -247,10 +326,11 @@ impl Round {
     }
 }
 
-/// An update that failed, and those of its webhook behind it: back to the queue after a
-/// backoff (1, 2, 4 s), or — its attempts spent — given up and logged (the ones behind it are
-/// tried on). Once the session winds down, none is tried again: all are logged.
-fn failed(push: &Push, mut sent: Delivery, job: &mut Job, why: &str) {
+/// An update that failed, and those of its webhook behind it: parked until a backoff (1, 2, 4
+/// s) has passed, or — its attempts spent — given up and logged (the ones behind it are tried
+/// on, after the same backoff). Once the session winds down, none is tried again: all are
+/// logged.
+fn failed(push: &Push, mut sent: Delivery, job: &mut Job, why: &str, parked: &mut Parked) {
     if push.closing.get().is_some() {
         job.items.push_front(sent);
         let lost: Vec<Delivery> = job.items.drain(..).collect();
@@ -260,7 +340,7 @@ fn failed(push: &Push, mut sent: Delivery, job: &mut Job, why: &str) {
     let host = sent.config.target.authority();
     sent.attempt += 1;
     let due = Instant::now() + Duration::from_secs(1 << (sent.attempt - 1).min(8));
-    let mut again: Vec<Delivery> = Vec::new();
+    let mut again = std::mem::take(&mut job.items);
     if sent.attempt >= ATTEMPTS {
         let line = format!("push to {host}: given up after {ATTEMPTS} attempts: {why}");
         log::event(&sent.task_id, &line);
@@ -269,17 +349,10 @@ fn failed(push: &Push, mut sent: Delivery, job: &mut Job, why: &str) {
             let line = format!("push to {host}: failed ({why}); retrying");
             log::event(&sent.task_id, &line);
         }
-        sent.due = due;
-        again.push(sent);
+        again.push_front(sent);
     }
-    for mut rest in job.items.drain(..) {
-        rest.due = due;
-        again.push(rest);
-    }
-    let mut queue = push.queue();
-    // Ahead of what came meanwhile, in order: a webhook's updates stay in order.
-    for item in again.into_iter().rev() {
-        queue.items.push_front(item);
+    if !again.is_empty() {
+        parked.park(job.key, due, again);
     }
 }
 

@@ -34,7 +34,7 @@ fn a_job_takes_at_most_per_job_updates_and_a_failure_waits_its_backoff_in_order(
     assert_eq!(round.jobs[&0].items.len(), PER_JOB, "a job holds {PER_JOB}");
     assert_eq!(push.queue().items.len(), 36, "the rest wait in the queue");
     assert!(grown.recheck.is_none() && grown.until.is_none());
-    // Its first exchange fails: it and the 63 behind it go back ahead of the 36, after a backoff.
+    // Its first exchange fails: it and the 63 behind it are parked until a backoff has passed.
     let exchange = round.step(&push, 0, None).expect("a first exchange");
     assert_eq!(exchange.addr, "192.0.2.1:80".parse().unwrap());
     assert!(round.step(&push, 0, Some(Err("refused".into()))).is_none());
@@ -44,24 +44,36 @@ fn a_job_takes_at_most_per_job_updates_and_a_failure_waits_its_backoff_in_order(
         "and forgotten: {} jobs held",
         round.jobs.len()
     );
-    let queue = push.queue();
-    assert_eq!(queue.items.len(), PER_JOB + 36);
-    assert_eq!(queue.items[0].attempt, 1);
-    assert!(queue.items[0].due > Instant::now() + Duration::from_millis(500));
-    drop(queue);
-    // Nothing is due now: no job, and a recheck when the retry falls due.
-    let mut next = Round::default();
-    let grown = next.take_due(&push);
-    assert_eq!(grown.jobs, 0, "the later updates wait behind the retry");
-    let recheck = grown.recheck.expect("a recheck at the retry");
-    assert!(recheck > Instant::now() + Duration::from_millis(500));
-    // Winding down, everything is due at once, until the end.
-    let _ = push.closing.set(Instant::now() + Duration::from_secs(1));
-    let grown = next.take_due(&push);
-    assert_eq!(grown.jobs, 1);
-    assert!(grown.until.is_some());
-    // The first round, its job done, still takes new ones, numbered on from it.
+    let parked = &round.parked;
+    assert_eq!(parked.len, PER_JOB);
+    let first = &parked.by_key.values().next().expect("one webhook parked")[0];
+    assert_eq!(first.attempt, 1);
+    let at = parked.next().expect("a retry's time");
+    assert!(at > Instant::now() + Duration::from_millis(500));
+    assert_eq!(push.queue().items.len(), 36, "the later ones still queued");
+    // Nothing is due now: no job; the 36 join the parked webhook behind its 64, and a recheck
+    // when the retry falls due.
     let grown = round.take_due(&push);
-    assert_eq!(grown.jobs, 2, "the round's second job");
+    assert_eq!(grown.jobs, 1, "no job more than the one done");
+    assert_eq!(
+        round.parked.len,
+        PER_JOB + 36,
+        "the later updates wait behind the retry"
+    );
+    assert!(push.queue().items.is_empty(), "taken off the queue");
+    assert_eq!(grown.recheck, Some(at));
+    // Winding down, everything is due at once, until the end: the 64 first, as one job.
+    let _ = push.closing.set(Instant::now() + Duration::from_secs(1));
+    let grown = round.take_due(&push);
+    assert_eq!(grown.jobs, 2);
+    assert!(grown.until.is_some());
+    assert_eq!(round.jobs[&1].items[0].attempt, 1, "the failed one leads");
+    assert_eq!(round.jobs[&1].items.len(), PER_JOB);
+    assert_eq!(
+        push.queue().items.len(),
+        36,
+        "the rest back at the head of the queue"
+    );
+    // The round, its first job done, numbers its jobs on from it.
     assert_eq!(round.jobs.keys().copied().collect::<Vec<_>>(), [1]);
 }
