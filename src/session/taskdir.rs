@@ -114,7 +114,7 @@ impl SessionTasks {
     }
 
     /// A directory for task `id`, with an empty `out/`: a spare renamed to `id` if there is one
-    /// and it is still as it was emptied ([`intact`]), with its descriptor and ruleset; else a
+    /// and it is still as it was emptied (checked as it is taken), with its descriptor and ruleset; else a
     /// new one, held as every directory of a murmur home is: ours, mode 0700.
     pub fn task(&self, id: &str) -> Result<TaskDir, String> {
         let spare = self.spares.lock().unwrap_or_else(|p| p.into_inner()).pop();
@@ -393,7 +393,8 @@ fn hold_private(dir: &Dir) -> std::io::Result<Entry> {
 fn intact(parent: &Dir, id: &str, spare: &Spare) -> bool {
     let private_dir = |entry: &Entry| {
         entry.uid == crate::sys::proc::euid()
-            && entry.mode & (libc::S_IFMT | 0o7777) == libc::S_IFDIR | PRIVATE_DIR_MODE
+            && entry.is_dir()
+            && entry.mode & 0o7777 == PRIVATE_DIR_MODE
     };
     let named = parent.entry(id);
     if !named.is_ok_and(|named| named.same_inode(&spare.inode) && private_dir(&named)) {

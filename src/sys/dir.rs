@@ -177,8 +177,7 @@ impl Dir {
 
     /// Whether the entry `name` is a symbolic link (`fstatat` without following it).
     fn is_link(&self, name: &OsStr) -> bool {
-        self.entry(name)
-            .is_ok_and(|e| e.mode & libc::S_IFMT == libc::S_IFLNK)
+        self.entry(name).is_ok_and(|e| e.is_link())
     }
 
     /// `fstat` of the directory itself.

@@ -24,7 +24,23 @@ pub struct Entry {
     pub mode: u32,
 }
 
+// `mode_t` is `u32` on Linux, `u16` on macOS.
+#[allow(clippy::unnecessary_cast)]
+const TYPE_BITS: u32 = libc::S_IFMT as u32;
+#[allow(clippy::unnecessary_cast)]
+const DIRECTORY: u32 = libc::S_IFDIR as u32;
+#[allow(clippy::unnecessary_cast)]
+const LINK: u32 = libc::S_IFLNK as u32;
+
 impl Entry {
+    pub fn is_dir(&self) -> bool {
+        self.mode & TYPE_BITS == DIRECTORY
+    }
+
+    pub fn is_link(&self) -> bool {
+        self.mode & TYPE_BITS == LINK
+    }
+
     /// The same of an open file's `fstat`.
     pub fn of(meta: &Metadata) -> Self {
         use std::os::unix::fs::MetadataExt;
