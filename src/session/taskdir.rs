@@ -114,8 +114,8 @@ impl SessionTasks {
     }
 
     /// A directory for task `id`, with an empty `out/`: a spare renamed to `id` if there is one
-    /// and it is still as it was emptied (checked as it is taken), with its descriptor and ruleset; else a
-    /// new one, held as every directory of a murmur home is: ours, mode 0700.
+    /// and it is still as it was emptied (checked as it is taken), with its descriptor and
+    /// ruleset; else a new one, held as every directory of a murmur home is: ours, mode 0700.
     pub fn task(&self, id: &str) -> Result<TaskDir, String> {
         let spare = self.spares.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let (dir, domain) = match spare.and_then(|spare| self.take(spare, id)) {

@@ -87,8 +87,8 @@ mod linux {
         pid: libc::pid_t,
         ctl: Arc<UnixStream>,
         /// The subreaper's frame, from `Box::into_raw`: read here only once the subreaper is
-        /// reaped, and given back to a `Box` by [`Shim::end`] alone, once no process can use it; `None`
-        /// once taken back or leaked.
+        /// reaped, and given back to a `Box` by [`Shim::end`] alone, once no process can use
+        /// it; `None` once taken back or leaked.
         frame: Option<*mut Frame>,
         /// The subreaper's stack and the handler's (until its exec).
         stacks: Option<[Stack; 2]>,
