@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::pump::Pump;
 use crate::json::channel::env;
-use crate::sys::spawn::{Spawned, Spec};
+use crate::sys::spawn::{Ended, Spawned, Spec};
 
 /// What serves a handler's call socket (a formation member's calls to its peers), when the
 /// session has one: each handler then inherits its own end as `MURMUR_CALL_FD`.
@@ -161,7 +161,8 @@ pub fn stdin(mut text: String) -> Vec<u8> {
 
 /// Feed `stdin` to the handler and collect its output until it and everything it started are
 /// gone, stopping them when `canceled()` says so or `timeout` passes (SIGTERM, then SIGKILL
-/// after [`KILL_GRACE`]); then reap it and say how it ended. Each piece of stdout goes to
+/// after [`KILL_GRACE`]); then reap it and say how it ended — or, the `Err`, why it never ran
+/// (its start is not waited for: its stdin is written meanwhile). Each piece of stdout goes to
 /// `on_output` as it arrives (within the answer's bound), each piece of stderr to `on_stderr`.
 pub fn run(
     spawned: Spawned,
@@ -170,7 +171,7 @@ pub fn run(
     canceled: impl Fn() -> bool,
     on_output: &mut dyn FnMut(&[u8]),
     on_stderr: &mut dyn FnMut(&[u8]),
-) -> TurnOutcome {
+) -> std::io::Result<TurnOutcome> {
     let Spawned {
         mut shim,
         stdin: input,
@@ -182,8 +183,9 @@ pub fn run(
         Ok(pump) => pump,
         Err(err) => {
             remote.kill();
-            let _ = shim.reap();
-            return TurnOutcome::Failed(format!("the handler's pipes could not be set up: {err}"));
+            let _ = shim.end();
+            let why = format!("the handler's pipes could not be set up: {err}");
+            return Ok(TurnOutcome::Failed(why));
         }
     };
     let deadline = Instant::now() + timeout;
@@ -192,7 +194,7 @@ pub fn run(
     let mut stopped = None;
     let mut seen = 0;
     loop {
-        pump.step(shim.exit_fd(), WATCH_TICK);
+        let exit_ready = pump.step(shim.exit_fd(), WATCH_TICK);
         if pump.out.len() > seen {
             on_output(&pump.out[seen..]);
             seen = pump.out.len();
@@ -201,7 +203,12 @@ pub fn run(
         if !err.is_empty() {
             on_stderr(&err);
         }
-        if shim.wait_exit(Duration::ZERO) {
+        // Where the end has a descriptor, the step's wait said whether it is readable.
+        let exited = match shim.exit_fd() {
+            Some(_) => exit_ready,
+            None => shim.wait_exit(Duration::ZERO),
+        };
+        if exited {
             break;
         }
         if term_sent.is_none() {
@@ -222,13 +229,17 @@ pub fn run(
             kill_sent = true;
         }
     }
-    let status = shim.reap();
+    let status = match shim.end() {
+        Ok(Ended::NotStarted(err)) => return Err(err),
+        Ok(Ended::Exited(status)) => Ok(status),
+        Err(err) => Err(err),
+    };
     pump.drain(DRAIN_GRACE);
     let err = pump.take_err();
     if !err.is_empty() {
         on_stderr(&err);
     }
-    outcome(&pump, stopped, status, timeout)
+    Ok(outcome(&pump, stopped, status, timeout))
 }
 
 /// What the handler's end means, once its pipes are drained.

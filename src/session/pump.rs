@@ -63,8 +63,10 @@ impl Pump {
     }
 
     /// Move whatever is ready within `timeout`, also waking when `exit_fd` (readable once the
-    /// child's processes are gone) is; without one, the wait is a short tick.
-    pub fn step(&mut self, exit_fd: Option<std::os::fd::RawFd>, timeout: Duration) {
+    /// child's processes are gone) is; without one, the wait is a short tick. Whether `exit_fd`
+    /// was readable. A pipe the wait did not report ready is not read: that read would only
+    /// say `EAGAIN`.
+    pub fn step(&mut self, exit_fd: Option<std::os::fd::RawFd>, timeout: Duration) -> bool {
         use std::os::fd::AsRawFd;
         let fds = [
             exit_fd.unwrap_or(-1),
@@ -77,11 +79,18 @@ impl Pump {
         } else {
             timeout.min(Duration::from_millis(5))
         };
-        if crate::sys::poll::poll_io(&fds, out_fd, tick).is_err() {
-            // Nothing to wait on that works: move what is ready, without spinning.
-            std::thread::sleep(tick.min(Duration::from_millis(5)));
+        match crate::sys::poll::poll_io(&fds, out_fd, tick) {
+            Ok(ready) => {
+                self.move_bytes([ready[1], ready[2]]);
+                ready[0]
+            }
+            Err(_) => {
+                // Nothing to wait on that works: move what is ready, without spinning.
+                std::thread::sleep(tick.min(Duration::from_millis(5)));
+                self.move_bytes([true; 2]);
+                false
+            }
         }
-        self.move_bytes();
     }
 
     /// After the child's group is gone: read what is left, until both pipes reach EOF or `grace`
@@ -99,10 +108,11 @@ impl Pump {
                 self.stdout.as_ref().map_or(-1, AsRawFd::as_raw_fd),
                 self.stderr.as_ref().map_or(-1, AsRawFd::as_raw_fd),
             ];
-            if crate::sys::poll::poll_io(&fds, -1, left).is_err() {
+            let ready = crate::sys::poll::poll_io(&fds, -1, left).unwrap_or_else(|_| {
                 std::thread::sleep(left.min(Duration::from_millis(5)));
-            }
-            self.move_bytes();
+                vec![true; 2]
+            });
+            self.move_bytes([ready[0], ready[1]]);
         }
     }
 
@@ -111,7 +121,8 @@ impl Pump {
         std::mem::take(&mut self.err_pending)
     }
 
-    fn move_bytes(&mut self) {
+    /// Write what stdin takes now, and read stdout and stderr where `ready` says.
+    fn move_bytes(&mut self, [out_ready, err_ready]: [bool; 2]) {
         use std::io::Write;
         if let Some(stdin) = &mut self.stdin {
             loop {
@@ -134,22 +145,26 @@ impl Pump {
             }
         }
         let (out, out_limit) = (&mut self.out, self.out_limit);
-        if !read_available(self.stdout.as_mut(), |bytes| {
-            let room = out_limit.saturating_sub(out.len());
-            out.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        }) {
+        if out_ready
+            && !read_available(self.stdout.as_mut(), |bytes| {
+                let room = out_limit.saturating_sub(out.len());
+                out.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            })
+        {
             self.stdout = None;
         }
         let (tail, err_limit) = (&mut self.err_tail, self.err_limit);
         let pending = &mut self.err_pending;
-        if !read_available(self.stderr.as_mut(), |bytes| {
-            let room = MAX_ERR_PENDING.saturating_sub(pending.len());
-            pending.extend_from_slice(&bytes[..bytes.len().min(room)]);
-            tail.extend_from_slice(bytes);
-            if tail.len() > err_limit {
-                tail.drain(..tail.len() - err_limit);
-            }
-        }) {
+        if err_ready
+            && !read_available(self.stderr.as_mut(), |bytes| {
+                let room = MAX_ERR_PENDING.saturating_sub(pending.len());
+                pending.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                tail.extend_from_slice(bytes);
+                if tail.len() > err_limit {
+                    tail.drain(..tail.len() - err_limit);
+                }
+            })
+        {
             self.stderr = None;
         }
     }

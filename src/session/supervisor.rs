@@ -60,8 +60,10 @@ impl Supervisor {
     /// Start the handler `spec` describes and register its tree, which [`Supervisor::kill_all`]
     /// then reaches — killed at once if that has already been called. ETXTBSY is passing (the
     /// handler file is open for writing somewhere: just written, or its writer's descriptor held
-    /// by a child another process forked and has not yet exec'd): tried again a few times.
-    /// `landlock`: the ruleset whose domain it runs in ([`spawn::spawn`]).
+    /// by a child another process forked and has not yet exec'd): tried again a few times —
+    /// here where the spawn says it (macOS), by the subreaper itself on Linux, where the spawn
+    /// returns before the exec. `landlock`: the ruleset whose domain it runs in
+    /// ([`spawn::spawn`]).
     pub fn start(
         &self,
         spec: &Spec<'_>,

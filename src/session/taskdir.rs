@@ -43,8 +43,8 @@ use super::sandbox::Domain;
 use crate::a2a::message::{Content, Message, Part};
 use crate::a2a::version::Generation;
 use crate::json::raw::RawJson;
-use crate::sys::dir::Dir;
-use crate::sys::fs::ReadRefusal;
+use crate::sys::dir::{Dir, Entry};
+use crate::sys::fs::{PRIVATE_DIR_MODE, ReadRefusal};
 use crate::sys::user::Ids;
 
 /// The most emptied task directories a session keeps for later tasks.
@@ -69,9 +69,13 @@ pub struct SessionTasks {
     handed: Option<Ids>,
 }
 
-/// An emptied task directory: its name (`.spare.<task>`), and the ruleset made for it, if any.
+/// An emptied task directory: its name (`.spare.<task>`), the directory itself (its descriptor,
+/// kept open: the next task's hold, never reopened by name) and what `fstat` said of it when it
+/// was emptied, and the ruleset made for it, if any.
 struct Spare {
     name: OsString,
+    dir: Dir,
+    inode: Entry,
     domain: Option<Arc<Domain>>,
 }
 
@@ -110,25 +114,18 @@ impl SessionTasks {
     }
 
     /// A directory for task `id`, with an empty `out/`: a spare renamed to `id` if there is one
-    /// and it still holds nothing (a process of an earlier task that outlived its sweep — stuck
-    /// in the kernel — could have written there since), with its ruleset; else a new one. Either
-    /// way it is then held as a new one is: ours, mode 0700.
+    /// and it is still as it was emptied (checked as it is taken), with its descriptor and
+    /// ruleset; else a new one, held as every directory of a murmur home is: ours, mode 0700.
     pub fn task(&self, id: &str) -> Result<TaskDir, String> {
         let spare = self.spares.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let mut domain = None;
-        // One that cannot be renamed stays where it is, for the session's removal to take.
-        if let Some(spare) = spare
-            && self.dir.rename(&spare.name, id.as_ref()).is_ok()
-        {
-            if self.dir.open_child(id).is_ok_and(|d| holds_nothing(&d)) {
-                // The same directory, renamed: what its ruleset names.
-                domain = spare.domain;
-            } else {
-                let _ = self.dir.remove_tree(id);
+        let (dir, domain) = match spare.and_then(|spare| self.take(spare, id)) {
+            Some(taken) => taken,
+            None => {
+                let dir = crate::home::create_held(&self.dir, id)?;
+                crate::home::create_held(&dir, "out")?;
+                (dir, None)
             }
-        }
-        let dir = crate::home::create_held(&self.dir, id)?;
-        crate::home::create_held(&dir, "out")?;
+        };
         Ok(TaskDir {
             dir,
             parent: self.dir.clone(),
@@ -139,11 +136,29 @@ impl SessionTasks {
         })
     }
 
+    /// `spare` renamed to `id`, with its ruleset (the same directory: what the ruleset names),
+    /// when it is still as it was emptied — a process of an earlier task that outlived its sweep
+    /// (stuck in the kernel) could have written there since. One that is not is removed; one
+    /// that cannot be renamed stays where it is, for the session's removal to take.
+    fn take(&self, spare: Spare, id: &str) -> Option<(Dir, Option<Arc<Domain>>)> {
+        self.dir.rename(&spare.name, id.as_ref()).ok()?;
+        if intact(&self.dir, id, &spare)
+            && let Ok(dir) = spare.dir.renamed(&self.dir, id)
+        {
+            return Some((dir, spare.domain));
+        }
+        let _ = self.dir.remove_tree(id);
+        None
+    }
+
     /// An ended task's retired directory: emptied and kept as a spare while there are fewer
     /// than `MAX_SPARES` (16), else (or if it cannot be emptied) removed.
     pub fn recycle(&self, task: &TaskDir) {
         let room = self.spares.lock().unwrap_or_else(|p| p.into_inner()).len() < MAX_SPARES;
-        if room && task.retired.load(Ordering::Relaxed) && task.empty().is_ok() {
+        if room
+            && task.retired.load(Ordering::Relaxed)
+            && let Ok(inode) = task.empty()
+        {
             let name = OsString::from(format!(".spare.{}", task.name));
             // Named a spare and listed as one in one step: a spare's name is never seen before
             // the next task could take it.
@@ -151,7 +166,13 @@ impl SessionTasks {
             // Counted again under the lock: another task may have filled the last place.
             if spares.len() < MAX_SPARES && self.dir.rename(&task.retired_name(), &name).is_ok() {
                 let domain = task.domain.lock().unwrap_or_else(|p| p.into_inner()).take();
-                spares.push(Spare { name, domain });
+                let dir = task.dir.clone();
+                spares.push(Spare {
+                    name,
+                    dir,
+                    inode,
+                    domain,
+                });
                 return;
             }
         }
@@ -306,32 +327,35 @@ impl TaskDir {
     }
 
     /// Everything the task left removed, but an empty `out/` and `message.json` emptied in place
-    /// (its inode kept for the next task's). The `Err` is anything that would not go, or an
-    /// `out/` that is not a directory: such a directory is removed instead of kept.
+    /// (its inode kept for the next task's); the directory and `out/` ours at exactly `0700`, as
+    /// [`intact`] expects them. What `fstat` says of the directory, or the `Err`: anything that
+    /// would not go, or a directory or `out/` not ours or not a directory — such a directory is
+    /// removed instead of kept.
     ///
     /// The handler may have chmod-ed the directory, `out/` or anything below to `000`: each
     /// directory gets its owner's `rwx` back through its own descriptor before it is emptied
     /// ([`Dir::open_child_to_empty`], [`Dir::remove_tree`]), so no mode keeps a spare — or,
     /// through it, the session's `tasks/<session>/` — in place.
-    fn empty(&self) -> std::io::Result<()> {
+    fn empty(&self) -> std::io::Result<Entry> {
         if self.user.is_some() {
             // Taken back first: what follows, and a later task's hold, expect it mur's.
             self.set_owner(crate::sys::user::mine(), &[MESSAGE])?;
         }
-        self.dir.restore_owner_access()?;
+        let inode = hold_private(&self.dir)?;
         for name in self.dir.names()? {
             if name == "out" {
                 let out = self.dir.open_child_to_empty("out")?;
                 for entry in out.names()? {
                     out.remove_tree(entry)?;
                 }
+                hold_private(&out)?;
             } else if name == MESSAGE {
                 self.dir.clear_private(MESSAGE)?;
             } else {
                 self.dir.remove_tree(name)?;
             }
         }
-        Ok(())
+        Ok(inode)
     }
 
     /// Remove the directory and everything in it, retired or not.
@@ -348,21 +372,43 @@ impl TaskDir {
     }
 }
 
-/// Whether a spare is as [`TaskDir::empty`] left it: an empty `message.json` and an empty
-/// `out/`, nothing else.
-fn holds_nothing(dir: &Dir) -> bool {
-    let empty_file = |name: &str| dir.read_small(name, 0).is_ok_and(|f| f.bytes.is_empty());
-    let empty_dir = |name: &str| {
-        dir.open_child(name)
-            .is_ok_and(|d| d.names().is_ok_and(|n| n.is_empty()))
+/// What [`crate::home::hold`] makes of a directory of a murmur home — ours, mode exactly
+/// `0700` (re-moded through its descriptor if not) — with what `fstat` said of it.
+fn hold_private(dir: &Dir) -> std::io::Result<Entry> {
+    let inode = Entry::of(&dir.stat()?);
+    if inode.uid != crate::sys::proc::euid() {
+        return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+    }
+    if inode.mode & 0o7777 != PRIVATE_DIR_MODE {
+        dir.set_mode(PRIVATE_DIR_MODE)?;
+    }
+    Ok(inode)
+}
+
+/// Whether the spare just renamed to `id` is as [`TaskDir::empty`] left it: `id` names the very
+/// directory the spare holds (not a link, not another put in its place), ours at `0700`, holding
+/// an empty `out/` (ours, `0700`) and nothing else but `message.json` — which the turn writes
+/// over whole, and only when it is a file of ours with one link ([`Dir::overwrite_private`]).
+/// Eight system calls: the name's `fstatat`, two listings and `out/`'s open, `fstat` and close.
+fn intact(parent: &Dir, id: &str, spare: &Spare) -> bool {
+    let private_dir = |entry: &Entry| {
+        entry.uid == crate::sys::proc::euid()
+            && entry.is_dir()
+            && entry.mode & 0o7777 == PRIVATE_DIR_MODE
     };
-    dir.names().is_ok_and(|names| {
-        names.iter().all(|name| match name.to_str() {
-            Some(MESSAGE) => empty_file(MESSAGE),
-            Some("out") => empty_dir("out"),
-            _ => false,
+    let named = parent.entry(id);
+    if !named.is_ok_and(|named| named.same_inode(&spare.inode) && private_dir(&named)) {
+        return false;
+    }
+    let only_ours = spare.dir.names().is_ok_and(|names| {
+        names.iter().any(|name| name == "out")
+            && names.iter().all(|name| name == "out" || name == MESSAGE)
+    });
+    only_ours
+        && spare.dir.open_child("out").is_ok_and(|out| {
+            out.stat().is_ok_and(|meta| private_dir(&Entry::of(&meta)))
+                && out.names().is_ok_and(|names| names.is_empty())
         })
-    })
 }
 
 /// A file's bytes as a part: valid JSON in a `*.json` file is data, anything else raw.

@@ -15,11 +15,11 @@
 //!   `/proc/self/fd/<fd>` of an `O_PATH|O_NOFOLLOW` one), after `fstat` on it shows it ours;
 //!   never by a name, which a link could redirect.
 
-use std::ffi::{CStr, CString, OsStr, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::fs::{File, Metadata, Permissions};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -118,6 +118,17 @@ impl Dir {
         &self.0.path
     }
 
+    /// This directory, renamed to `name` in `parent`: known by that path from now on. The same
+    /// descriptor when no clone shares it, else a copy of it.
+    pub fn renamed(self, parent: &Dir, name: impl AsRef<OsStr>) -> io::Result<Self> {
+        let path = parent.join(name);
+        let file = match Arc::try_unwrap(self.0) {
+            Ok(inner) => inner.file,
+            Err(shared) => shared.file.try_clone()?,
+        };
+        Ok(Self(Arc::new(Inner { file, path })))
+    }
+
     /// The display path of an entry.
     pub fn join(&self, name: impl AsRef<OsStr>) -> PathBuf {
         self.0.path.join(name.as_ref())
@@ -166,22 +177,7 @@ impl Dir {
 
     /// Whether the entry `name` is a symbolic link (`fstatat` without following it).
     fn is_link(&self, name: &OsStr) -> bool {
-        let Ok(c_name) = component(name) else {
-            return false;
-        };
-        let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: `c_name` is NUL-terminated and `stat` points at writable space for one
-        // `struct stat`, read only if the call succeeded (and so filled it).
-        let done = unsafe {
-            libc::fstatat(
-                self.fd(),
-                c_name.as_ptr(),
-                stat.as_mut_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        };
-        // SAFETY: fstatat returned 0, so it wrote the whole struct.
-        done == 0 && unsafe { stat.assume_init() }.st_mode & libc::S_IFMT == libc::S_IFLNK
+        self.entry(name).is_ok_and(|e| e.is_link())
     }
 
     /// `fstat` of the directory itself.
@@ -192,25 +188,6 @@ impl Dir {
     /// `fchmod` of the directory itself.
     pub fn set_mode(&self, mode: u32) -> io::Result<()> {
         self.0.file.set_permissions(Permissions::from_mode(mode))
-    }
-
-    /// The names in this directory (without `.` and `..`), in no particular order.
-    pub fn names(&self) -> io::Result<Vec<OsString>> {
-        // SAFETY: F_DUPFD_CLOEXEC on a descriptor we hold; the result is checked.
-        let dup = check(unsafe { libc::fcntl(self.fd(), libc::F_DUPFD_CLOEXEC, 0) })?;
-        // SAFETY: `dup` is a fresh descriptor; on success the DIR stream owns it (closedir
-        // closes it), on failure we close it here.
-        let stream = unsafe { libc::fdopendir(dup) };
-        if stream.is_null() {
-            let err = io::Error::last_os_error();
-            // SAFETY: `dup` is still ours: fdopendir failed without taking it.
-            unsafe { libc::close(dup) };
-            return Err(err);
-        }
-        let listed = read_stream(stream);
-        // SAFETY: `stream` came from fdopendir and is closed exactly once.
-        unsafe { libc::closedir(stream) };
-        listed
     }
 
     /// The whole of the entry `name`, if it is a regular file of at most `max` bytes, opened
@@ -273,10 +250,18 @@ impl Dir {
     /// written afresh took 0.3-1.2 ms where rewriting them takes 25 µs, on this project's VM.
     pub fn overwrite_private(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> Result<(), String> {
         let name = name.as_ref();
-        if let Some(mut file) = self.open_private(name)
+        let len = bytes.len() as u64;
+        if let Some((mut file, size)) = self.open_private(name)
             && file
                 .write_all(bytes)
-                .and_then(|()| file.set_len(bytes.len() as u64))
+                // Cut only a longer old file: a spare's is empty.
+                .and_then(|()| {
+                    if size > len {
+                        file.set_len(len)
+                    } else {
+                        Ok(())
+                    }
+                })
                 .is_ok()
         {
             return Ok(());
@@ -324,15 +309,16 @@ impl Dir {
     pub fn clear_private(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
         let name = name.as_ref();
         match self.open_private(name) {
-            Some(file) => file.set_len(0),
+            Some((_, 0)) => Ok(()),
+            Some((file, _)) => file.set_len(0),
             None => self.remove_tree(name),
         }
     }
 
     /// The entry `name` opened for writing, if it is a regular file of ours, mode `0600`, with
-    /// one link — so writing it cannot reach a file elsewhere through a link of any kind. Opened
-    /// without following a link or blocking on a FIFO.
-    fn open_private(&self, name: &OsStr) -> Option<File> {
+    /// one link — so writing it cannot reach a file elsewhere through a link of any kind — and
+    /// its size. Opened without following a link or blocking on a FIFO.
+    fn open_private(&self, name: &OsStr) -> Option<(File, u64)> {
         use std::os::unix::fs::MetadataExt;
         let flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
         let file = File::from(self.open_at(name, flags, 0).ok()?);
@@ -341,7 +327,7 @@ impl Dir {
             && meta.nlink() == 1
             && meta.uid() == super::proc::euid()
             && meta.mode() & 0o7777 == PRIVATE_FILE_MODE;
-        ours.then_some(file)
+        ours.then_some((file, meta.len()))
     }
 
     /// The subdirectory `name`, opened as [`Dir::open_child`] does, to be emptied: with its
@@ -555,44 +541,7 @@ fn absent_is_ok(err: io::Error) -> io::Result<()> {
     }
 }
 
-/// Every name a `DIR` stream yields but `.` and `..`.
-fn read_stream(stream: *mut libc::DIR) -> io::Result<Vec<OsString>> {
-    let mut names = Vec::new();
-    // SAFETY: `stream` is a valid DIR stream; rewinding resets the offset the dup shares with
-    // the original descriptor, so every listing starts at the beginning.
-    unsafe { libc::rewinddir(stream) };
-    loop {
-        set_errno(0);
-        // SAFETY: `stream` is a valid DIR stream, used from this thread only.
-        let entry = unsafe { libc::readdir(stream) };
-        if entry.is_null() {
-            let err = io::Error::last_os_error();
-            return match err.raw_os_error() {
-                Some(0) | None => Ok(names),
-                Some(_) => Err(err),
-            };
-        }
-        // SAFETY: a non-null readdir result points at a dirent whose d_name is NUL-terminated,
-        // valid until the next readdir on this stream; the bytes are copied out at once.
-        let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
-        if name != b"." && name != b".." {
-            names.push(OsString::from_vec(name.to_vec()));
-        }
-    }
-}
-
-fn set_errno(value: libc::c_int) {
-    // SAFETY: the errno location is this thread's own, valid for the thread's life.
-    #[cfg(target_os = "linux")]
-    unsafe {
-        *libc::__errno_location() = value;
-    }
-    // SAFETY: as above.
-    #[cfg(target_os = "macos")]
-    unsafe {
-        *libc::__error() = value;
-    }
-}
-
+mod entries;
+pub use entries::Entry;
 #[cfg(test)]
 mod tests;

@@ -70,10 +70,13 @@ pub fn kind(pid: u32) -> Option<ProcessKind> {
     platform::kind(pid)
 }
 
-/// This process's effective uid.
+/// This process's effective uid: asked once and kept, since mur never changes its own ids (a
+/// handler's are changed in the child, [`crate::sys::user::assume`]), and every file it opens
+/// in a murmur home or a task directory is checked against it — several times a task.
 pub fn euid() -> u32 {
+    static EUID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     // SAFETY: geteuid(2) takes nothing and cannot fail.
-    unsafe { libc::geteuid() }
+    *EUID.get_or_init(|| unsafe { libc::geteuid() })
 }
 
 /// This process and its ancestors up to (not including) pid 0, nearest first; cut short where a

@@ -210,7 +210,9 @@ impl Engine {
             Ok(started) => started,
             Err(err) => return could_not_start(&argv[0], &err, sandboxed),
         };
-        let outcome = self.watch(id, spawned, serving.as_ref(), text, on_output);
+        let outcome = self
+            .watch(id, spawned, serving.as_ref(), text, on_output)
+            .unwrap_or_else(|err| could_not_start(&argv[0], &err, sandboxed));
         drop(registration);
         match serving {
             Some(Ok(serving)) => {
@@ -225,6 +227,7 @@ impl Engine {
     /// Watch task `id`'s started handler to its end: its stdin written, its output passed on,
     /// its stderr to the session's log (tagged with the task, never to a caller), stopped on
     /// cancel or at the task's timeout — or at once, when its calls have no thread to serve them.
+    /// The `Err`: it never ran, and why.
     fn watch(
         &self,
         id: &str,
@@ -232,7 +235,7 @@ impl Engine {
         serving: Option<&Result<Serving, String>>,
         text: String,
         on_output: &mut dyn FnMut(&[u8]),
-    ) -> TurnOutcome {
+    ) -> std::io::Result<TurnOutcome> {
         let timeout = Duration::from_secs(self.lifecycle.task_timeout_secs);
         let mut stderr = TaskStderr::new(id);
         let on_stderr = &mut |bytes: &[u8]| stderr.push(bytes);

@@ -292,3 +292,39 @@ fn a_tree_is_removed_without_following_its_links() {
     assert_eq!(fs::read(outside.join("keep")).unwrap(), b"k");
     dir.remove_tree("tree").unwrap();
 }
+
+/// More names than one `getdents64` buffer holds (4 KiB: some 40 of these), listed whole,
+/// twice over (each listing starts at the beginning); and an entry seen for what it is.
+#[test]
+fn a_listing_longer_than_one_read_is_whole_and_entries_are_not_followed() {
+    let root = scratch("many");
+    let dir = Dir::open(root.path()).unwrap();
+    let long = "n".repeat(100);
+    let mut made: Vec<OsString> = (0..300)
+        .map(|n| OsString::from(format!("{long}{n}")))
+        .collect();
+    for name in &made {
+        fs::write(root.join(name), b"").unwrap();
+    }
+    made.sort();
+    for _ in 0..2 {
+        let mut names = dir.names().unwrap();
+        names.sort();
+        assert_eq!(names, made);
+    }
+    std::os::unix::fs::symlink(root.path(), root.join("link")).unwrap();
+    let link = dir.entry("link").unwrap();
+    assert!(link.is_link() && !link.is_dir(), "described, not followed");
+    let itself = Entry::of(&dir.stat().unwrap());
+    assert!(!link.same_inode(&itself));
+    let sub = dir.create_child("sub").unwrap();
+    assert!(
+        dir.entry("sub")
+            .unwrap()
+            .same_inode(&Entry::of(&sub.stat().unwrap()))
+    );
+    let moved = sub.renamed(&dir, "moved").unwrap();
+    dir.rename(OsStr::new("sub"), OsStr::new("moved")).unwrap();
+    assert_eq!(moved.path(), root.join("moved"));
+    assert!(matches!(dir.entry("sub"), Err(e) if e.kind() == std::io::ErrorKind::NotFound));
+}

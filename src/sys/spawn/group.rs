@@ -6,7 +6,7 @@ use std::process::{Command, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Ask, Remote};
+use super::{Ask, Ended, Remote};
 use crate::sys::child::signal_group;
 use crate::sys::pidref::PidRef;
 
@@ -55,6 +55,11 @@ impl Shim {
 
     pub fn wait_exit(&self, timeout: Duration) -> bool {
         PidRef::child(self.pid).wait_child_exit(timeout)
+    }
+
+    /// [`Shim::reap`]: a handler here either ran or failed its spawn, never in between.
+    pub fn end(&mut self) -> io::Result<Ended> {
+        self.reap().map(Ended::Exited)
     }
 
     /// SIGKILL what is left of the group while the leader still holds its id, then reap it.

@@ -55,6 +55,16 @@ pub struct Spec<'a> {
     pub user: Option<crate::sys::user::Becomes>,
 }
 
+/// How a started handler ended, once what answers for it is reaped ([`Shim::end`]).
+#[derive(Debug)]
+pub enum Ended {
+    /// It ran — its exec succeeded — and exited so.
+    Exited(ExitStatus),
+    /// It never ran: its exec, or a step before it, failed so (on Linux the start is known only
+    /// then: [`spawn`] does not wait for it).
+    NotStarted(io::Error),
+}
+
 /// A started handler: what answers for its processes, and our ends of its stdio.
 pub struct Spawned {
     pub shim: Shim,
@@ -64,8 +74,9 @@ pub struct Spawned {
 }
 
 /// Start `spec` as a handler, leading its own process group, under its own subreaper where there
-/// is one, in a Landlock domain of `landlock` (a ruleset's descriptor) when given. Returns once
-/// it has been exec'd; reap it with [`Shim::reap`].
+/// is one, in a Landlock domain of `landlock` (a ruleset's descriptor) when given. On Linux it
+/// returns once the subreaper is cloned, before the handler's exec: its stdin may be written at
+/// once, and whether it ran is said when it ends ([`Shim::end`]).
 pub fn spawn(spec: &Spec<'_>, landlock: Option<RawFd>) -> io::Result<Spawned> {
     let pipe = || super::pipe::pipe().map_err(io::Error::other);
     let (stdin_read, stdin_write) = pipe()?;

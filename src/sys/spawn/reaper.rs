@@ -15,7 +15,9 @@
 //! 2. becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever the handler starts and
 //!    orphans — `setsid`, double forks, at any depth — is reparented to it, not to the session;
 //! 3. puts every caught signal (and SIGPIPE, SIGCHLD) back to its default, and starts the
-//!    handler ([`super::exec`]);
+//!    handler ([`super::exec`]) — again, a few times, while its exec fails with `ETXTBSY` —
+//!    telling the session nothing: the session reads the handler's start from the frame once
+//!    this process is reaped, and writes the handler's stdin meanwhile;
 //! 4. reaps adopted orphans as they exit while the handler runs, and on the session's word
 //!    SIGTERMs the handler's group and its adopted orphans (`T`) or kills the tree (`K`);
 //! 5. once the handler has exited — or the session asks, or its control socket reaches EOF
@@ -48,8 +50,11 @@ const IDLE_TICK_MS: i64 = 1_000;
 pub const TERMINATE: u8 = b'T';
 /// The session asks: kill the whole tree now.
 pub const KILL: u8 = b'K';
-/// The subreaper tells: the handler's clone has returned; [`Exec::failed`] says how.
-pub const STARTED: u8 = b'S';
+/// How many times a handler whose exec fails with `ETXTBSY` is started again, [`BUSY_WAIT_MS`]
+/// apart. ETXTBSY is passing: the program is open for writing somewhere — just written, or its
+/// writer's descriptor held by a child another process forked and has not yet exec'd.
+const BUSY_RETRIES: u32 = 20;
+const BUSY_WAIT_MS: i64 = 10;
 
 /// What the session and the subreaper share. The session hands it over as a raw pointer
 /// (`Box::into_raw`) and holds no `Box` or `&mut` while the subreaper lives: both sides only
@@ -92,8 +97,8 @@ fn live(f: &Frame) -> ! {
     let sfd = match setup(f.exec.reset) {
         Ok(sfd) => sfd,
         Err(errno) => {
+            // Nothing started: the session finds why once it has reaped this process.
             f.exec.failed.store(errno, Ordering::Release);
-            tell(f.ctl, STARTED);
             raw::exit(0)
         }
     };
@@ -101,32 +106,50 @@ fn live(f: &Frame) -> ! {
         call(libc::SYS_getpid, [0; 6]).unwrap_or(0) as i32,
         Ordering::Release,
     );
-    let plan = (&raw const f.exec).cast_mut().cast();
-    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
-    f.cloning.store(true, Ordering::Release);
-    // SAFETY: the handler runs `exec::child` on its own guarded stack until its exec, making
-    // raw calls only, with no thread pointer, on the plan in the frame; CLONE_VFORK holds this
-    // process until then. Should this process be killed meanwhile, `cloning` stays set and the
-    // session leaks the frame and that stack rather than free them under the handler.
-    let handler = unsafe { raw::clone(flags, f.handler_stack, exec::child, plan) };
-    f.cloning.store(false, Ordering::Release);
+    let handler = start_handler(f);
     for fd in [stdin, stdout, stderr, a, b, c, d, landlock]
         .into_iter()
         .filter(|&fd| fd >= 0)
     {
         let _ = raw::close(fd);
     }
+    // Nothing is told: the session learns that the handler ran, or why not ([`Exec::failed`]),
+    // from the frame once it has reaped this process — it does not wait on the start.
     match handler {
-        Ok(pid) => {
-            tell(f.ctl, STARTED);
-            supervise(f, pid as libc::pid_t, sfd)
-        }
-        Err(errno) => {
-            f.exec.failed.store(errno, Ordering::Release);
-            tell(f.ctl, STARTED);
-        }
+        Ok(pid) => supervise(f, pid as libc::pid_t, sfd),
+        Err(errno) => f.exec.failed.store(errno, Ordering::Release),
     }
     raw::exit(0)
+}
+
+/// Clone the handler (`CLONE_VFORK`: back once it has exec'd or exited), and again, up to
+/// [`BUSY_RETRIES`] times, while its exec fails with `ETXTBSY`: such a handler ran nothing and
+/// read nothing, so its stdin, held here until it is started, is whole for the next.
+fn start_handler(f: &Frame) -> raw::Result {
+    let plan = (&raw const f.exec).cast_mut().cast();
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    let mut retries = 0;
+    loop {
+        f.cloning.store(true, Ordering::Release);
+        // SAFETY: the handler runs `exec::child` on its own guarded stack until its exec, making
+        // raw calls only, with no thread pointer, on the plan in the frame; CLONE_VFORK holds
+        // this process until then. Should this process be killed meanwhile, `cloning` stays set
+        // and the session leaks the frame and that stack rather than free them under the
+        // handler.
+        let handler = unsafe { raw::clone(flags, f.handler_stack, exec::child, plan) };
+        f.cloning.store(false, Ordering::Release);
+        let busy = f.exec.failed.load(Ordering::Acquire) == libc::ETXTBSY;
+        match handler {
+            Ok(pid) if busy && retries < BUSY_RETRIES => {
+                // It exited 127 before its exec: reaped, and started again.
+                let _ = call(libc::SYS_wait4, [pid, 0, 0, 0, 0, 0]);
+                f.exec.failed.store(0, Ordering::Release);
+                wait([-1, -1], BUSY_WAIT_MS);
+                retries += 1;
+            }
+            started => return started,
+        }
+    }
 }
 
 /// Become the subreaper, the signals in `reset` at their defaults, and a signalfd for SIGCHLD
@@ -353,13 +376,6 @@ fn drain(sfd: RawFd) {
     )
     .is_ok_and(|n| n > 0)
     {}
-}
-
-/// Write one byte to the session (never blocking for long: the socket has room for it).
-fn tell(ctl: RawFd, byte: u8) {
-    let flags = (libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) as usize;
-    let send = [ctl as usize, (&raw const byte) as usize, 1, flags, 0, 0];
-    let _ = call(libc::SYS_sendto, send);
 }
 
 /// Close every descriptor but `keep` (negative entries ignored): `close_range(2)` over the gaps,

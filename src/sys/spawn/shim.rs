@@ -60,7 +60,7 @@ impl Remote {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use std::io::{self, Read};
+    use std::io;
     use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
     use std::os::unix::process::ExitStatusExt;
@@ -71,6 +71,7 @@ mod linux {
 
     use super::{Ask, Remote};
     use crate::sys::raw;
+    use crate::sys::spawn::Ended;
     use crate::sys::spawn::exec::Exec;
     use crate::sys::spawn::reaper::{self, Frame};
     use crate::sys::spawn::stack::Stack;
@@ -79,18 +80,20 @@ mod linux {
     /// frame and the handler's stack are then leaked: [`Frame::cloning`]).
     const KILLED_IN_CLONE: &str = "its subreaper was killed while it started the handler";
 
-    /// A running task's subreaper, as the session holds it. Reap it with [`Shim::reap`]; one
+    /// A running task's subreaper, as the session holds it. Reap it with [`Shim::end`]; one
     /// dropped unreaped is told to kill its tree, and its frame and stacks are leaked — it may
     /// still be reading them.
     pub struct Shim {
         pid: libc::pid_t,
         ctl: Arc<UnixStream>,
-        /// The subreaper's frame, from `Box::into_raw`: only read here (through [`Shim::frame`]),
-        /// and given back to a `Box` by [`Shim::reap`] alone, once no process can use it; `None`
-        /// once taken back or leaked.
+        /// The subreaper's frame, from `Box::into_raw`: read here only once the subreaper is
+        /// reaped, and given back to a `Box` by [`Shim::end`] alone, once no process can use
+        /// it; `None` once taken back or leaked.
         frame: Option<*mut Frame>,
         /// The subreaper's stack and the handler's (until its exec).
         stacks: Option<[Stack; 2]>,
+        /// The handler's workdir, named when it could not be entered.
+        cwd: std::path::PathBuf,
     }
 
     // SAFETY: the frame pointer is this value's alone to free, and it reads the frame only
@@ -99,8 +102,10 @@ mod linux {
     unsafe impl Send for Shim {}
 
     /// Start the handler `exec` describes under a subreaper of its own, leading its own group
-    /// and dying with the subreaper; `cwd` names its workdir in errors. Returns once the handler
-    /// has been exec'd, or with why it could not be.
+    /// and dying with the subreaper; `cwd` names its workdir in errors. Returns once the
+    /// subreaper is cloned, without waiting for the handler's start: whether it ran, or why
+    /// not, is read from the frame once the subreaper is reaped ([`Shim::end`]). The `Err`: no
+    /// subreaper could be started.
     pub fn start(mut exec: Exec, cwd: &std::path::Path) -> io::Result<Shim> {
         let (ours, theirs) = UnixStream::pair()?;
         let stacks = [Stack::take()?, Stack::take()?];
@@ -129,7 +134,7 @@ mod linux {
         };
         // SAFETY: `reaper::main` makes raw calls only, with no thread pointer, on its guarded
         // stack and the frame. The `Shim` made below keeps both; it frees them only once the
-        // subreaper is reaped and no handler can still be inside its clone ([`Shim::reap`]), and
+        // subreaper is reaped and no handler can still be inside its clone ([`Shim::end`]), and
         // leaks them otherwise.
         let cloned = unsafe {
             raw::clone(
@@ -149,39 +154,13 @@ mod linux {
                 return Err(io::Error::from_raw_os_error(errno));
             }
         };
-        let mut shim = Shim {
+        Ok(Shim {
             pid,
             ctl: Arc::new(ours),
             frame: Some(frame),
             stacks: Some(stacks),
-        };
-        // One byte once the handler's clone has returned; EOF or an error: the subreaper is
-        // gone without saying (killed before it could start the handler).
-        let mut byte = [0u8];
-        let told = loop {
-            match (&*shim.ctl).read(&mut byte) {
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                read => break read,
-            }
-        };
-        // At EOF the subreaper has exited (its descriptors close last), so `cloning` is final.
-        let started = match told {
-            Ok(1) => shim.frame().map_or(Ok(()), |f| f.exec.outcome(cwd)),
-            _ if shim
-                .frame()
-                .is_some_and(|f| f.cloning.load(Ordering::Acquire)) =>
-            {
-                Err(io::Error::other(KILLED_IN_CLONE))
-            }
-            _ => Err(io::Error::other(
-                "its subreaper ended before it could start the handler",
-            )),
-        };
-        if let Err(err) = started {
-            let _ = shim.reap();
-            return Err(err);
-        }
-        Ok(shim)
+            cwd: cwd.to_path_buf(),
+        })
     }
 
     impl Shim {
@@ -213,20 +192,13 @@ mod linux {
             crate::sys::poll::poll_readable(&*self.ctl, timeout).unwrap_or(false)
         }
 
-        /// The frame, while this value holds it.
-        fn frame(&self) -> Option<&Frame> {
-            // SAFETY: from `Box::into_raw` in `start`, and freed only by `reap` after taking it
-            // out of `self.frame`; read through a shared reference only, as the subreaper does,
-            // and what anyone writes to it meanwhile is an atomic.
-            self.frame.map(|frame| unsafe { &*frame })
-        }
-
         /// Wait for the subreaper to exit (it does once the tree is empty, or it gave up on a
-        /// process stuck in the kernel) and reap it; the handler's wait status. The frame and
-        /// stacks are freed only once nothing can use them: after the reap, and not even then
-        /// when the subreaper died inside the handler's clone (`Frame::cloning`) — the handler
-        /// may still be running on them until its exec, so they are leaked.
-        pub fn reap(&mut self) -> io::Result<ExitStatus> {
+        /// process stuck in the kernel) and reap it: how the handler ended, or that it never
+        /// ran and why. The frame and stacks are freed only once nothing can use them: after
+        /// the reap, and not even then when the subreaper died inside the handler's clone
+        /// (`Frame::cloning`) — the handler may still be running on them until its exec, so
+        /// they are leaked.
+        pub fn end(&mut self) -> io::Result<Ended> {
             // Not waited for twice: once reaped, its pid may be another child's.
             let Some(frame) = self.frame.take() else {
                 return Err(io::Error::other("the task's subreaper was already reaped"));
@@ -238,26 +210,41 @@ mod linux {
                 std::mem::forget(stacks);
                 return Err(err);
             }
-            // SAFETY: as in `Shim::frame`; the subreaper is gone, a handler may not be.
+            // SAFETY: from `Box::into_raw` in `start`, not yet freed (it was still in
+            // `self.frame`); read through a shared reference to an atomic, as the subreaper and
+            // a handler inside its clone do. The subreaper is gone; a handler may not be.
             if unsafe { &*frame }.cloning.load(Ordering::Acquire) {
                 if let Some([own, handler]) = stacks {
                     own.give_back();
                     std::mem::forget(handler);
                 }
-                return Err(io::Error::other(KILLED_IN_CLONE));
+                return Ok(Ended::NotStarted(io::Error::other(KILLED_IN_CLONE)));
             }
             stacks.into_iter().flatten().for_each(Stack::give_back);
             // SAFETY: from `Box::into_raw` in `start`, taken out of `self.frame` above so freed
             // once; the subreaper is reaped and was not inside the handler's clone, so the
             // handler has exec'd or exited (or never was) and no process uses the frame now.
             let frame = unsafe { Box::from_raw(frame) };
+            if let Err(err) = frame.exec.outcome(&self.cwd) {
+                return Ok(Ended::NotStarted(err));
+            }
             if frame.reaped.load(Ordering::Acquire) {
-                Ok(ExitStatus::from_raw(frame.status.load(Ordering::Acquire)))
+                Ok(Ended::Exited(ExitStatus::from_raw(
+                    frame.status.load(Ordering::Acquire),
+                )))
             } else {
                 Err(io::Error::other(
                     "the handler's end could not be seen: it did not exit within 10 s of \
                      SIGKILL (stuck in the kernel), or its subreaper was killed",
                 ))
+            }
+        }
+
+        /// [`Shim::end`], a handler that never ran an `Err` saying why.
+        pub fn reap(&mut self) -> io::Result<ExitStatus> {
+            match self.end()? {
+                Ended::Exited(status) => Ok(status),
+                Ended::NotStarted(err) => Err(err),
             }
         }
     }
