@@ -5,7 +5,7 @@
 //!
 //! The queue is read again only when something may have changed there: an update was queued
 //! (the publisher arms the thread's wake-up pipe, written once the engine lock is released),
-//! an exchange ended (its job may take more, a failure put its updates back), or a retry falls
+//! an exchange ended (its job may take more, a failure parked its updates), or a retry falls
 //! due — never on a timer, so webhooks that hang cost the door nothing while they hang.
 //!
 //! Bounds, so that no webhook holds back another: at most [`IN_FLIGHT`] exchanges at once, at
@@ -304,7 +304,7 @@ impl Round {
     }
 
     /// Job `j`'s next exchange, after `answer` to its last one: the next update once the last
-    /// was taken; none once it failed (it and the rest go back to the queue: [`failed`]). A job
+    /// was taken; none once it failed (it and the rest are parked: [`failed`]). A job
     /// with nothing left is done and forgotten: its webhook's next updates start a new one.
     fn step(&mut self, push: &Push, j: usize, answer: Option<Answer>) -> Option<Exchange> {
         let job = self.jobs.get_mut(&j)?;
