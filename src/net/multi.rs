@@ -36,7 +36,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::client::{Deadlines, WholeResponse};
-use crate::sys::epoll::{Event, Poller, Watch};
+use crate::sys::epoll::{Event, Poller, Watch, key_of, split};
 use crate::sys::{socket, wake};
 use flight::Flight;
 
@@ -54,7 +54,7 @@ const START_BATCH: usize = 256;
 const READ_CHUNK: usize = 64 * 1024;
 /// The most readiness events one wait takes.
 const EVENTS: usize = 256;
-/// The wake-up pipe's key; a flight's is its slot and the slot's generation ([`Slots::key`]).
+/// The wake-up pipe's key; a flight's is its slot and the slot's generation ([`key_of`]).
 const WAKE: u64 = u64::MAX;
 
 /// One request to send on a connection of its own, and whose whole response to read.
@@ -188,47 +188,53 @@ pub fn one(exchange: Exchange, deadlines: Deadlines) -> Answer {
 struct Slots {
     slots: Vec<(u32, Option<Flight>)>,
     free: Vec<usize>,
-    len: usize,
 }
 
 impl Slots {
-    fn key(slot: usize, generation: u32) -> u64 {
-        (u64::from(generation) << 32) | slot as u64
-    }
-
     /// Keep `flight`; its key.
     fn insert(&mut self, flight: Flight) -> u64 {
-        self.len += 1;
         if let Some(slot) = self.free.pop() {
             self.slots[slot].1 = Some(flight);
-            return Self::key(slot, self.slots[slot].0);
+            return key_of(slot, self.slots[slot].0);
         }
         self.slots.push((0, Some(flight)));
-        Self::key(self.slots.len() - 1, 0)
+        key_of(self.slots.len() - 1, 0)
     }
 
     fn get(&mut self, key: u64) -> Option<&mut Flight> {
-        let (generation, slot) = ((key >> 32) as u32, key as u32 as usize);
+        let (slot, generation) = split(key);
         let (held, flight) = self.slots.get_mut(slot)?;
         flight.as_mut().filter(|_| *held == generation)
     }
 
     fn remove(&mut self, key: u64) -> Option<Flight> {
-        let slot = key as u32 as usize;
+        let (slot, _) = split(key);
         self.get(key)?;
         let (generation, flight) = &mut self.slots[slot];
         *generation = generation.wrapping_add(1);
         self.free.push(slot);
-        self.len -= 1;
         flight.take()
+    }
+
+    /// How many flights it holds.
+    fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
     }
 
     fn keys(&self) -> Vec<u64> {
         let live = self.slots.iter().enumerate();
         live.filter(|(_, (_, f))| f.is_some())
-            .map(|(slot, (generation, _))| Self::key(slot, *generation))
+            .map(|(slot, (generation, _))| key_of(slot, *generation))
             .collect()
     }
+}
+
+/// Why an exchange was not started.
+enum NotStarted {
+    /// Out of descriptors while others are in flight: to start again once one ends.
+    Later(Exchange),
+    /// It cannot be started: its answer.
+    Failed(String),
 }
 
 /// The jobs, the exchanges waiting and those in flight.
@@ -338,7 +344,7 @@ impl Scheduler {
     /// do.
     fn start(&mut self, step: &mut impl FnMut(usize, Option<Answer>) -> Option<Exchange>) -> bool {
         let mut started = 0;
-        while self.flights.len < self.bound && started < START_BATCH {
+        while self.flights.len() < self.bound && started < START_BATCH {
             let (job, exchange) = if let Some(next) = self.waiting.pop_front() {
                 next
             } else if self.next_job < self.jobs {
@@ -353,31 +359,36 @@ impl Scheduler {
             started += 1;
             match self.launch(job, exchange) {
                 Ok(()) => {}
-                Err((Some(exchange), _)) => {
-                    self.room = self.flights.len;
-                    self.bound = self.flights.len.min(self.most);
+                Err(NotStarted::Later(exchange)) => {
+                    self.room = self.flights.len();
+                    self.bound = self.flights.len().min(self.most);
                     self.waiting.push_front((job, exchange));
                 }
-                Err((None, why)) => {
+                Err(NotStarted::Failed(why)) => {
                     if let Some(next) = step(job, Some(Err(why))) {
                         self.waiting.push_front((job, next));
                     }
                 }
             }
         }
-        self.flights.len > 0 || self.more_to_start()
+        self.flights.len() > 0 || self.more_to_start()
     }
 
-    /// Start `exchange`'s connection and watch it. `Err` with the exchange to start again later
-    /// (out of descriptors, others in flight), or with why it cannot be started.
-    fn launch(&mut self, job: usize, exchange: Exchange) -> Result<(), (Option<Exchange>, String)> {
-        let poller = self.poller.as_ref().map_err(|err| (None, err.clone()))?;
+    /// Start `exchange`'s connection and watch it.
+    fn launch(&mut self, job: usize, exchange: Exchange) -> Result<(), NotStarted> {
+        let poller = self
+            .poller
+            .as_ref()
+            .map_err(|err| NotStarted::Failed(err.clone()))?;
         let stream = match socket::connect_started(&exchange.addr) {
             Ok(stream) => stream,
-            Err(err) if socket::is_out_of_descriptors(&err) && self.flights.len > 0 => {
-                return Err((Some(exchange), String::new()));
+            Err(err) if socket::is_out_of_descriptors(&err) && self.flights.len() > 0 => {
+                return Err(NotStarted::Later(exchange));
             }
-            Err(err) => return Err((None, format!("{}: cannot connect: {err}", exchange.addr))),
+            Err(err) => {
+                let why = format!("{}: cannot connect: {err}", exchange.addr);
+                return Err(NotStarted::Failed(why));
+            }
         };
         let fd = stream.as_raw_fd();
         let addr = exchange.addr;
@@ -386,7 +397,8 @@ impl Scheduler {
         let key = self.flights.insert(flight);
         if let Err(err) = poller.add(fd, key, Watch::Edge) {
             drop(self.flights.remove(key));
-            return Err((None, format!("{addr}: cannot watch the connection: {err}")));
+            let why = format!("{addr}: cannot watch the connection: {err}");
+            return Err(NotStarted::Failed(why));
         }
         self.deadlines_due.insert((deadline, key));
         Ok(())
@@ -397,7 +409,7 @@ impl Scheduler {
     /// flight is looked at as if ready (its non-blocking socket says whether it really is).
     fn wait(&mut self) -> bool {
         let now = Instant::now();
-        let timeout = if self.flights.len < self.bound && self.more_to_start() {
+        let timeout = if self.flights.len() < self.bound && self.more_to_start() {
             Duration::ZERO
         } else {
             let first = self.deadlines_due.first();

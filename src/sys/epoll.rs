@@ -43,6 +43,18 @@ pub const BATCH: usize = 8;
 /// A readiness poller.
 pub struct Poller(OwnedFd);
 
+/// The key of entry `index` of a table whose entries are reused: its generation in the high
+/// half, so a key that outlived its entry (an event already handed out, a timer) names a
+/// generation the entry no longer has.
+pub fn key_of(index: usize, generation: u32) -> u64 {
+    (u64::from(generation) << 32) | index as u64
+}
+
+/// The entry index and generation [`key_of`] packed into `key`.
+pub fn split(key: u64) -> (usize, u32) {
+    ((key & 0xffff_ffff) as usize, (key >> 32) as u32)
+}
+
 impl Poller {
     /// [`Poller::wait_up_to`] [`BATCH`] events: a door worker's wait.
     pub fn wait(&self, out: &mut Vec<Event>, timeout: Option<Duration>) -> std::io::Result<()> {

@@ -342,3 +342,26 @@ fn a_recheck_that_falls_due_is_looked_at_and_most_bounds_what_is_in_flight() {
     // Two at a time: the last two start only once the first two have ended.
     assert!(ended[2] >= Duration::from_millis(400), "{ended:?}");
 }
+
+#[test]
+fn a_key_that_outlived_its_flight_finds_nothing_when_its_slot_is_reused() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let flight = |job| {
+        let stream = socket::connect_started(&addr).unwrap();
+        Flight::connecting(job, get(addr), stream, SHORT, None)
+    };
+    let mut slots = Slots::default();
+    let first = slots.insert(flight(0));
+    assert_eq!(slots.remove(first).map(|f| f.job), Some(0));
+    let second = slots.insert(flight(1));
+    assert_eq!(split(second).0, split(first).0, "the slot is reused");
+    assert!(
+        slots.get(first).is_none(),
+        "the old key names the old generation"
+    );
+    assert!(slots.remove(first).is_none());
+    assert_eq!(slots.len(), 1);
+    assert_eq!(slots.get(second).map(|f| f.job), Some(1));
+    assert_eq!(slots.keys(), [second]);
+}

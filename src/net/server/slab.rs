@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
-use crate::sys::epoll::{Event, Poller, Watch};
+use crate::sys::epoll::{Event, Poller, Watch, key_of, split};
 
 /// The keys of the two descriptors not in the slab.
 pub(super) const LISTENER: u64 = u64::MAX;
@@ -114,14 +114,6 @@ pub(super) struct Slab {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // panic = "abort": a poisoned lock cannot be observed half-updated.
     mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn split(key: u64) -> (usize, u32) {
-    ((key & 0xffff_ffff) as usize, (key >> 32) as u32)
-}
-
-fn key_of(index: usize, generation: u32) -> u64 {
-    (u64::from(generation) << 32) | index as u64
 }
 
 impl Slab {

@@ -122,6 +122,14 @@ impl Parked {
     }
 }
 
+/// The new jobs one look at the queue makes, before their webhooks are resolved and checked.
+#[derive(Default)]
+struct Fresh {
+    jobs: Vec<VecDeque<Delivery>>,
+    /// Each webhook's new job, by its [`key`].
+    of: HashMap<usize, usize>,
+}
+
 /// The jobs of one round: it lasts while any exchange is in flight, taking the updates that
 /// fall due meanwhile.
 #[derive(Default)]
@@ -228,8 +236,7 @@ impl Round {
         };
         // Retries now due first: they are older than anything queued for their webhook.
         let released = self.parked.release(Instant::now(), until.is_some());
-        let mut fresh: Vec<VecDeque<Delivery>> = Vec::new();
-        let mut fresh_of: HashMap<usize, usize> = HashMap::new();
+        let mut fresh = Fresh::default();
         let mut held_back: HashSet<usize> = HashSet::new();
         let mut kept = VecDeque::new();
         for item in released.into_iter().chain(queued) {
@@ -241,26 +248,16 @@ impl Round {
                 }
                 Err(item) => item,
             };
-            if held_back.contains(&key) {
-                // An earlier one of its webhook was not taken: kept, below, behind it.
-            } else if let Some(job) = self.going.get(&key).and_then(|j| self.jobs.get_mut(j)) {
-                if job.items.len() < PER_JOB {
-                    job.items.push_back(item);
-                    continue;
-                }
-            } else if let Some(&f) = fresh_of.get(&key) {
-                if fresh[f].len() < PER_JOB {
-                    fresh[f].push_back(item);
-                    continue;
-                }
-            } else if self.jobs.len() + fresh.len() < JOBS {
-                fresh_of.insert(key, fresh.len());
-                fresh.push(VecDeque::from([item]));
-                continue;
-            }
+            let left = if held_back.contains(&key) {
+                Some(item)
+            } else {
+                self.take(item, key, &mut fresh)
+            };
             // Not taken: neither are the later ones of its webhook, so they stay in order.
-            held_back.insert(key);
-            kept.push_back(item);
+            if let Some(item) = left {
+                held_back.insert(key);
+                kept.push_back(item);
+            }
         }
         if !kept.is_empty() {
             let mut queue = push.queue();
@@ -273,7 +270,7 @@ impl Round {
             let line = format!("{dropped} update(s) dropped: the push queue was full");
             log::event("push", &line);
         }
-        for mut items in fresh {
+        for mut items in fresh.jobs {
             items.retain(|d| push.current(&d.task_id, &d.config));
             let Some(first) = items.front() else {
                 continue;
@@ -301,6 +298,29 @@ impl Round {
             recheck: self.parked.next(),
             until,
         }
+    }
+
+    /// Put `item` (of webhook `key`) on its webhook's job going on, or on the new one this look
+    /// makes for it, or make that: up to [`PER_JOB`] a job, [`JOBS`] not done. `Some` with the
+    /// item when there is no room for it.
+    fn take(&mut self, item: Delivery, key: usize, fresh: &mut Fresh) -> Option<Delivery> {
+        let job = match self.going.get(&key).and_then(|j| self.jobs.get_mut(j)) {
+            Some(going) => &mut going.items,
+            None => match fresh.of.get(&key) {
+                Some(&f) => &mut fresh.jobs[f],
+                None if self.jobs.len() + fresh.jobs.len() < JOBS => {
+                    fresh.of.insert(key, fresh.jobs.len());
+                    fresh.jobs.push(VecDeque::from([item]));
+                    return None;
+                }
+                None => return Some(item),
+            },
+        };
+        if job.len() >= PER_JOB {
+            return Some(item);
+        }
+        job.push_back(item);
+        None
     }
 
     /// Job `j`'s next exchange, after `answer` to its last one: the next update once the last
