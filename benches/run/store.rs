@@ -1,9 +1,11 @@
 //! The `store` section (issue 34): what a named session's task store costs — `message/send`
-//! per second at 8 connections against an echo session with the store (`--name`) and one
-//! without, interleaved round by round so both see the same machine at the same moments, and
-//! each session's CPU time per request (which the machine's load moves far less) — and
-//! how soon a session started again under its name, with 1,000 tasks stored, answers (its
-//! readiness line, beside an unnamed session's).
+//! per second at 8 connections against a session with the store (`--name`) and one without,
+//! interleaved round by round so both see the same machine at the same moments, and each
+//! session's CPU time per request (which the machine's load moves far less); first on the
+//! embedded echo capsule (the store's worst case), then on a `/bin/cat` capsule (a handler
+//! process per task, as every capsule a user writes) — and how soon a session started again
+//! under its name, with 1,000 tasks stored, answers (its readiness line, beside an unnamed
+//! session's).
 
 use std::ffi::OsStr;
 use std::time::Duration;
@@ -17,14 +19,46 @@ const CONNECTIONS: usize = 8;
 /// Restarts timed, each way.
 const RESTARTS: usize = 7;
 
-/// Measures and prints the store's cost.
+/// Measures and prints the store's cost: on the embedded echo capsule, which answers in the
+/// door worker itself (the store's worst case: its few microseconds against a task that costs
+/// almost nothing), then on a `/bin/cat` capsule, whose task is a handler process like every
+/// capsule a user writes.
 pub(super) fn report_store(home: &Home) {
     let name = [OsStr::new("--name"), OsStr::new("bench-store")];
-    let on = Session::start(home, &name);
-    let off = Session::start(home, &[]);
+    share(home, "echo session", &[], &name);
+    let cat = home.capsule("store-cat", &["/bin/cat"], None);
+    let cat_name = [
+        cat.as_os_str(),
+        OsStr::new("--name"),
+        OsStr::new("bench-store-cat"),
+    ];
+    share(home, "/bin/cat session", &[cat.as_os_str()], &cat_name);
+
+    // The store now holds its bound, the newest 1,000 tasks (thousands were sent).
+    let ready = |args: &[&OsStr]| -> Duration {
+        let times: Vec<Duration> = (0..RESTARTS)
+            .map(|_| Session::spawn(home, mur(), args, home.root()).1)
+            .collect();
+        median(&times)
+    };
+    let (unnamed, named) = (ready(&[]), ready(&name));
     println!(
-        "the task store: message/send at {CONNECTIONS} connections, echo session {} with the \
-         store (--name) and {} without, interleaved, {ROUNDS} rounds",
+        "  ready again with 1,000 stored tasks: {} (median of {RESTARTS}; unnamed, no store: {})",
+        STYLE.ms(named),
+        STYLE.ms(unnamed)
+    );
+    println!();
+}
+
+/// `message/send` at [`CONNECTIONS`] connections against a `kind` started with `named` (its
+/// tasks journaled) and one started with `unnamed`, interleaved round by round, and each
+/// session's CPU time a request.
+fn share(home: &Home, kind: &str, unnamed: &[&OsStr], named: &[&OsStr]) {
+    let on = Session::start(home, named);
+    let off = Session::start(home, unnamed);
+    println!(
+        "the task store: message/send at {CONNECTIONS} connections, {kind} {} with the store \
+         (--name) and {} without, interleaved, {ROUNDS} rounds",
         on.session_id, off.session_id
     );
     let (mut with, mut without) = (Vec::new(), Vec::new());
@@ -59,21 +93,6 @@ pub(super) fn report_store(home: &Home) {
         100.0 * (cpu_with / cpu_without - 1.0)
     );
     drop((on, off));
-
-    // The store now holds its bound, the newest 1,000 tasks (thousands were sent).
-    let ready = |args: &[&OsStr]| -> Duration {
-        let times: Vec<Duration> = (0..RESTARTS)
-            .map(|_| Session::spawn(home, mur(), args, home.root()).1)
-            .collect();
-        median(&times)
-    };
-    let (unnamed, named) = (ready(&[]), ready(&name));
-    println!(
-        "  ready again with 1,000 stored tasks: {} (median of {RESTARTS}; unnamed, no store: {})",
-        STYLE.ms(named),
-        STYLE.ms(unnamed)
-    );
-    println!();
 }
 
 /// One throughput round against `session`, and the session's CPU time (user and system, from
