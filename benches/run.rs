@@ -1550,6 +1550,13 @@ impl Session {
         if ready["pid"].as_u64() != Some(u64::from(pid)) {
             fail(&format!("readiness line names another pid: {line}"));
         }
+        // Its stderr is read, as journald, a container runtime or a terminal reads a session's:
+        // a pipe nobody reads fills after a few hundred tasks' lines, and from then on the
+        // session drops its log lines and never wakes its stderr writer — a session no user
+        // runs, cheaper by that wake-up per line.
+        if let Some(mut stderr) = child.stderr.take() {
+            thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        }
         let session = Self {
             url: field("url"),
             session_id: field("session_id"),

@@ -1,12 +1,13 @@
-//! What every applet shares: its failure type, its stdout, argument helpers, and its command
+//! What every applet shares: its failure type, its stdout, its diagnostics ([`warn`]; a
+//! session's are queued for a thread of their own, `stderr`), argument helpers, and its command
 //! line as data ([`spec`]).
 
 pub mod spec;
+mod stderr;
+
+pub use stderr::{drain_stderr, flush_stderr, queue_stderr, stderr_dropped, warn, warn_later};
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
-use std::sync::{Condvar, Mutex, OnceLock};
 
 /// How an applet ends other than with its own exit code.
 #[derive(Debug)]
@@ -57,141 +58,6 @@ impl Out {
             // EPIPE, or a full disk behind a redirect: either way nobody can read more.
             self.closed = true;
         }
-    }
-}
-
-/// Print a diagnostic on stderr, prefixed with the applet as [`speaker`] names it, ignoring a
-/// closed stderr. In a session ([`queue_stderr`]) it is queued, never waited for.
-pub fn warn(applet: &str, message: &str) {
-    let line = format!("mur {}: {message}\n", speaker(applet));
-    match STDERR.get().filter(|q| !q.direct.load(Ordering::Acquire)) {
-        Some(queue) => queue.send(line),
-        None => {
-            let _ = std::io::stderr().lock().write_all(line.as_bytes());
-        }
-    }
-}
-
-/// A session's stderr: the lines [`warn`] queues, written by one thread of their own.
-///
-/// A session's stderr may be a pipe nobody reads (a FIFO, a stalled journal). Only the writer
-/// thread ever waits on it — forever, harmlessly; every other thread puts its line in a
-/// bounded queue, or drops it and counts it when the queue is full. The count is said on
-/// stderr once the queue drains, and read by `mur ps -v` from the session's record. O_NONBLOCK
-/// on the inherited stderr would not do: it is a flag of the open file description, shared
-/// with every process writing to the same terminal or pipe.
-struct Stderr {
-    lines: SyncSender<String>,
-    /// Lines dropped because the queue was full, since the session began.
-    dropped: AtomicU64,
-    /// Lines queued and not yet written, for [`drain_stderr`].
-    pending: Mutex<usize>,
-    written: Condvar,
-    /// Set by [`drain_stderr`]: from then on [`warn`] writes itself, as before the session.
-    direct: AtomicBool,
-}
-
-static STDERR: OnceLock<Stderr> = OnceLock::new();
-
-/// The most lines a session's stderr queue holds.
-const STDERR_LINES: usize = 256;
-
-impl Stderr {
-    fn send(&self, line: String) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        match self.lines.try_send(line) {
-            Ok(()) => *pending += 1,
-            Err(_) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Write the queued lines as they come; before waiting for more, say how many were dropped
-    /// since last said.
-    fn write_out(&self, lines: &Receiver<String>) {
-        let mut said = 0;
-        loop {
-            let line = match lines.try_recv() {
-                Ok(line) => line,
-                Err(TryRecvError::Empty) => {
-                    let dropped = self.dropped.load(Ordering::Relaxed);
-                    if dropped > said {
-                        let note = format!(
-                            "mur {}: {} log lines dropped: stderr not read\n",
-                            speaker("run"),
-                            dropped - said
-                        );
-                        let _ = std::io::stderr().lock().write_all(note.as_bytes());
-                        said = dropped;
-                    }
-                    match lines.recv() {
-                        Ok(line) => line,
-                        Err(_) => return,
-                    }
-                }
-                Err(TryRecvError::Disconnected) => return,
-            };
-            let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            *pending = pending.saturating_sub(1);
-            self.written.notify_all();
-        }
-    }
-}
-
-/// From now on, [`warn`] queues its lines for a thread of their own: this process is a session,
-/// whose threads must never wait on stderr. Without a thread for it, stderr stays direct.
-pub fn queue_stderr() {
-    let (tx, rx) = std::sync::mpsc::sync_channel(STDERR_LINES);
-    let queue = Stderr {
-        lines: tx,
-        dropped: AtomicU64::new(0),
-        pending: Mutex::new(0),
-        written: Condvar::new(),
-        direct: AtomicBool::new(false),
-    };
-    if STDERR.set(queue).is_err() {
-        return;
-    }
-    let spawned = std::thread::Builder::new()
-        .name("stderr".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            if let Some(queue) = STDERR.get() {
-                queue.write_out(&rx);
-            }
-        });
-    if spawned.is_err()
-        && let Some(queue) = STDERR.get()
-    {
-        queue.direct.store(true, Ordering::Release);
-    }
-}
-
-/// The lines this session dropped because its stderr was not read.
-pub fn stderr_dropped() -> u64 {
-    STDERR
-        .get()
-        .map_or(0, |q| q.dropped.load(Ordering::Relaxed))
-}
-
-/// The session is ending: wait at most `wait` for its queued lines to be written; if they were,
-/// write directly again (what an applet says last, after the session, is then never dropped).
-/// If they were not, the writer thread is still inside a write to a stderr nobody reads —
-/// holding std's stderr lock — so a direct write would wait on it forever and the session would
-/// never exit: lines go on being queued (and dropped when the queue is full).
-pub fn drain_stderr(wait: std::time::Duration) {
-    let Some(queue) = STDERR.get() else {
-        return;
-    };
-    let pending = queue.pending.lock().unwrap_or_else(|p| p.into_inner());
-    let (pending, _) = queue
-        .written
-        .wait_timeout_while(pending, wait, |n| *n > 0)
-        .unwrap_or_else(|p| p.into_inner());
-    if *pending == 0 {
-        queue.direct.store(true, Ordering::Release);
     }
 }
 

@@ -195,6 +195,8 @@ pub fn run(
     let mut seen = 0;
     loop {
         let exit_ready = pump.step(shim.exit_fd(), WATCH_TICK);
+        // The turn's start line, queued for later, is said by now if the turn runs on.
+        crate::cli::flush_stderr(WATCH_TICK);
         if pump.out.len() > seen {
             on_output(&pump.out[seen..]);
             seen = pump.out.len();

@@ -90,11 +90,22 @@ pub fn open(session_id: &str, to_stderr: bool) -> Result<(), String> {
 /// `text` is the session's own words: a state, a duration, a reason — never a token, never
 /// what a message said.
 pub fn event(task_id: &str, text: &str) {
+    record(task_id, text, crate::cli::warn);
+}
+
+/// [`event`], its stderr line queued for later ([`crate::cli::warn_later`]): a turn's start,
+/// whose line waits for its end's or for its watcher's next look, so that saying it costs the
+/// task no wake-up of the stderr writer before its handler starts. The log has it at once.
+pub fn event_later(task_id: &str, text: &str) {
+    record(task_id, text, crate::cli::warn_later);
+}
+
+fn record(task_id: &str, text: &str, say: fn(&str, &str)) {
     let Some(log) = LOG.get() else {
         return;
     };
     if log.to_stderr {
-        crate::cli::warn("run", &format!("{task_id} {text}"));
+        say("run", &format!("{task_id} {text}"));
     }
     log.write(task_id, "mur:", text.as_bytes());
 }

@@ -89,12 +89,36 @@ fn handler_stderr_reaches_the_log_tagged_by_task_and_events_reach_stderr() {
             .contains(&format!("mur run: {id} completed in "))
     });
     let stderr = session.stderr();
+    let started = stderr.find(&format!("mur run: {id} started turn 1"));
+    let ended = stderr.find(&format!("mur run: {id} completed in "));
     assert!(
-        stderr.contains(&format!("mur run: {id} started turn 1")),
-        "{stderr}"
+        started.is_some() && started < ended,
+        "the start, then the end: {stderr}"
     );
     // Never message contents on the session's stderr: neither the task nor the handler's words.
     assert!(!stderr.contains("hello"), "{stderr}");
+}
+
+/// A turn's start line waits for no wake-up of its own (it goes out with the end's), but a turn
+/// that runs on has it said while it runs: its watcher's next look flushes it.
+#[test]
+fn a_long_turns_start_is_said_on_stderr_while_it_runs() {
+    let home = Home::new();
+    let manifest = home.write_capsule(
+        "slow",
+        json!({"name": "slow", "version": "1"}),
+        Some("#!/bin/sh\nread -r text\nsleep 30\n"),
+    );
+    let session = home.start(&[manifest.to_str().unwrap()]);
+    let task = session.send(None, "x", false);
+    let id = task["id"].as_str().unwrap();
+    wait_until(WAIT, "the start line on stderr", || {
+        session
+            .stderr()
+            .contains(&format!("mur run: {id} started turn 1"))
+    });
+    let now = session.get_task(None, id);
+    assert_eq!(state(&now), "working", "said while the turn runs: {now}");
 }
 
 #[test]

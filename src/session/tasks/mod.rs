@@ -549,7 +549,7 @@ impl Engine {
             else {
                 return None;
             };
-            super::log::event(&id, &format!("started turn {}", turn.number));
+            super::log::event_later(&id, &format!("started turn {}", turn.number));
             Some(self.run_turn(&id, argv, workdir, sandbox.as_deref(), &turn))
         });
         let mut tasks = self.lock();
