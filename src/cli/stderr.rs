@@ -10,9 +10,10 @@
 //! A line may be queued *for later* ([`warn_later`]): the writer is not woken for it, but
 //! writes it with the next line queued now, at a [`flush_stderr`] once it has waited a while,
 //! or at the session's end — in order either way. A wake-up of the writer is a cross-CPU
-//! wake-up, some 20 µs of the waker's time on a VM: a task's start line waits for its end's
-//! (one wake-up a task, not two, and none before its handler starts), or for its watcher's next
-//! look when the task runs on.
+//! wake-up, some 20 µs of the waker's time on a VM: a task's start line waits for its end's,
+//! and both are flushed once the task's waiters are woken (one wake-up a task, not two, and
+//! neither before its handler starts nor before its answer), or at its watcher's next look
+//! when the task runs on.
 
 use std::collections::VecDeque;
 use std::io::Write;

@@ -94,8 +94,9 @@ pub fn event(task_id: &str, text: &str) {
 }
 
 /// [`event`], its stderr line queued for later ([`crate::cli::warn_later`]): a turn's start,
-/// whose line waits for its end's or for its watcher's next look, so that saying it costs the
-/// task no wake-up of the stderr writer before its handler starts. The log has it at once.
+/// whose line waits for its end's or for its watcher's next look, and a task's end, said once
+/// its waiters are woken — so that a task costs one wake-up of the stderr writer, and neither
+/// its handler's start nor its answer waits for it. The log has the line at once.
 pub fn event_later(task_id: &str, text: &str) {
     record(task_id, text, crate::cli::warn_later);
 }
