@@ -42,10 +42,12 @@
 //!   keep-alive, 1 and 2 client threads;
 //! - handler overhead: a manifest capsule whose handler is `/bin/cat` (and one whose handler is a
 //!   two-line `sh` script running `cat`; each also with `"sandbox": false`, and the difference
-//!   printed as what the handler's Landlock domain costs): median wall time of a blocking `message/send` round trip
-//!   next to the median time of spawning the same handler from this process with the same stdin
-//!   (`std::process::Command`, stdout and stderr captured, waited for), interleaved one for one
-//!   (with a before binary, per round: a task through each session, then one direct spawn);
+//!   printed as what the handler's Landlock domain costs): median wall time of a blocking
+//!   `message/send` round trip next to the median time of spawning the same handler from this
+//!   process with the same stdin (`std::process::Command`, stdout and stderr captured, waited
+//!   for), interleaved one for one — a capsule and its `"sandbox": false` twin in the same loop,
+//!   so the sandbox's cost is two medians of the same minutes (per round: a task through each
+//!   session of each binary, then one direct spawn);
 //! - streaming: the time from a handler's first write to that chunk's arrival at an SSE client
 //!   (`message/stream`; the handler, a `bash` script, writes `$EPOCHREALTIME` — read just before
 //!   its write — and the bench compares it with its own clock on arrival), median of 100 tasks;
@@ -777,7 +779,11 @@ struct Overhead {
 /// Measures and prints the handler overhead of each of `capsules` (its label, its directory, and
 /// its handler as this process spawns it directly, with the workdir as its working directory): a
 /// task through the door next to the same handler spawned directly, through a session of each of
-/// `binaries`; and for scale `echo_send`, the median echo round trip, if measured.
+/// `binaries`; and for scale `echo_send`, the median echo round trip, if measured. The capsules
+/// come in pairs (one, then its `"sandbox": false` twin, whose handler is the same program),
+/// each pair measured in one interleaved loop with one direct spawn a round: what the sandbox
+/// costs is then the difference of two medians taken in the same minutes, never of two runs
+/// one after the other, between which the machine moves more than the sandbox costs.
 fn report_handler_overhead(
     home: &Home,
     binaries: &Binaries,
@@ -798,52 +804,21 @@ fn report_handler_overhead(
          ({HANDLER_RUNS} each, interleaved{also}, {HANDLER_WARMUP} unmeasured)"
     );
     let mut overheads = vec![];
-    for (label, dir, handler) in capsules {
-        let sessions: Vec<Session> = binaries
-            .each()
-            .into_iter()
-            .map(|(_, binary)| Session::start_in(home, binary, &[dir.as_os_str()], workdir))
-            .collect();
-        let (through, direct) = handler_overhead(&sessions, handler, workdir);
-        drop(sessions);
-        println!("  {label}");
-        let other = binaries.before_label;
-        let via = ["via mur".to_string(), format!("via {other}")];
-        for (name, times) in via.iter().zip(&through) {
-            println!("    {name:<12}  {}", STYLE.spread(times));
-        }
-        println!("    {:<12}  {}", "direct", STYLE.spread(&direct));
-        let extras: Vec<Duration> = through
+    for pair in capsules.chunks(2) {
+        let sessions: Vec<Session> = pair
             .iter()
-            .zip(
-                via.iter()
-                    .zip(["extra".to_string(), format!("extra {other}")]),
-            )
-            .map(|(times, (via, name))| {
-                let extra = median(times).saturating_sub(median(&direct));
-                println!(
-                    "    {name:<12}  {} (median {via} - median direct); min - min: {}; \
-                     p90 - p90: {}",
-                    STYLE.ms(extra),
-                    STYLE.ms(percentile(times, 0).saturating_sub(percentile(&direct, 0))),
-                    STYLE.ms(percentile(times, 90).saturating_sub(percentile(&direct, 90)))
-                );
-                extra
+            .flat_map(|(_, dir, _)| {
+                binaries.each().into_iter().map(move |(_, binary)| {
+                    Session::start_in(home, binary, &[dir.as_os_str()], workdir)
+                })
             })
             .collect();
-        if let [extra, before] = extras[..] {
-            println!(
-                "    {:<12}  extra / extra {other} = {:.2}",
-                "ratio",
-                extra.as_secs_f64() / before.as_secs_f64().max(1e-9)
-            );
+        let (through, direct) = handler_overhead(&sessions, pair[0].2, workdir);
+        drop(sessions);
+        let per_capsule = through.len() / pair.len();
+        for ((label, _, _), through) in pair.iter().zip(through.chunks(per_capsule)) {
+            overheads.push(print_overhead(label, binaries, through, &direct));
         }
-        overheads.push(Overhead {
-            label,
-            extra: extras[0],
-            before: extras.get(1).copied(),
-            other,
-        });
     }
     if let Some(echo_send) = echo_send {
         println!(
@@ -853,6 +828,54 @@ fn report_handler_overhead(
     }
     println!();
     overheads
+}
+
+/// Prints one capsule's round trips `through` its session of each binary and the `direct`
+/// spawns beside them, and its extra time over a direct spawn with each.
+fn print_overhead(
+    label: &'static str,
+    binaries: &Binaries,
+    through: &[Vec<Duration>],
+    direct: &[Duration],
+) -> Overhead {
+    println!("  {label}");
+    let other = binaries.before_label;
+    let via = ["via mur".to_string(), format!("via {other}")];
+    for (name, times) in via.iter().zip(through) {
+        println!("    {name:<12}  {}", STYLE.spread(times));
+    }
+    println!("    {:<12}  {}", "direct", STYLE.spread(direct));
+    let extras: Vec<Duration> = through
+        .iter()
+        .zip(
+            via.iter()
+                .zip(["extra".to_string(), format!("extra {other}")]),
+        )
+        .map(|(times, (via, name))| {
+            let extra = median(times).saturating_sub(median(direct));
+            println!(
+                "    {name:<12}  {} (median {via} - median direct); min - min: {}; \
+                     p90 - p90: {}",
+                STYLE.ms(extra),
+                STYLE.ms(percentile(times, 0).saturating_sub(percentile(direct, 0))),
+                STYLE.ms(percentile(times, 90).saturating_sub(percentile(direct, 90)))
+            );
+            extra
+        })
+        .collect();
+    if let [extra, before] = extras[..] {
+        println!(
+            "    {:<12}  extra / extra {other} = {:.2}",
+            "ratio",
+            extra.as_secs_f64() / before.as_secs_f64().max(1e-9)
+        );
+    }
+    Overhead {
+        label,
+        extra: extras[0],
+        before: extras.get(1).copied(),
+        other,
+    }
 }
 
 /// Prints what the handler's Landlock domain adds: each capsule's extra time over the same
