@@ -33,8 +33,8 @@ pub fn warn(applet: &str, message: &str) {
 }
 
 /// [`warn`], for a line that may wait: in a session it is queued without waking the writer,
-/// and written with the next line that does, or at the first [`flush_stderr`] after it has
-/// waited `flush`'s age, or at the session's end.
+/// and written with the next line that does, at a [`flush_stderr`] once it has waited the age
+/// that flush names, or at the session's end.
 pub fn warn_later(applet: &str, message: &str) {
     say(applet, message, false);
 }
@@ -65,8 +65,8 @@ pub fn flush_stderr(age: Duration) {
 /// A session's stderr: the lines queued, written by one thread of their own.
 struct Stderr {
     lines: Mutex<Lines>,
-    /// The writer waits here for lines due.
-    due: Condvar,
+    /// The writer waits here for lines to fall due ([`Lines::due`]).
+    wake: Condvar,
     /// [`drain_stderr`] waits here for the queue to be written.
     written: Condvar,
     /// Lines dropped because the queue was full, since the session began.
@@ -115,7 +115,7 @@ impl Stderr {
     fn make_due(&self, lines: &mut Lines) {
         lines.due = true;
         if lines.idle {
-            self.due.notify_one();
+            self.wake.notify_one();
         }
     }
 
@@ -145,7 +145,7 @@ impl Stderr {
                         }
                     }
                     lines.idle = true;
-                    lines = self.due.wait(lines).unwrap_or_else(|p| p.into_inner());
+                    lines = self.wake.wait(lines).unwrap_or_else(|p| p.into_inner());
                     lines.idle = false;
                 }
                 lines.later_since = None;
@@ -168,7 +168,7 @@ impl Stderr {
 pub fn queue_stderr() {
     let queue = Stderr {
         lines: Mutex::default(),
-        due: Condvar::new(),
+        wake: Condvar::new(),
         written: Condvar::new(),
         dropped: AtomicU64::new(0),
         direct: AtomicBool::new(false),
