@@ -26,11 +26,14 @@
 //! - **Wakers**: a deferred answer or a stream that said `Pending` holds the connection's
 //!   [`Waker`]; firing it re-arms the connection, which reports it at once (it has room to
 //!   write), so one worker comes back to poll it ([`Slab::wake`]). The engine fires wakers after
-//!   releasing its own lock.
+//!   releasing its own lock. A thread that has just produced an answer may serve its
+//!   connection itself instead ([`wake_here`]): claimed like any other, so still one server
+//!   at a time.
 //!
 //! Threads: [`workers_wanted`] in all, started by [`start`] before it returns. None is ever started
 //! for a client, and none waits anywhere but in `epoll_wait` or on work.
 
+use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -203,13 +206,17 @@ impl Server {
         due.saturating_duration_since(Instant::now())
     }
 
-    /// Serve a claimed connection until it waits, once more each time it was woken meanwhile.
-    fn serve_claimed(&self, mut claim: Claim<'_>, event: Event) {
-        let ctx = Ctx {
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
             handler: &*self.handler,
             stopped: self.stop.is_stopped(),
             answering: &self.answering,
-        };
+        }
+    }
+
+    /// Serve a claimed connection until it waits, once more each time it was woken meanwhile.
+    fn serve_claimed(&self, mut claim: Claim<'_>, event: Event) {
+        let ctx = self.ctx();
         let mut event = event;
         loop {
             let then = claim.conn().drive(&event, &ctx);
@@ -218,6 +225,17 @@ impl Server {
                 Some(missed) => event = missed,
                 None => return,
             }
+        }
+    }
+
+    /// Serve a claimed connection once, for a thread that is not a worker ([`wake_here`]): what
+    /// was reported meanwhile — most often the client's next request, sent the moment it had
+    /// its answer — is left to a worker (re-armed, so the readiness set reports it again), and
+    /// that thread goes back to its own work.
+    fn serve_once(&self, mut claim: Claim<'_>, event: Event) {
+        let mut then = claim.conn().drive(&event, &self.ctx());
+        while self.slab.release(&mut claim, then, &self.poller).is_some() {
+            then = Then::Again;
         }
     }
 
@@ -355,14 +373,126 @@ struct ConnWaker {
     server: Weak<Server>,
 }
 
+thread_local! {
+    /// Whether this thread is in [`wake_here`], and how many connections it served there.
+    static HERE: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
 impl Wake for ConnWaker {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(server) = self.server.upgrade() {
-            server.slab.wake(self.key, &server.poller);
+        let Some(server) = self.server.upgrade() else {
+            return;
+        };
+        let here = HERE.get();
+        let Some(claim) = server.slab.wake(self.key, &server.poller, here.is_some()) else {
+            return;
+        };
+        // Not again inside: a wake the serving causes goes to a worker, as anywhere else.
+        HERE.set(None);
+        let writable = Event {
+            key: self.key,
+            writable: true,
+            ..Event::default()
+        };
+        server.serve_once(claim, writable);
+        HERE.set(here.map(|served| served + 1));
+    }
+}
+
+/// Fire `wakes` on this thread, and serve here each connection they wake that no worker holds:
+/// the answer a thread has just produced written by that thread, not handed to a door worker —
+/// a wake-up across CPUs and a wait for one, 90-130 µs of a task's way on two CPUs (`perf
+/// sched`, docs/benchmarks.md). A connection a worker holds is marked for it, as by any wake.
+/// Only for a thread holding no lock: serving runs the door's handler, which takes the
+/// engine's. Returns how many wakes were not served here (left to a worker or another waiter).
+pub fn wake_here(wakes: Vec<Waker>) -> usize {
+    let count = wakes.len();
+    let outer = HERE.replace(Some(0));
+    wakes.into_iter().for_each(Waker::wake);
+    let served = HERE.replace(outer).unwrap_or(0);
+    count - served
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::server::{Deferred, Request, Response};
+    use std::io::{Read, Write};
+    use std::sync::mpsc;
+    use std::task::Poll;
+
+    /// Answers every request later: its waker is sent out, and the answer names the thread that
+    /// polled it ready once `ready` is set.
+    struct Later {
+        wakers: Mutex<mpsc::Sender<Waker>>,
+        ready: Arc<AtomicBool>,
+    }
+
+    struct Answer {
+        ready: Arc<AtomicBool>,
+        sent: Option<mpsc::Sender<Waker>>,
+    }
+
+    impl Deferred for Answer {
+        fn poll(&mut self, waker: &Waker) -> Poll<Response> {
+            if self.ready.load(Ordering::Acquire) {
+                return Poll::Ready(Response::text(200, &me()));
+            }
+            if let Some(sent) = self.sent.take() {
+                sent.send(waker.clone()).unwrap();
+            }
+            Poll::Pending
         }
+    }
+
+    impl Handler for Later {
+        fn handle(&self, _: Request) -> Response {
+            let sent = self.wakers.lock().unwrap().clone();
+            Response::deferred(Box::new(Answer {
+                ready: self.ready.clone(),
+                sent: Some(sent),
+            }))
+        }
+    }
+
+    fn me() -> String {
+        format!("{:?}", std::thread::current().id())
+    }
+
+    #[test]
+    fn a_waker_fired_by_wake_here_is_answered_on_the_waking_thread() {
+        let (tx, wakers) = mpsc::channel();
+        let ready = Arc::new(AtomicBool::new(false));
+        let handler = Arc::new(Later {
+            wakers: Mutex::new(tx),
+            ready: ready.clone(),
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Stopper::new().unwrap();
+        let serving = start(listener, handler, stop.clone()).unwrap();
+        let mut client = TcpStream::connect(addr).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let waker = wakers.recv_timeout(Duration::from_secs(10)).unwrap();
+        ready.store(true, Ordering::Release);
+        // Served here: nothing left to a worker.
+        assert_eq!(wake_here(vec![waker]), 0);
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with(&format!("{}\n", me())), "{answer}");
+        // A waker that is not a connection's is left to whatever it wakes.
+        assert_eq!(wake_here(vec![Waker::noop().clone()]), 1);
+        stop.stop();
+        serving.join();
     }
 }
