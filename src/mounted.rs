@@ -184,6 +184,12 @@ fn read_text(dir: &Dir, name: &str, secret: bool) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// How many times a door's name is looked up before its failure is said, [`RESOLVE_AGAIN`]
+/// apart: a pod's peers are named in the cluster's DNS a moment after they start, and a
+/// resolver (podman's, a node's) may fail a lookup now and then while it catches up.
+const RESOLVE_TRIES: u32 = 5;
+const RESOLVE_AGAIN: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// A door address `host:port` as the IP address and port to connect to: a name (a Kubernetes
 /// Service) is resolved now, so a Service that moved is found at the next call.
 pub fn resolve_door(address: &str) -> Result<String, String> {
@@ -193,11 +199,34 @@ pub fn resolve_door(address: &str) -> Result<String, String> {
     if bare.parse::<std::net::SocketAddr>().is_ok() {
         return Ok(bare.to_string());
     }
-    bare.to_socket_addrs()
-        .map_err(|err| format!("cannot resolve '{}': {err}", bare.escape_debug()))?
-        .next()
-        .map(|a| a.to_string())
-        .ok_or_else(|| format!("'{}' resolves to no address", bare.escape_debug()))
+    let named = bare
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    let mut tries = 1;
+    loop {
+        match bare.to_socket_addrs() {
+            Ok(mut addrs) => {
+                return addrs
+                    .next()
+                    .map(|a| a.to_string())
+                    .ok_or_else(|| format!("'{}' resolves to no address", bare.escape_debug()));
+            }
+            Err(_) if named && tries < RESOLVE_TRIES => {
+                std::thread::sleep(RESOLVE_AGAIN);
+                tries += 1;
+            }
+            Err(err) => {
+                let after = match tries {
+                    1 => String::new(),
+                    n => format!(" ({n} tries, {} ms apart)", RESOLVE_AGAIN.as_millis()),
+                };
+                return Err(format!(
+                    "cannot resolve '{}': {err}{after}",
+                    bare.escape_debug()
+                ));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

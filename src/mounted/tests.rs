@@ -96,5 +96,21 @@ fn names_resolve_and_addresses_pass_through() {
     );
     let local = resolve_door("localhost:8080").unwrap();
     assert!(local.ends_with(":8080"), "{local}");
-    assert!(resolve_door("no port").is_err());
+    let malformed = resolve_door("no port").unwrap_err();
+    assert!(
+        !malformed.contains("tries"),
+        "not a name: said at once: {malformed}"
+    );
+}
+
+#[test]
+fn a_name_that_does_not_resolve_is_looked_up_again_before_it_is_said() {
+    let started = std::time::Instant::now();
+    let err = resolve_door("no-such-peer.invalid:8080").unwrap_err();
+    assert!(
+        err.contains("cannot resolve 'no-such-peer.invalid:8080'"),
+        "{err}"
+    );
+    assert!(err.contains("(5 tries, 200 ms apart)"), "{err}");
+    assert!(started.elapsed() >= RESOLVE_AGAIN * (RESOLVE_TRIES - 1));
 }
