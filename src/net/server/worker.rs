@@ -405,8 +405,8 @@ impl Wake for ConnWaker {
 
 /// Fire `wakes` on this thread, and serve here each connection they wake that no worker holds:
 /// the answer a thread has just produced written by that thread, not handed to a door worker —
-/// a wake-up across CPUs and a wait for one, 90-130 µs of a task's way on two CPUs (`perf
-/// sched`, docs/benchmarks.md). A connection a worker holds is marked for it, as by any wake.
+/// a wake-up of another thread and a wait for it, on a task's way to its client
+/// (docs/benchmarks.md). A connection a worker holds is marked for it, as by any wake.
 /// Only for a thread holding no lock: serving runs the door's handler, which takes the
 /// engine's. Returns how many wakes were not served here (left to a worker or another waiter).
 pub fn wake_here(wakes: Vec<Waker>) -> usize {
