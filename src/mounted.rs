@@ -184,15 +184,18 @@ fn read_text(dir: &Dir, name: &str, secret: bool) -> Result<String, String> {
     Ok(text.to_string())
 }
 
-/// How many times a door's name is looked up before its failure is said, [`RESOLVE_AGAIN`]
-/// apart: a pod's peers are named in the cluster's DNS a moment after they start, and a
-/// resolver (podman's, a node's) may fail a lookup now and then while it catches up.
-const RESOLVE_TRIES: u32 = 5;
+/// How long a formation member's call looks its peer's name up again, [`RESOLVE_AGAIN`] apart,
+/// before the failure is said: a pod's peers are named in the cluster's DNS a moment after they
+/// start, and a resolver (podman's, a node's) may fail a lookup now and then while it catches
+/// up. A lookup that itself takes longer is not tried again.
+pub const CALL_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 const RESOLVE_AGAIN: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A door address `host:port` as the IP address and port to connect to: a name (a Kubernetes
-/// Service) is resolved now, so a Service that moved is found at the next call.
-pub fn resolve_door(address: &str) -> Result<String, String> {
+/// Service) is resolved now, so a Service that moved is found at the next call — and looked up
+/// again while `patience` lasts if it does not resolve (a readiness probe, itself repeated,
+/// has none).
+pub fn resolve_door(address: &str, patience: std::time::Duration) -> Result<String, String> {
     use std::net::ToSocketAddrs;
     let bare = address.strip_prefix("http://").unwrap_or(address);
     let bare = bare.strip_suffix('/').unwrap_or(bare);
@@ -202,6 +205,7 @@ pub fn resolve_door(address: &str) -> Result<String, String> {
     let named = bare
         .rsplit_once(':')
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    let started = std::time::Instant::now();
     let mut tries = 1;
     loop {
         match bare.to_socket_addrs() {
@@ -211,7 +215,7 @@ pub fn resolve_door(address: &str) -> Result<String, String> {
                     .map(|a| a.to_string())
                     .ok_or_else(|| format!("'{}' resolves to no address", bare.escape_debug()));
             }
-            Err(_) if named && tries < RESOLVE_TRIES => {
+            Err(_) if named && started.elapsed() + RESOLVE_AGAIN <= patience => {
                 std::thread::sleep(RESOLVE_AGAIN);
                 tries += 1;
             }

@@ -96,6 +96,9 @@ struct Lines {
     idle: bool,
     /// The writer looks for more lines after a write, and is woken only for an urgent one.
     lingering: bool,
+    /// An urgent line (or a drain) came since the writer last took the queue: it writes again
+    /// at once instead of lingering.
+    urgent: bool,
     /// [`drain_stderr`] waits on `written` (and must be told).
     draining: bool,
 }
@@ -126,6 +129,7 @@ impl Stderr {
     /// prints next; task lines (flushed) go with the next batch.
     fn make_due(&self, lines: &mut Lines, urgent: bool) {
         lines.due = true;
+        lines.urgent |= urgent;
         if lines.idle || (urgent && lines.lingering) {
             self.wake.notify_one();
         }
@@ -160,7 +164,7 @@ impl Stderr {
                     lines = self.wake.wait(lines).unwrap_or_else(|p| p.into_inner());
                     lines.idle = false;
                 }
-                lines.later_since = None;
+                (lines.later_since, lines.urgent) = (None, false);
                 let taken = std::mem::take(&mut lines.queued);
                 lines.writing = taken.len();
                 taken
@@ -171,9 +175,13 @@ impl Stderr {
             }
             drop(out);
             let mut lines = self.lock();
-            (lines.writing, lines.lingering) = (0, true);
+            lines.writing = 0;
+            if lines.urgent {
+                continue;
+            }
             // Task lines that fall due within `BATCH` of these go out with them, in one write
             // and without a wake-up of their own.
+            lines.lingering = true;
             let (mut lines, _) =
                 (self.wake.wait_timeout(lines, BATCH)).unwrap_or_else(|p| p.into_inner());
             lines.lingering = false;

@@ -202,8 +202,9 @@ impl Member {
                 }
             ));
         };
-        let url = crate::mounted::resolve_door(&self.address_of(peer)?)
-            .map_err(|why| format!("calling '{peer}': {why}"))?;
+        let url =
+            crate::mounted::resolve_door(&self.address_of(peer)?, crate::mounted::CALL_PATIENCE)
+                .map_err(|why| format!("calling '{peer}': {why}"))?;
         let params = json!({"message": {"kind": "message", "role": "user",
             "messageId": format!("call-{}", crate::time::unix_now()),
             "parts": [{"kind": "text", "text": text}]}});

@@ -10,6 +10,7 @@
 //! at every probe, so a callee that goes away makes its callers unready again.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -34,14 +35,8 @@ pub fn check(dir: &Path, own: &str) -> Result<Vec<String>, Vec<String>> {
     }
     for (callee, token) in &mounted.calls {
         let address = &mounted.addresses[callee];
-        let answered = crate::mounted::resolve_door(address).and_then(
-            |addr| match door_client::call(
-                &addr,
-                Some(token),
-                TASKS_GET,
-                json!({"id": NO_TASK}),
-                PROBE,
-            ) {
+        let answered = crate::mounted::resolve_door(address, Duration::ZERO).and_then(|addr| {
+            match door_client::call(&addr, Some(token), TASKS_GET, json!({"id": NO_TASK}), PROBE) {
                 Err(CallError::Rpc { code, .. }) if code == TASK_NOT_FOUND => Ok(()),
                 Err(CallError::Transport(why)) if why.contains("HTTP 401") => Err(format!(
                     "the door at {addr} is not '{callee}' of {}: it refuses this member's token",
@@ -49,8 +44,8 @@ pub fn check(dir: &Path, own: &str) -> Result<Vec<String>, Vec<String>> {
                 )),
                 Err(err) => Err(err.to_string()),
                 Ok(_) => Err(format!("the door at {addr} answered a task nobody made")),
-            },
-        );
+            }
+        });
         match answered {
             Ok(()) => passed.push(format!(
                 "{callee} at {address}: answers as '{callee}' of {}",
@@ -68,7 +63,7 @@ pub fn check(dir: &Path, own: &str) -> Result<Vec<String>, Vec<String>> {
 
 /// Whether the door at `own` serves its card.
 fn own_door(own: &str) -> Result<(), String> {
-    let addr = client::parse_door_addr(&crate::mounted::resolve_door(own)?)?;
+    let addr = client::parse_door_addr(&crate::mounted::resolve_door(own, Duration::ZERO)?)?;
     let request = Request {
         method: "GET",
         path: CARD_PATH,

@@ -206,17 +206,18 @@ impl Server {
         due.saturating_duration_since(Instant::now())
     }
 
-    fn ctx(&self) -> Ctx<'_> {
+    fn ctx(&self, answer_only: bool) -> Ctx<'_> {
         Ctx {
             handler: &*self.handler,
             stopped: self.stop.is_stopped(),
             answering: &self.answering,
+            answer_only,
         }
     }
 
     /// Serve a claimed connection until it waits, once more each time it was woken meanwhile.
     fn serve_claimed(&self, mut claim: Claim<'_>, event: Event) {
-        let ctx = self.ctx();
+        let ctx = self.ctx(false);
         let mut event = event;
         loop {
             let then = claim.conn().drive(&event, &ctx);
@@ -228,15 +229,18 @@ impl Server {
         }
     }
 
-    /// Serve a claimed connection once, for a thread that is not a worker ([`wake_here`]): what
-    /// was reported meanwhile — most often the client's next request, sent the moment it had
-    /// its answer — is left to a worker (re-armed, so the readiness set reports it again), and
-    /// that thread goes back to its own work.
-    fn serve_once(&self, mut claim: Claim<'_>, event: Event) {
-        let mut then = claim.conn().drive(&event, &self.ctx());
+    /// Write a claimed connection's waiting answer, for a thread that is not a worker
+    /// ([`wake_here`]): anything else — the client's next request, often sent the moment it had
+    /// its answer, a stream's pieces, what was reported meanwhile — is left to a worker
+    /// (re-armed, so the readiness set reports it again), and that thread goes back to its own
+    /// work. Whether it was left so (a worker will be woken for it).
+    fn serve_once(&self, mut claim: Claim<'_>, event: Event) -> bool {
+        let mut then = claim.conn().drive(&event, &self.ctx(true));
+        let mut handed = matches!(then, Then::Again);
         while self.slab.release(&mut claim, then, &self.poller).is_some() {
-            then = Then::Again;
+            (then, handed) = (Then::Again, true);
         }
+        handed
     }
 
     /// Take the connections waiting on the listener, then arm it again.
@@ -398,17 +402,17 @@ impl Wake for ConnWaker {
             writable: true,
             ..Event::default()
         };
-        server.serve_once(claim, writable);
-        HERE.set(here.map(|served| served + 1));
+        let handed = server.serve_once(claim, writable);
+        HERE.set(here.map(|served| served + usize::from(!handed)));
     }
 }
 
 /// Fire `wakes` on this thread, and serve here each connection they wake that no worker holds:
 /// the answer a thread has just produced written by that thread, not handed to a door worker —
 /// a wake-up of another thread and a wait for it, on a task's way to its client
-/// (docs/benchmarks.md). A connection a worker holds is marked for it, as by any wake.
-/// Only for a thread holding no lock: serving runs the door's handler, which takes the
-/// engine's. Returns how many wakes were not served here (left to a worker or another waiter).
+/// (docs/benchmarks.md). A connection a worker holds is marked for it, as by any wake. Only
+/// for a thread holding no lock: polling an answer takes the engine's. Returns how many wakes
+/// were left to a worker or another waiter.
 pub fn wake_here(wakes: Vec<Waker>) -> usize {
     let count = wakes.len();
     let outer = HERE.replace(Some(0));
@@ -424,23 +428,26 @@ mod tests {
     use std::io::{Read, Write};
     use std::sync::mpsc;
     use std::task::Poll;
+    use std::thread::ThreadId;
 
-    /// Answers every request later: its waker is sent out, and the answer names the thread that
-    /// polled it ready once `ready` is set.
+    /// Answers `/now` at once, and any other path later: ready only when polled on the thread
+    /// `on` (so no worker can answer it), its waker sent out at its first poll. An answer names
+    /// the thread that polled it ready.
     struct Later {
         wakers: Mutex<mpsc::Sender<Waker>>,
-        ready: Arc<AtomicBool>,
+        on: ThreadId,
     }
 
     struct Answer {
-        ready: Arc<AtomicBool>,
+        on: Option<ThreadId>,
         sent: Option<mpsc::Sender<Waker>>,
     }
 
     impl Deferred for Answer {
         fn poll(&mut self, waker: &Waker) -> Poll<Response> {
-            if self.ready.load(Ordering::Acquire) {
-                return Poll::Ready(Response::text(200, &me()));
+            let here = std::thread::current().id();
+            if self.on.is_none_or(|on| on == here) {
+                return Poll::Ready(Response::text(200, &format!("{here:?}")));
             }
             if let Some(sent) = self.sent.take() {
                 sent.send(waker.clone()).unwrap();
@@ -450,46 +457,80 @@ mod tests {
     }
 
     impl Handler for Later {
-        fn handle(&self, _: Request) -> Response {
+        fn handle(&self, request: Request) -> Response {
             let sent = self.wakers.lock().unwrap().clone();
             Response::deferred(Box::new(Answer {
-                ready: self.ready.clone(),
+                on: (request.path != "/now").then_some(self.on),
                 sent: Some(sent),
             }))
         }
     }
 
-    fn me() -> String {
-        format!("{:?}", std::thread::current().id())
+    /// Fire `waker` here until `client` has an answer to read: a first wake may come while the
+    /// worker that registered it still holds the connection (it is then marked for that
+    /// worker, which polls again, on its own thread: not ready). What the last wake returned.
+    fn wake_until_answered(client: &TcpStream, waker: &Waker) -> usize {
+        let mut byte = [0u8];
+        for _ in 0..1000 {
+            let left = wake_here(vec![waker.clone()]);
+            client.set_nonblocking(true).unwrap();
+            let answered = client.peek(&mut byte).is_ok();
+            client.set_nonblocking(false).unwrap();
+            if answered {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("no answer");
+    }
+
+    /// The threads that answered, in order, once the connection has closed.
+    fn answered_by(client: &mut TcpStream) -> Vec<String> {
+        let mut answers = String::new();
+        client.read_to_string(&mut answers).unwrap();
+        let by = answers.lines().filter(|l| l.starts_with("ThreadId"));
+        by.map(str::to_string).collect()
     }
 
     #[test]
-    fn a_waker_fired_by_wake_here_is_answered_on_the_waking_thread() {
+    fn a_waker_fired_by_wake_here_is_answered_on_the_waking_thread_and_no_more() {
         let (tx, wakers) = mpsc::channel();
-        let ready = Arc::new(AtomicBool::new(false));
+        let me = std::thread::current().id();
         let handler = Arc::new(Later {
             wakers: Mutex::new(tx),
-            ready: ready.clone(),
+            on: me,
         });
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Stopper::new().unwrap();
         let serving = start(listener, handler, stop.clone()).unwrap();
-        let mut client = TcpStream::connect(addr).unwrap();
-        client
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        client
-            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
+        let connect = |requests: &[u8]| {
+            let mut client = TcpStream::connect(addr).unwrap();
+            let wait = Some(Duration::from_secs(10));
+            client.set_read_timeout(wait).unwrap();
+            client.write_all(requests).unwrap();
+            client
+        };
+        let me = format!("{me:?}");
+
+        let mut client = connect(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         let waker = wakers.recv_timeout(Duration::from_secs(10)).unwrap();
-        ready.store(true, Ordering::Release);
-        // Served here: nothing left to a worker.
-        assert_eq!(wake_here(vec![waker]), 0);
-        let mut answer = String::new();
-        client.read_to_string(&mut answer).unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        assert!(answer.ends_with(&format!("{}\n", me())), "{answer}");
+        let left = wake_until_answered(&client, &waker);
+        assert_eq!(left, 0, "served here: nothing left");
+        assert_eq!(answered_by(&mut client), std::slice::from_ref(&me));
+
+        // A request the client pipelined behind the answer is a worker's, not this thread's.
+        let mut client = connect(
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /now HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        let waker = wakers.recv_timeout(Duration::from_secs(10)).unwrap();
+        let left = wake_until_answered(&client, &waker);
+        assert_eq!(left, 1, "the next request left to a worker");
+        let by = answered_by(&mut client);
+        assert_eq!(by.len(), 2, "{by:?}");
+        assert_eq!(by[0], me, "{by:?}");
+        assert_ne!(by[1], me, "{by:?}");
+
         // A waker that is not a connection's is left to whatever it wakes.
         assert_eq!(wake_here(vec![Waker::noop().clone()]), 1);
         stop.stop();
