@@ -184,7 +184,7 @@ fn read_text(dir: &Dir, name: &str, secret: bool) -> Result<String, String> {
     Ok(text.to_string())
 }
 
-/// How long a formation member's call looks its peer's name up again, [`RESOLVE_AGAIN`] apart,
+/// How long a formation member's call looks its peer's name up again, 200 ms apart,
 /// before the failure is said: a pod's peers are named in the cluster's DNS a moment after they
 /// start, and a resolver (podman's, a node's) may fail a lookup now and then while it catches
 /// up. A lookup that itself takes longer is not tried again.
