@@ -7,10 +7,6 @@
 //! O_NONBLOCK on the inherited stderr would not do: it is a flag of the open file description,
 //! shared with every process writing to the same terminal or pipe.
 //!
-//! After each write the writer lingers 10 ms for more lines before it waits to be woken, so task
-//! lines that come fast (a busy session's) cost one wake-up per 10 ms, not one each; a
-//! diagnostic ([`warn`]) wakes it even then.
-//!
 //! A line may be queued *for later* ([`warn_later`]): the writer is not woken for it, but
 //! writes it with the next line queued now, at a [`flush_stderr`] once it has waited a while,
 //! or at the session's end — in order either way. A wake-up of the writer is a cross-CPU
@@ -29,10 +25,6 @@ use super::speaker;
 
 /// The most lines a session's stderr queue holds.
 const STDERR_LINES: usize = 256;
-/// How long the writer looks for more lines after a write before it waits to be woken: under
-/// load a session says a few lines a task, hundreds a second, and each wake-up of the writer
-/// costs its waker a cross-CPU wake-up; this way it is one per `BATCH` at most.
-const BATCH: Duration = Duration::from_millis(10);
 
 /// Print a diagnostic on stderr, prefixed with the applet as [`speaker`] names it, ignoring a
 /// closed stderr. In a session ([`queue_stderr`]) it is queued, never waited for.
@@ -65,7 +57,7 @@ pub fn flush_stderr(age: Duration) {
             .later_since
             .is_some_and(|since| since.elapsed() >= age)
         {
-            queue.make_due(&mut lines, false);
+            queue.make_due(&mut lines);
         }
     }
 }
@@ -94,11 +86,6 @@ struct Lines {
     later_since: Option<Instant>,
     /// The writer waits on `due` (and must be woken).
     idle: bool,
-    /// The writer looks for more lines after a write, and is woken only for an urgent one.
-    lingering: bool,
-    /// An urgent line (or a drain) came since the writer last took the queue: it writes again
-    /// at once instead of lingering.
-    urgent: bool,
     /// [`drain_stderr`] waits on `written` (and must be told).
     draining: bool,
 }
@@ -118,19 +105,16 @@ impl Stderr {
         }
         lines.queued.push_back(line);
         if now {
-            self.make_due(&mut lines, true);
+            self.make_due(&mut lines);
         } else if lines.later_since.is_none() {
             lines.later_since = Some(Instant::now());
         }
     }
 
-    /// Mark the queue due, waking the writer if it waits — and if it lingers after a write
-    /// when the line is `urgent`: a diagnostic is said at once, before whatever the session
-    /// prints next; task lines (flushed) go with the next batch.
-    fn make_due(&self, lines: &mut Lines, urgent: bool) {
+    /// Mark the queue due, waking the writer if it waits.
+    fn make_due(&self, lines: &mut Lines) {
         lines.due = true;
-        lines.urgent |= urgent;
-        if lines.idle || (urgent && lines.lingering) {
+        if lines.idle {
             self.wake.notify_one();
         }
     }
@@ -164,7 +148,7 @@ impl Stderr {
                     lines = self.wake.wait(lines).unwrap_or_else(|p| p.into_inner());
                     lines.idle = false;
                 }
-                (lines.later_since, lines.urgent) = (None, false);
+                lines.later_since = None;
                 let taken = std::mem::take(&mut lines.queued);
                 lines.writing = taken.len();
                 taken
@@ -174,17 +158,7 @@ impl Stderr {
                 let _ = out.write_all(line.as_bytes());
             }
             drop(out);
-            let mut lines = self.lock();
-            lines.writing = 0;
-            if lines.urgent {
-                continue;
-            }
-            // Task lines that fall due within `BATCH` of these go out with them, in one write
-            // and without a wake-up of their own.
-            lines.lingering = true;
-            let (mut lines, _) =
-                (self.wake.wait_timeout(lines, BATCH)).unwrap_or_else(|p| p.into_inner());
-            lines.lingering = false;
+            self.lock().writing = 0;
         }
     }
 }
@@ -235,7 +209,7 @@ pub fn drain_stderr(wait: Duration) {
         return;
     };
     let mut lines = queue.lock();
-    queue.make_due(&mut lines, true);
+    queue.make_due(&mut lines);
     lines.draining = true;
     let (mut lines, _) = queue
         .written

@@ -574,8 +574,6 @@ impl Engine {
             self.start(&mut tasks, next);
         }
         tasks.out.due.idle = tasks.running == 0;
-        // This thread answers the task's waiters itself once the lock is released.
-        tasks.out.due.serve_here = true;
     }
 }
 

@@ -45,10 +45,6 @@ pub(super) struct Due {
     /// Directories of ended tasks, to take off their paths and recycle or remove.
     pub(super) retired: Vec<Arc<TaskDir>>,
     pub(super) wakes: Vec<Waker>,
-    /// Whether the thread releasing the lock may serve the connections it wakes itself (a
-    /// task's thread at its turn's end: it holds nothing else, and its answer is what they
-    /// wait for).
-    pub(super) serve_here: bool,
     /// Task events for the log: the task's id and the session's words.
     pub(super) logs: Vec<(String, String)>,
     /// Tasks marked working whose thread is to be started.
@@ -134,21 +130,15 @@ impl Engine {
         for (task, text) in &due.logs {
             log::event_later(task, text);
         }
-        let handed = match due.serve_here {
-            true => crate::net::server::wake_here(due.wakes),
-            false => {
-                let count = due.wakes.len();
-                due.wakes.into_iter().for_each(Waker::wake);
-                count
-            }
-        };
+        let woke = !due.wakes.is_empty();
+        due.wakes.into_iter().for_each(Waker::wake);
         for id in due.starts {
             self.spawn(id);
         }
         // What is left here waits for nobody; a door worker just woken to send an answer is
         // often put on this very CPU and would wait behind it (40 µs of the answer's way on two
         // CPUs, `perf sched`): it goes first.
-        if handed > 0 && !(due.retired.is_empty() && due.logs.is_empty()) {
+        if woke && !(due.retired.is_empty() && due.logs.is_empty()) {
             std::thread::yield_now();
         }
         if let Some(dirs) = &self.dirs {
