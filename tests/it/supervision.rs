@@ -271,7 +271,10 @@ fn a_sigkilled_session_leaves_nothing_of_a_deep_chain() {
         work.join("built").exists()
     });
     let env = format!("MUR_SESSION_ID={}", session.id);
-    assert!(processes_with_env(&env).len() >= 52);
+    // Counted until all are seen: an environment read while its process execs can be missing.
+    wait_until(WAIT, "the chain's 52 processes to be seen", || {
+        processes_with_env(&env).len() >= 52
+    });
     session.signal(libc::SIGKILL);
     session.wait_exit(WAIT);
     // The session ran no teardown: each task's subreaper saw its control socket close.
