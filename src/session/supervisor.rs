@@ -57,28 +57,33 @@ impl Supervisor {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Start the handler `spec` describes and register its tree, which [`Supervisor::kill_all`]
-    /// then reaches — killed at once if that has already been called. ETXTBSY is passing (the
-    /// handler file is open for writing somewhere: just written, or its writer's descriptor held
-    /// by a child another process forked and has not yet exec'd): tried again a few times —
-    /// here where the spawn says it (macOS), by the subreaper itself on Linux, where the spawn
-    /// returns before the exec. `landlock`: the ruleset whose domain it runs in
-    /// ([`spawn::spawn`]).
-    pub fn start(
+    /// Start the handler `spec` describes, to be registered ([`Supervisor::register`]) by the
+    /// thread that watches it. ETXTBSY is passing (the handler file is open for writing
+    /// somewhere: just written, or its writer's descriptor held by a child another process
+    /// forked and has not yet exec'd): tried again a few times — here where the spawn says it
+    /// (macOS), by the subreaper itself on Linux, where the spawn returns before the exec.
+    /// `landlock`: the ruleset whose domain it runs in ([`spawn::spawn`]).
+    pub fn spawn(
         &self,
         spec: &Spec<'_>,
         landlock: Option<std::os::fd::RawFd>,
-    ) -> io::Result<(Spawned, Registration<'_>)> {
+    ) -> io::Result<Spawned> {
         let mut retries = 0;
-        let spawned = loop {
+        loop {
             match spawn::spawn(spec, landlock) {
                 Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) && retries < BUSY_RETRIES => {
                     retries += 1;
                     std::thread::sleep(BUSY_WAIT);
                 }
-                spawned => break spawned?,
+                spawned => return spawned,
             }
-        };
+        }
+    }
+
+    /// Register a started handler's tree, which [`Supervisor::kill_all`] then reaches — killed
+    /// at once if that has already been called (so a tree started before a wind-down and
+    /// registered after it is ended too).
+    pub fn register(&self, spawned: &Spawned) -> Registration<'_> {
         let remote = spawned.shim.remote();
         let mut running = self.lock();
         if running.killed {
@@ -87,13 +92,10 @@ impl Supervisor {
         let key = running.next;
         running.next += 1;
         running.trees.insert(key, remote);
-        Ok((
-            spawned,
-            Registration {
-                supervisor: self,
-                key,
-            },
-        ))
+        Registration {
+            supervisor: self,
+            key,
+        }
     }
 
     /// Kill every running handler's whole tree now, and any started from now on: the session is

@@ -219,6 +219,28 @@ fn the_task_directory_is_private_and_goes_with_the_task_and_the_session() {
     assert!(!tasks.exists(), "the session's task directories go with it");
 }
 
+/// A session stopped the moment a task's answer arrives — before the thread that wrote it has
+/// recycled the task's directory — still leaves nothing of its task directories: the wind-down
+/// waits for the recycling, not only for the running count (which drops first).
+#[test]
+fn a_session_stopped_as_its_answer_arrives_leaves_no_task_directory() {
+    let home = Home::new();
+    let cat = capsule(&home, "cat", json!({}), "#!/bin/sh\ncat\n");
+    for round in 0..30 {
+        let mut session = home.start(&[&cat]);
+        let tasks = home.murmur().join("tasks").join(&session.id);
+        let done = session.send(None, "x", true);
+        session.signal(libc::SIGTERM);
+        assert_eq!(done["status"]["state"], "completed", "{done}");
+        session.wait_exit(WAIT);
+        assert!(
+            !tasks.exists(),
+            "round {round}: left behind: {:?}",
+            listing(&tasks)
+        );
+    }
+}
+
 #[test]
 fn a_question_is_answered_by_a_message_naming_the_task_in_either_generation() {
     let home = Home::new();

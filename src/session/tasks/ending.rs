@@ -105,15 +105,16 @@ impl Engine {
         }
     }
 
-    /// Whether no task is running, waiting at most `timeout` for the last to end: woken only
-    /// when the engine goes idle, never by each task's end.
+    /// Whether no task is running and no ended task's directory is still being recycled,
+    /// waiting at most `timeout` for the last to end: woken only when the engine goes idle,
+    /// never by each task's end.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
         // Nothing is changed under this guard, so nothing falls due ([`super::outbox`]).
         let tasks = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let (tasks, _) = self
             .idle
-            .wait_timeout_while(tasks, timeout, |t| t.running > 0)
+            .wait_timeout_while(tasks, timeout, |t| t.running > 0 || t.recycling > 0)
             .unwrap_or_else(|p| p.into_inner());
-        tasks.running == 0
+        tasks.running == 0 && tasks.recycling == 0
     }
 }

@@ -24,7 +24,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
-use std::time::Instant;
 
 use super::budget::{Budget, Charge};
 use super::feed::Feed;
@@ -178,6 +177,11 @@ struct Tasks {
     finished: Store,
     queue: VecDeque<String>,
     running: u32,
+    /// Directories of ended tasks off their paths and not yet recycled or removed: the
+    /// wind-down waits for them as for running tasks, since it removes the session's directory
+    /// they are renamed in — a client can have a task's answer, and stop the session, before
+    /// the thread that wrote it has recycled its directory.
+    recycling: usize,
     /// Every task that has ended since the session started, for [`Engine::tally`].
     ended: u64,
     stopping: bool,
@@ -511,70 +515,6 @@ impl Engine {
         }
         out.due.starts.push(id);
     }
-
-    /// Run task `id`, marked working, on a thread of its own — one a finished turn left waiting,
-    /// or a new one ([`threads`]) — the lock not held: a spawn may wait on the kernel. A thread
-    /// that cannot be started (`RLIMIT_NPROC`, memory) fails the task with the reason, so it
-    /// never stays `working` with nothing to end it, and whoever waits for it is answered.
-    fn spawn(&self, id: String) {
-        let Some(engine) = self.me.upgrade() else {
-            return;
-        };
-        let runs = id.clone();
-        if let Err(err) = self.threads.run(move || engine.execute(runs)) {
-            let mut tasks = self.lock();
-            tasks.running -= 1;
-            if let Some(mut entry) = tasks.by_id.remove(&id) {
-                let why = format!("no thread to run the task: {err}");
-                entry.move_to(State::Failed, Some(why), &mut tasks.out);
-                insert_finished(&mut tasks, entry);
-            }
-            tasks.out.due.idle = tasks.running == 0;
-        }
-    }
-
-    /// Run one turn of task `id` to its end and record the outcome; then give back its slot
-    /// (whatever happened: a task gone before its turn ran still held one) and start the next
-    /// queued task.
-    fn execute(self: Arc<Self>, id: String) {
-        let began = Instant::now();
-        // `take` answers an echo task itself and never schedules it (an echo task never waits
-        // for input, so it is never resumed either): only a handler's turn runs here.
-        let ran = self.turn_of(&id).and_then(|turn| {
-            let Capsule::Handler {
-                argv,
-                workdir,
-                sandbox,
-            } = &self.capsule
-            else {
-                return None;
-            };
-            super::log::event_later(&id, &format!("started turn {}", turn.number));
-            Some(self.run_turn(&id, argv, workdir, sandbox.as_deref(), &turn))
-        });
-        let mut tasks = self.lock();
-        tasks.running -= 1;
-        if let Some((outcome, files)) = ran
-            && let Some(mut entry) = tasks.by_id.remove(&id)
-        {
-            self.record(&mut entry, outcome, files, &mut tasks.out);
-            let task = &entry.task;
-            let ended = super::log::turn_ended(task.state, task.note.as_deref(), began.elapsed());
-            tasks.out.due.logs.push((id.clone(), ended));
-            if entry.task.state.is_final() {
-                insert_finished(&mut tasks, entry);
-            } else {
-                tasks.journal_live(&entry, Kind::Waiting);
-                tasks.by_id.insert(id, entry);
-            }
-        }
-        if !tasks.stopping
-            && let Some(next) = tasks.queue.pop_front()
-        {
-            self.start(&mut tasks, next);
-        }
-        tasks.out.due.idle = tasks.running == 0;
-    }
 }
 
 /// Store an ended task, and hand it to whoever holds its claim: moved, not copied — a task
@@ -583,6 +523,7 @@ impl Engine {
 fn insert_finished(tasks: &mut Tasks, mut entry: LiveTask) {
     tasks.ended += 1;
     if let Some(dir) = entry.dir.take() {
+        tasks.recycling += 1;
         tasks.out.due.retired.push(dir);
     }
     let body = tasks

@@ -35,9 +35,9 @@ pub(super) struct Outbox {
 }
 
 /// What to do once the engine lock is released, in this order: entries written to the task
-/// journal, directories off their paths, log lines written to the log, waiters woken, threads
-/// started, directories recycled, the log lines said on stderr, the wind-down told the engine
-/// is idle.
+/// journal, directories off their paths, log lines written to the log, waiters woken, turns
+/// started, directories recycled (and counted so, under the lock again), the log lines said on
+/// stderr, the wind-down told the engine is idle.
 #[derive(Default)]
 pub(super) struct Due {
     /// Tasks started and ended, for a named session's journal: written before anyone is woken.
@@ -144,13 +144,19 @@ impl Engine {
         if let Some(dirs) = &self.dirs {
             due.retired.iter().for_each(|dir| dirs.recycle(dir));
         }
+        let recycled = !due.retired.is_empty() && {
+            // Nothing is changed under this guard but the count, so nothing falls due.
+            let mut tasks = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            tasks.recycling -= due.retired.len();
+            tasks.running == 0 && tasks.recycling == 0
+        };
         // Their stderr lines now (a turn's start's too), in one wake-up of the stderr writer
         // that no waiter and no directory waited behind.
         if !due.logs.is_empty() {
             crate::cli::flush_stderr(Duration::ZERO);
         }
         // Last: the wind-down that wakes may remove the log and the task directories.
-        if due.idle {
+        if due.idle || recycled {
             self.idle.notify_all();
         }
     }

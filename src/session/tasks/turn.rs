@@ -2,16 +2,17 @@
 //! its stdout streamed to readers as it arrives.
 
 use std::ffi::OsString;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::super::handler::{self, CallSocket, MAX_ANSWER, Serving, TurnOutcome};
+use super::super::journal::format::Kind;
 use super::super::log::TaskStderr;
 use super::super::sandbox::{Domain, Policy};
 use super::super::taskdir::TaskDir;
 use super::live::{self, LiveTask, Turn};
 use super::outbox::Outbox;
-use super::{ENTRY_OVERHEAD, Engine, MAX_TURNS};
+use super::{Capsule, ENTRY_OVERHEAD, Engine, MAX_TURNS};
 use crate::a2a::message::{Content, Part};
 use crate::a2a::stream::{Chunker, Event};
 use crate::a2a::task::State;
@@ -24,6 +25,39 @@ struct Started<'a> {
     workdir: &'a std::path::Path,
     vars: &'a [(String, OsString)],
     domain: Option<&'a Domain>,
+}
+
+/// A turn as the thread that started it leaves it to a task thread ([`Engine::spawn`]).
+pub(super) enum Prepared {
+    /// Its handler runs, to be watched to its end.
+    Launched(Launched),
+    /// It could not start, and why.
+    Ended(TurnOutcome),
+}
+
+/// A turn whose handler has been started and is not yet watched.
+pub(super) struct Launched {
+    dir: Option<Arc<TaskDir>>,
+    spawned: Spawned,
+    serving: Option<Result<Serving, String>>,
+    /// The handler's program, named when it turns out not to have run.
+    program: String,
+    sandboxed: bool,
+    /// The turn's message text: the handler's stdin.
+    text: String,
+}
+
+impl Launched {
+    /// Nothing will watch this turn (no task thread could be started): its handler's tree is
+    /// killed and its subreaper reaped here, so neither outlives the turn nor is leaked.
+    fn abandon(self) {
+        let mut shim = self.spawned.shim;
+        shim.remote().kill();
+        let _ = shim.end();
+        if let Some(Ok(serving)) = self.serving {
+            serving.close();
+        }
+    }
 }
 
 /// The largest chunk one stream event carries: a handler writing megabytes at once is streamed
@@ -47,6 +81,96 @@ fn pieces(mut text: &str) -> Vec<&str> {
 }
 
 impl Engine {
+    /// Start task `id`'s turn, marked working, and leave it to a thread of its own — one a
+    /// finished turn left waiting, or a new one ([`super::threads`]) — to watch to its end; the
+    /// engine lock not held: a spawn may wait on the kernel.
+    ///
+    /// The handler is started here, by the thread that started the turn (most often a door
+    /// worker, already running), and the task thread is woken only to watch it: that wake-up —
+    /// some 35 µs when it lands on an idle vCPU — overlaps the handler's exec instead of coming
+    /// before all of the turn's work. A thread that cannot be started (`RLIMIT_NPROC`, memory)
+    /// fails the task with the reason, its handler's tree killed and reaped here, so it never
+    /// stays `working` with nothing to end it, and whoever waits for it is answered.
+    pub(super) fn spawn(&self, id: String) {
+        let Some(engine) = self.me.upgrade() else {
+            return;
+        };
+        let began = Instant::now();
+        // Kept here too: a thread that cannot be started gives the turn back through it, so a
+        // running handler is never dropped unwatched.
+        let slot = Arc::new(Mutex::new(self.prepare(&id)));
+        let theirs = slot.clone();
+        let runs = id.clone();
+        let Err(err) = self.threads.run(move || {
+            let prepared = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
+            engine.execute(&runs, began, prepared);
+        }) else {
+            return;
+        };
+        let prepared = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(Prepared::Launched(launched)) = prepared {
+            launched.abandon();
+        }
+        let mut tasks = self.lock();
+        tasks.running -= 1;
+        if let Some(mut entry) = tasks.by_id.remove(&id) {
+            let why = format!("no thread to run the task: {err}");
+            entry.move_to(State::Failed, Some(why), &mut tasks.out);
+            super::insert_finished(&mut tasks, entry);
+        }
+        tasks.out.due.idle = tasks.running == 0;
+    }
+
+    /// Task `id`'s turn started, or `None` when there is none to run: the task is gone, or the
+    /// capsule answers itself (`take` answers an echo task and never schedules it; an echo task
+    /// never waits for input, so it is never resumed either).
+    fn prepare(&self, id: &str) -> Option<Prepared> {
+        let turn = self.turn_of(id)?;
+        let Capsule::Handler {
+            argv,
+            workdir,
+            sandbox,
+        } = &self.capsule
+        else {
+            return None;
+        };
+        super::super::log::event_later(id, &format!("started turn {}", turn.number));
+        Some(self.prepare_turn(id, argv, workdir, sandbox.as_deref(), &turn))
+    }
+
+    /// Watch task `id`'s started turn to its end and record the outcome; then give back its
+    /// slot (whatever happened: a task gone before its turn ran still held one) and start the
+    /// next queued task.
+    fn execute(&self, id: &str, began: Instant, prepared: Option<Prepared>) {
+        let ran = prepared.map(|prepared| match prepared {
+            Prepared::Launched(launched) => self.finish_turn(id, launched),
+            Prepared::Ended(outcome) => (outcome, Vec::new()),
+        });
+        let mut tasks = self.lock();
+        tasks.running -= 1;
+        if let Some((outcome, files)) = ran
+            && let Some(mut entry) = tasks.by_id.remove(id)
+        {
+            self.record(&mut entry, outcome, files, &mut tasks.out);
+            let task = &entry.task;
+            let ended =
+                super::super::log::turn_ended(task.state, task.note.as_deref(), began.elapsed());
+            tasks.out.due.logs.push((id.to_string(), ended));
+            if entry.task.state.is_final() {
+                super::insert_finished(&mut tasks, entry);
+            } else {
+                tasks.journal_live(&entry, Kind::Waiting);
+                tasks.by_id.insert(id.to_string(), entry);
+            }
+        }
+        if !tasks.stopping
+            && let Some(next) = tasks.queue.pop_front()
+        {
+            self.start(&mut tasks, next);
+        }
+        tasks.out.due.idle = tasks.running == 0;
+    }
+
     /// What one turn of task `id` needs, read under the lock.
     pub(super) fn turn_of(&self, id: &str) -> Option<Turn> {
         let tasks = self.lock();
@@ -62,20 +186,21 @@ impl Engine {
         })
     }
 
-    /// Run the handler for one turn: its directory written, its environment set, its answer
-    /// and the files it left in `out/` (for a completed turn); in a Landlock domain of
-    /// `sandbox`'s rules and its task directory when the session has a sandbox.
-    pub(super) fn run_turn(
+    /// Start one turn's handler: its directory written, its environment set, in a Landlock
+    /// domain of `sandbox`'s rules and its task directory when the session has a sandbox. What
+    /// is yet to be done — watching it to its end ([`Engine::finish_turn`]) — is left to a task
+    /// thread; a turn that could not start is [`Prepared::Ended`] already.
+    fn prepare_turn(
         &self,
         id: &str,
         argv: &[String],
         workdir: &std::path::Path,
         sandbox: Option<&Policy>,
         turn: &Turn,
-    ) -> (TurnOutcome, Vec<Part>) {
+    ) -> Prepared {
         let dir = match self.task_dir(id, turn) {
             Ok(dir) => dir,
-            Err(why) => return (TurnOutcome::Failed(why), Vec::new()),
+            Err(why) => return Prepared::Ended(TurnOutcome::Failed(why)),
         };
         let domain = sandbox.map(|policy| match &dir {
             Some(dir) => dir.domain(|| policy.ruleset(Some(&dir.path()))),
@@ -85,7 +210,7 @@ impl Engine {
             Ok(domain) => domain,
             Err(err) => {
                 let why = format!("the handler's sandbox could not be made: {err}");
-                return (TurnOutcome::Failed(why), Vec::new());
+                return Prepared::Ended(TurnOutcome::Failed(why));
             }
         };
         let mut vars = self.base_env.clone();
@@ -94,11 +219,41 @@ impl Engine {
         vars.push((env::TURN.into(), turn.number.to_string().into()));
         if let Some(dir) = &dir {
             if let Err(why) = dir.write_turn(&turn.message, &turn.earlier) {
-                return (TurnOutcome::Failed(why), Vec::new());
+                return Prepared::Ended(TurnOutcome::Failed(why));
             }
             vars.push((env::TASK_DIR.into(), dir.path().into()));
         }
         vars.extend((self.extra_env)());
+        let started = Started {
+            argv,
+            workdir,
+            vars: &vars,
+            domain: domain.as_deref(),
+        };
+        match self.launch(&started) {
+            Ok((spawned, serving)) => Prepared::Launched(Launched {
+                dir,
+                spawned,
+                serving,
+                program: argv[0].clone(),
+                sandboxed: started.domain.is_some(),
+                text: turn.message.text(),
+            }),
+            Err(outcome) => Prepared::Ended(outcome),
+        }
+    }
+
+    /// Watch a launched turn's handler to its end: its answer streamed to readers as it
+    /// arrives, and the files it left in `out/` (for a completed turn).
+    fn finish_turn(&self, id: &str, launched: Launched) -> (TurnOutcome, Vec<Part>) {
+        let Launched {
+            dir,
+            spawned,
+            serving,
+            program,
+            sandboxed,
+            text,
+        } = launched;
         // The answer streams to readers as it arrives; what came after the last read (drained
         // once the handler was gone) follows when it ends.
         let mut chunker = Chunker::default();
@@ -111,13 +266,19 @@ impl Engine {
                 }
             }
         };
-        let started = Started {
-            argv,
-            workdir,
-            vars: &vars,
-            domain: domain.as_deref(),
+        let registration = self.supervisor.register(&spawned);
+        let outcome = self
+            .watch(id, spawned, serving.as_ref(), text, &mut on_output)
+            .unwrap_or_else(|err| could_not_start(&program, &err, sandboxed));
+        drop(registration);
+        let outcome = match serving {
+            Some(Ok(serving)) => {
+                serving.close();
+                outcome
+            }
+            Some(Err(why)) => TurnOutcome::Failed(why),
+            None => outcome,
         };
-        let outcome = self.run_handler(id, &started, turn.message.text(), &mut on_output);
         if let TurnOutcome::Completed(answer) | TurnOutcome::InputRequired(answer) = &outcome
             && let Some(rest) = answer.get(sent..).filter(|rest| !rest.is_empty())
         {
@@ -181,15 +342,12 @@ impl Engine {
         }
     }
 
-    /// Run the handler for task `id` to its end: started under its own subreaper and registered
-    /// with the supervisor, watched, and reaped once it and everything it started are gone.
-    fn run_handler(
+    /// Start a turn's handler under its own subreaper, and serve its calls when it makes any;
+    /// the `Err`: it could not start, and why.
+    fn launch(
         &self,
-        id: &str,
         started: &Started<'_>,
-        text: String,
-        on_output: &mut dyn FnMut(&[u8]),
-    ) -> TurnOutcome {
+    ) -> Result<(Spawned, Option<Result<Serving, String>>), TurnOutcome> {
         let argv = started.argv;
         let mut spec = handler::spec(argv, started.workdir, started.vars);
         spec.user = self.dirs.as_ref().and_then(|d| d.user()).map(|u| u.becomes);
@@ -198,29 +356,16 @@ impl Engine {
             .as_ref()
             .map(|s| CallSocket::attach(&mut spec, s))
         {
-            Some(Err(why)) => return TurnOutcome::Failed(why),
+            Some(Err(why)) => return Err(TurnOutcome::Failed(why)),
             attached => attached.and_then(Result::ok),
         };
         let sandboxed = started.domain.is_some();
-        let started = self
+        match self
             .supervisor
-            .start(&spec, started.domain.map(Domain::raw_fd));
-        let serving = call_socket.map(CallSocket::serve);
-        let (spawned, registration) = match started {
-            Ok(started) => started,
-            Err(err) => return could_not_start(&argv[0], &err, sandboxed),
-        };
-        let outcome = self
-            .watch(id, spawned, serving.as_ref(), text, on_output)
-            .unwrap_or_else(|err| could_not_start(&argv[0], &err, sandboxed));
-        drop(registration);
-        match serving {
-            Some(Ok(serving)) => {
-                serving.close();
-                outcome
-            }
-            Some(Err(why)) => TurnOutcome::Failed(why),
-            None => outcome,
+            .spawn(&spec, started.domain.map(Domain::raw_fd))
+        {
+            Ok(spawned) => Ok((spawned, call_socket.map(CallSocket::serve))),
+            Err(err) => Err(could_not_start(&argv[0], &err, sandboxed)),
         }
     }
 
