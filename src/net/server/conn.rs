@@ -35,6 +35,10 @@ pub(super) struct Ctx<'a> {
     pub(super) handler: &'a dyn Handler,
     pub(super) stopped: bool,
     pub(super) answering: &'a Arc<AtomicUsize>,
+    /// Served by a thread that is not a worker ([`super::wake_here`]): a waiting answer is
+    /// written, and anything else — the client's next request, a stream's next pieces — is
+    /// handed to a worker (`Then::Again`) rather than handled here.
+    pub(super) answer_only: bool,
 }
 
 /// Counted among the door's answers in hand from before its handler runs until it is written
@@ -185,7 +189,13 @@ impl Conn {
                     }
                 }
                 Ok(true) => match &mut self.phase {
+                    Phase::Head if ctx.answer_only && !self.buf.is_empty() => {
+                        Step::Wait(Then::Again)
+                    }
                     Phase::Head => self.read_head(ctx),
+                    Phase::Body(..) | Phase::Stream(..) | Phase::Linger(..) if ctx.answer_only => {
+                        Step::Wait(Then::Again)
+                    }
                     Phase::Body(..) => self.read_body(ctx),
                     Phase::Deferred(..) => self.poll_deferred(ctx),
                     // Others go first: a rearm reports the connection again at once.

@@ -37,7 +37,7 @@ mod worker;
 mod write;
 
 pub use read::parse_buffered;
-pub use worker::{Serving, start};
+pub use worker::{Serving, start, wake_here};
 
 pub const MAX_HEAD: usize = 16 * 1024;
 pub const MAX_BODY: usize = 1024 * 1024;

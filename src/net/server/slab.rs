@@ -210,20 +210,27 @@ impl Slab {
 
     /// Something happened for `key` (its waker fired): have one worker serve it. If a worker
     /// serves it now, it serves it once more; if it is idle, it is armed to fire at once
-    /// (writable: it has nothing unwritten when it waits on a waker).
-    pub(super) fn wake(&self, key: u64, poller: &Poller) {
+    /// (writable: it has nothing unwritten when it waits on a waker) — or, when the waker's
+    /// thread may serve it itself (`here`), claimed for that thread and handed back.
+    pub(super) fn wake(&self, key: u64, poller: &Poller, here: bool) -> Option<Claim<'_>> {
         let (index, generation) = split(key);
-        let Some(entry) = self.entries.get(index) else {
-            return;
-        };
+        let entry = self.entries.get(index)?;
         let mut sched = lock(&entry.sched);
         if sched.generation != generation {
-            return;
+            return None;
         }
         match sched.state {
             State::Busy | State::Woken => {
                 sched.state = State::Woken;
                 sched.missed.writable = true;
+            }
+            State::Idle if sched.added && here => {
+                sched.state = State::Busy;
+                drop(sched);
+                return Some(Claim {
+                    key,
+                    conn: lock(&entry.conn),
+                });
             }
             // Re-armed, an edge-watched socket with room to write (it has nothing unwritten
             // while it waits on a waker) is reported at once.
@@ -232,6 +239,7 @@ impl Slab {
             }
             _ => {}
         }
+        None
     }
 
     /// Give back a claimed entry, as `then` says. `Some`: it was reported meanwhile and stays
@@ -436,15 +444,37 @@ mod tests {
         };
         let mut claim = slab.claim(key, &read).expect("idle: claimed");
         assert!(slab.claim(key, &read).is_none(), "served: not twice");
-        slab.wake(key, &poller);
+        assert!(slab.wake(key, &poller, true).is_none(), "served: not twice");
         let missed = slab.release(&mut claim, wait(Doing::Idle), &poller);
         let missed = missed.expect("woken while served: once more");
         assert!(missed.readable && missed.writable, "{missed:?}");
         assert!(slab.release(&mut claim, Then::Close, &poller).is_none());
         drop(claim);
         assert!(slab.claim(key, &read).is_none(), "closed: a stale key");
-        slab.wake(key, &poller);
+        assert!(
+            slab.wake(key, &poller, true).is_none(),
+            "closed: a stale key"
+        );
         assert_eq!(slab.open(), 0);
+    }
+
+    #[test]
+    fn a_wake_here_claims_an_idle_entry_for_the_waking_thread_and_marks_a_served_one() {
+        let (slab, poller) = (Slab::new(1), Poller::new().unwrap());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (_client, mut claim) = open(&slab, &listener);
+        let key = claim.key;
+        assert!(
+            slab.release(&mut claim, wait(Doing::Answering), &poller)
+                .is_none()
+        );
+        drop(claim);
+        let mut here = slab.wake(key, &poller, true).expect("idle: claimed here");
+        assert!(slab.claim(key, &Event::default()).is_none(), "not twice");
+        assert!(slab.wake(key, &poller, true).is_none(), "served: marked");
+        let missed = slab.release(&mut here, wait(Doing::Answering), &poller);
+        assert!(missed.expect("woken while served").writable);
+        slab.release(&mut here, Then::Close, &poller);
     }
 
     #[test]

@@ -26,11 +26,14 @@
 //! - **Wakers**: a deferred answer or a stream that said `Pending` holds the connection's
 //!   [`Waker`]; firing it re-arms the connection, which reports it at once (it has room to
 //!   write), so one worker comes back to poll it ([`Slab::wake`]). The engine fires wakers after
-//!   releasing its own lock.
+//!   releasing its own lock. A thread that has just produced an answer may serve its
+//!   connection itself instead ([`wake_here`]): claimed like any other, so still one server
+//!   at a time.
 //!
 //! Threads: [`workers_wanted`] in all, started by [`start`] before it returns. None is ever started
 //! for a client, and none waits anywhere but in `epoll_wait` or on work.
 
+use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -203,13 +206,18 @@ impl Server {
         due.saturating_duration_since(Instant::now())
     }
 
-    /// Serve a claimed connection until it waits, once more each time it was woken meanwhile.
-    fn serve_claimed(&self, mut claim: Claim<'_>, event: Event) {
-        let ctx = Ctx {
+    fn ctx(&self, answer_only: bool) -> Ctx<'_> {
+        Ctx {
             handler: &*self.handler,
             stopped: self.stop.is_stopped(),
             answering: &self.answering,
-        };
+            answer_only,
+        }
+    }
+
+    /// Serve a claimed connection until it waits, once more each time it was woken meanwhile.
+    fn serve_claimed(&self, mut claim: Claim<'_>, event: Event) {
+        let ctx = self.ctx(false);
         let mut event = event;
         loop {
             let then = claim.conn().drive(&event, &ctx);
@@ -219,6 +227,20 @@ impl Server {
                 None => return,
             }
         }
+    }
+
+    /// Write a claimed connection's waiting answer, for a thread that is not a worker
+    /// ([`wake_here`]): anything else — the client's next request, often sent the moment it had
+    /// its answer, a stream's pieces, what was reported meanwhile — is left to a worker
+    /// (re-armed, so the readiness set reports it again), and that thread goes back to its own
+    /// work. Whether it was left so (a worker will be woken for it).
+    fn serve_once(&self, mut claim: Claim<'_>, event: Event) -> bool {
+        let mut then = claim.conn().drive(&event, &self.ctx(true));
+        let mut handed = matches!(then, Then::Again);
+        while self.slab.release(&mut claim, then, &self.poller).is_some() {
+            (then, handed) = (Then::Again, true);
+        }
+        handed
     }
 
     /// Take the connections waiting on the listener, then arm it again.
@@ -355,14 +377,163 @@ struct ConnWaker {
     server: Weak<Server>,
 }
 
+thread_local! {
+    /// Whether this thread is in [`wake_here`], and how many connections it served there.
+    static HERE: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
 impl Wake for ConnWaker {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(server) = self.server.upgrade() {
-            server.slab.wake(self.key, &server.poller);
+        let Some(server) = self.server.upgrade() else {
+            return;
+        };
+        let here = HERE.get();
+        let Some(claim) = server.slab.wake(self.key, &server.poller, here.is_some()) else {
+            return;
+        };
+        // Not again inside: a wake the serving causes goes to a worker, as anywhere else.
+        HERE.set(None);
+        let writable = Event {
+            key: self.key,
+            writable: true,
+            ..Event::default()
+        };
+        let handed = server.serve_once(claim, writable);
+        HERE.set(here.map(|served| served + usize::from(!handed)));
+    }
+}
+
+/// Fire `wakes` on this thread, and serve here each connection they wake that no worker holds:
+/// the answer a thread has just produced written by that thread, not handed to a door worker —
+/// a wake-up of another thread and a wait for it, on a task's way to its client
+/// (docs/benchmarks.md). A connection a worker holds is marked for it, as by any wake. Only
+/// for a thread holding no lock: polling an answer takes the engine's. Returns how many wakes
+/// were left to a worker or another waiter.
+pub fn wake_here(wakes: Vec<Waker>) -> usize {
+    let count = wakes.len();
+    let outer = HERE.replace(Some(0));
+    wakes.into_iter().for_each(Waker::wake);
+    let served = HERE.replace(outer).unwrap_or(0);
+    count - served
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::server::{Deferred, Request, Response};
+    use std::io::{Read, Write};
+    use std::sync::mpsc;
+    use std::task::Poll;
+    use std::thread::ThreadId;
+
+    /// Answers `/now` at once, and any other path later: ready only when polled on the thread
+    /// `on` (so no worker can answer it), its waker sent out at its first poll. An answer names
+    /// the thread that polled it ready.
+    struct Later {
+        wakers: Mutex<mpsc::Sender<Waker>>,
+        on: ThreadId,
+    }
+
+    struct Answer {
+        on: Option<ThreadId>,
+        sent: Option<mpsc::Sender<Waker>>,
+    }
+
+    impl Deferred for Answer {
+        fn poll(&mut self, waker: &Waker) -> Poll<Response> {
+            let here = std::thread::current().id();
+            if self.on.is_none_or(|on| on == here) {
+                return Poll::Ready(Response::text(200, &format!("{here:?}")));
+            }
+            if let Some(sent) = self.sent.take() {
+                sent.send(waker.clone()).unwrap();
+            }
+            Poll::Pending
         }
+    }
+
+    impl Handler for Later {
+        fn handle(&self, request: Request) -> Response {
+            let sent = self.wakers.lock().unwrap().clone();
+            Response::deferred(Box::new(Answer {
+                on: (request.path != "/now").then_some(self.on),
+                sent: Some(sent),
+            }))
+        }
+    }
+
+    /// Fire `waker` here until `client` has an answer to read: a first wake may come while the
+    /// worker that registered it still holds the connection (it is then marked for that
+    /// worker, which polls again, on its own thread: not ready). What the last wake returned.
+    fn wake_until_answered(client: &TcpStream, waker: &Waker) -> usize {
+        let mut byte = [0u8];
+        for _ in 0..1000 {
+            let left = wake_here(vec![waker.clone()]);
+            client.set_nonblocking(true).unwrap();
+            let answered = client.peek(&mut byte).is_ok();
+            client.set_nonblocking(false).unwrap();
+            if answered {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("no answer");
+    }
+
+    /// The threads that answered, in order, once the connection has closed.
+    fn answered_by(client: &mut TcpStream) -> Vec<String> {
+        let mut answers = String::new();
+        client.read_to_string(&mut answers).unwrap();
+        let by = answers.lines().filter(|l| l.starts_with("ThreadId"));
+        by.map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_waker_fired_by_wake_here_is_answered_on_the_waking_thread_and_no_more() {
+        let (tx, wakers) = mpsc::channel();
+        let me = std::thread::current().id();
+        let handler = Arc::new(Later {
+            wakers: Mutex::new(tx),
+            on: me,
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Stopper::new().unwrap();
+        let serving = start(listener, handler, stop.clone()).unwrap();
+        let connect = |requests: &[u8]| {
+            let mut client = TcpStream::connect(addr).unwrap();
+            let wait = Some(Duration::from_secs(10));
+            client.set_read_timeout(wait).unwrap();
+            client.write_all(requests).unwrap();
+            client
+        };
+        let me = format!("{me:?}");
+
+        let mut client = connect(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let waker = wakers.recv_timeout(Duration::from_secs(10)).unwrap();
+        let left = wake_until_answered(&client, &waker);
+        assert_eq!(left, 0, "served here: nothing left");
+        assert_eq!(answered_by(&mut client), std::slice::from_ref(&me));
+
+        // A request the client pipelined behind the answer is a worker's, not this thread's.
+        let mut client = connect(
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /now HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        let waker = wakers.recv_timeout(Duration::from_secs(10)).unwrap();
+        let left = wake_until_answered(&client, &waker);
+        assert_eq!(left, 1, "the next request left to a worker");
+        let by = answered_by(&mut client);
+        assert_eq!(by.len(), 2, "{by:?}");
+        assert_eq!(by[0], me, "{by:?}");
+        assert_ne!(by[1], me, "{by:?}");
+
+        // A waker that is not a connection's is left to whatever it wakes.
+        assert_eq!(wake_here(vec![Waker::noop().clone()]), 1);
+        stop.stop();
+        serving.join();
     }
 }

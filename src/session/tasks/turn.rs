@@ -169,6 +169,8 @@ impl Engine {
             self.start(&mut tasks, next);
         }
         tasks.out.due.idle = tasks.running == 0;
+        // This thread answers the task's waiters itself once the lock is released.
+        tasks.out.due.serve_here = true;
     }
 
     /// What one turn of task `id` needs, read under the lock.
