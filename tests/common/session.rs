@@ -146,6 +146,15 @@ impl Session {
         self.printed().1
     }
 
+    /// What `mur run` has written to stderr, once it holds `said`: a session's stderr lines are
+    /// written by a thread of their own, so one queued before the door answered may be written
+    /// after (panics, showing stderr, when it never comes).
+    pub fn stderr_saying(&self, said: &str) -> String {
+        wait_for(WAIT, &format!("stderr saying {said:?}"), || {
+            Some(self.stderr()).filter(|text| text.contains(said))
+        })
+    }
+
     // --- the door -----------------------------------------------------------------------------
 
     pub fn connect(&self) -> Http {

@@ -258,7 +258,7 @@ fn sandbox_false_runs_the_handler_with_all_of_the_users_access_and_says_so() {
         ],
     );
     let said = "sandbox: off (the manifest says \"sandbox\": false)";
-    assert!(session.stderr().contains(said), "{}", session.stderr());
+    session.stderr_saying(said);
     let ps = ps_verbose(&home);
     let line = format!(
         "unsandboxed {}: off: the manifest sets sandbox to false",

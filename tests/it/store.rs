@@ -130,11 +130,7 @@ fn completed_tasks_read_back_exactly_after_a_sigkill_and_a_restart() {
     assert_eq!(listed["totalSize"], 6, "{listed}");
     assert_eq!(listed["tasks"][0]["id"], new["id"], "{listed}");
     assert_eq!(listed["tasks"][5]["id"], sent[0].0.as_str(), "{listed}");
-    assert!(
-        again.stderr().contains("5 task(s) restored"),
-        "{}",
-        again.stderr()
-    );
+    again.stderr_saying("5 task(s) restored");
 
     // A session without a name keeps nothing on disk.
     let unnamed = home.start(&[]);
@@ -227,11 +223,7 @@ fn with_retry_interrupted_a_task_running_when_its_session_died_runs_again() {
     let task = again.wait_task(None, &id, WAIT);
     assert_eq!(state(&task), "completed", "{task}");
     assert_eq!(artifact_text(&task), "again once more");
-    assert!(
-        again.stderr().contains("queued again"),
-        "{}",
-        again.stderr()
-    );
+    again.stderr_saying("queued again");
     kill(again);
     // Ended now: a third start finds it completed, not running.
     let third = start_named(&home, "retrier", &[manifest]);
@@ -319,11 +311,8 @@ fn a_corrupt_store_is_moved_aside_said_and_the_start_goes_on() {
     fs::write(dir.join("journal"), &damaged).unwrap();
 
     let again = start_named(&home, "broken", &[]);
-    let said = again.stderr();
-    assert!(
-        said.contains("corrupt") && said.contains("moved aside"),
-        "{said}"
-    );
+    let said = again.stderr_saying("moved aside");
+    assert!(said.contains("corrupt"), "{said}");
     let aside: Vec<String> = fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -343,7 +332,7 @@ fn a_corrupt_store_is_moved_aside_said_and_the_start_goes_on() {
     bytes.extend_from_slice(b"{\"not\": \"a journal\"}");
     fs::write(dir.join("journal"), &bytes).unwrap();
     let third = start_named(&home, "broken", &[]);
-    assert!(third.stderr().contains("corrupt"), "{}", third.stderr());
+    third.stderr_saying("corrupt");
     let listed = third.call(None, "ListTasks", json!({}));
     assert_eq!(listed["totalSize"], 0, "{listed}");
 }
