@@ -1,6 +1,7 @@
 //! Supervision of a session's handlers: each started under a subreaper of its own
-//! ([`crate::sys::spawn::Shim`]), the registry of those running, ending them all at once, and reaping
-//! the children of the session that no task owns.
+//! ([`crate::sys::spawn::Shim`]; the session's subreapers are kept between tasks and ended with
+//! it), the registry of those running, ending them all at once, and reaping the children of the
+//! session that no task owns.
 //!
 //! It has its own lock, held only to register, forget or signal a task's tree — never across a
 //! spawn, a wait or a `/proc` walk — so no door read, stream chunk or task record ever waits on
@@ -25,10 +26,12 @@ use crate::sys::spawn::{self, Spawned, Spec};
 const BUSY_RETRIES: u32 = 20;
 const BUSY_WAIT: Duration = Duration::from_millis(10);
 
-/// The running handlers' trees, each reachable through its subreaper.
+/// The running handlers' trees, each reachable through its subreaper; and the subreapers kept
+/// for later tasks.
 #[derive(Default)]
 pub struct Supervisor {
     running: Mutex<Running>,
+    subreapers: spawn::Subreapers,
 }
 
 #[derive(Default)]
@@ -70,7 +73,7 @@ impl Supervisor {
     ) -> io::Result<Spawned> {
         let mut retries = 0;
         loop {
-            match spawn::spawn(spec, landlock) {
+            match spawn::spawn(spec, landlock, &self.subreapers) {
                 Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) && retries < BUSY_RETRIES => {
                     retries += 1;
                     std::thread::sleep(BUSY_WAIT);
@@ -96,6 +99,12 @@ impl Supervisor {
             supervisor: self,
             key,
         }
+    }
+
+    /// End the subreapers kept for later tasks, and reap them: the session ends in order and no
+    /// handler runs.
+    pub fn retire_idle(&self) {
+        self.subreapers.retire_idle();
     }
 
     /// Kill every running handler's whole tree now, and any started from now on: the session is

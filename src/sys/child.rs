@@ -27,8 +27,11 @@ pub fn signal_group(pgid: u32, signal: libc::c_int) -> std::io::Result<()> {
 ///
 /// They are the children the kernel lists under the main thread (where it reparents orphans and
 /// where a child of an exited thread goes; the main thread lives as long as the process and
-/// starts no child itself in a session); a running handler's subreaper is listed under the task
-/// thread that started it and waits for it. Reaped by pid, so no other child's status is taken.
+/// starts no child itself in a session). A handler's subreaper is listed under the thread that
+/// cloned it, or here once that thread has ended: it is reaped here only once it has exited —
+/// killed from outside while it waited for a task — and the supervisor, finding it gone when it
+/// next ends or uses it (`ECHILD`, or its socket's end), gives it no task. Reaped by pid, so no
+/// other child's status is taken.
 /// Nothing without procfs (macOS), where no orphan is reparented to a session.
 pub fn reap_strangers() {
     // SAFETY: `getpid` takes no argument and cannot fail.

@@ -30,7 +30,7 @@ struct Started<'a> {
 /// A turn as the thread that started it leaves it to a task thread ([`Engine::spawn`]).
 pub(super) enum Prepared {
     /// Its handler runs, to be watched to its end.
-    Launched(Launched),
+    Launched(Box<Launched>),
     /// It could not start, and why.
     Ended(TurnOutcome),
 }
@@ -143,7 +143,7 @@ impl Engine {
     /// next queued task.
     fn execute(&self, id: &str, began: Instant, prepared: Option<Prepared>) {
         let ran = prepared.map(|prepared| match prepared {
-            Prepared::Launched(launched) => self.finish_turn(id, launched),
+            Prepared::Launched(launched) => self.finish_turn(id, *launched),
             Prepared::Ended(outcome) => (outcome, Vec::new()),
         });
         let mut tasks = self.lock();
@@ -233,14 +233,14 @@ impl Engine {
             domain: domain.as_deref(),
         };
         match self.launch(&started) {
-            Ok((spawned, serving)) => Prepared::Launched(Launched {
+            Ok((spawned, serving)) => Prepared::Launched(Box::new(Launched {
                 dir,
                 spawned,
                 serving,
                 program: argv[0].clone(),
                 sandboxed: started.domain.is_some(),
                 text: turn.message.text(),
-            }),
+            })),
             Err(outcome) => Prepared::Ended(outcome),
         }
     }
@@ -450,9 +450,10 @@ impl Engine {
             .set(live::weight(&entry.task, self.on_disk) + ENTRY_OVERHEAD);
     }
 
-    /// The session ends in order and no handler runs: its task directories go, and its
-    /// journal is synced and closed.
+    /// The session ends in order and no handler runs: its task directories go, its journal is
+    /// synced and closed, and the subreapers kept for later tasks end.
     pub fn finish(&self) {
+        self.supervisor.retire_idle();
         self.close_journal();
         if let Some(dirs) = &self.dirs {
             dirs.remove();

@@ -20,6 +20,7 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStringExt;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
+use super::ctl;
 use crate::sys::raw;
 
 /// The most descriptors a child inherits under their own numbers, besides its stdio.
@@ -33,9 +34,10 @@ pub struct Exec {
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
     cwd: CString,
-    /// The child's stdin, stdout and stderr, in its parent's descriptor table.
+    /// The child's stdin, stdout and stderr, in the descriptor table the plan is made in.
     pub stdio: [RawFd; 3],
-    /// The other descriptors the child inherits under their numbers; -1 for none.
+    /// The other descriptors the child inherits under their numbers there (each above 2); -1
+    /// for none.
     pub keep: [RawFd; MAX_KEEP],
     /// Whether the child leads a process group of its own (else it stays in its parent's).
     pub own_group: bool,
@@ -85,6 +87,10 @@ impl Exec {
                 "at most {MAX_KEEP} descriptors are inherited, not {}",
                 keep.len()
             );
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+        }
+        if let Some(fd) = keep.iter().find(|&&fd| fd < 3) {
+            let why = format!("descriptor {fd} cannot be inherited under its number: stdio's");
             return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
         }
         let mut kept = [-1; MAX_KEEP];
@@ -145,16 +151,86 @@ fn cstring(s: OsString) -> io::Result<CString> {
     CString::new(s.into_vec()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
-/// The child, from clone to exec: the entry [`raw::clone`] runs, on the plan's address.
-pub extern "C" fn child(plan: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `plan` is an `Exec` its cloner keeps alive and unmoved until this child has exec'd
-    // or exited, writing only its atomics meanwhile: the cloner sleeps in the `CLONE_VFORK`
-    // clone until then, and the plan is either in a subreaper's frame — which the session frees
-    // only once no such clone can be under way, and leaks if the subreaper died inside one
-    // (`reaper::Frame::cloning`) — or on the stack of the session thread asleep in the clone
-    // (`spawn_child`), whose wait only a fatal signal ends, ending this whole process with it.
-    let plan = unsafe { &*plan.cast::<Exec>() };
-    let errno = match prepare(plan) {
+/// Where a child's descriptors are in the process that clones it — which may not be where the
+/// plan was made (a subreaper receives them over its control socket): its stdio, each inherited
+/// one with the number the child is to have it under, and the ruleset.
+#[derive(Clone, Copy)]
+pub struct Fds {
+    pub stdio: [RawFd; 3],
+    /// `(where it is, the number the child has it under)`; `-1` where there is none.
+    pub keep: [(RawFd, RawFd); MAX_KEEP],
+    pub landlock: RawFd,
+}
+
+/// What the child of a clone runs on: the plan, and where its descriptors are in its cloner.
+pub struct Launch<'a> {
+    pub plan: &'a Exec,
+    pub fds: Fds,
+}
+
+impl Exec {
+    /// Its descriptors where the plan was made: each inherited one under its own number.
+    pub fn fds(&self) -> Fds {
+        Fds {
+            stdio: self.stdio,
+            keep: self.keep.map(|fd| (fd, fd)),
+            landlock: self.landlock,
+        }
+    }
+
+    /// Its descriptors as they are passed to a subreaper, in order: stdio, the inherited ones
+    /// (packed first in [`Exec::keep`]), the ruleset if any; and how many there are.
+    pub fn passed(&self) -> ([RawFd; ctl::MAX_FDS], usize) {
+        let mut fds = [-1; ctl::MAX_FDS];
+        let present = self.stdio.iter().chain(&self.keep).chain([&self.landlock]);
+        let mut count = 0;
+        for &fd in present.filter(|&&fd| fd >= 0) {
+            fds[count] = fd;
+            count += 1;
+        }
+        (fds, count)
+    }
+
+    /// Where the descriptors [`Exec::passed`] sent arrived, `received` in the same order: each
+    /// inherited one to be moved to the number the plan gave it. `None` when they are not as
+    /// many as the plan has.
+    pub fn received(&self, received: &[RawFd]) -> Option<Fds> {
+        let kept = self.keep.iter().filter(|&&fd| fd >= 0).count();
+        let ruleset = usize::from(self.landlock >= 0);
+        if received.len() != 3 + kept + ruleset {
+            return None;
+        }
+        let mut fds = Fds {
+            stdio: [received[0], received[1], received[2]],
+            keep: [(-1, -1); MAX_KEEP],
+            landlock: if ruleset == 1 { received[3 + kept] } else { -1 },
+        };
+        for (slot, (&from, &to)) in fds
+            .keep
+            .iter_mut()
+            .zip(received[3..].iter().zip(&self.keep))
+        {
+            if to >= 0 {
+                *slot = (from, to);
+            }
+        }
+        Some(fds)
+    }
+}
+
+/// The child, from clone to exec: the entry [`raw::clone`] runs, on a [`Launch`]'s address.
+pub extern "C" fn child(launch: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `launch` and the plan it borrows are kept alive and unmoved by the cloner until
+    // this child has exec'd or exited, and only the plan's atomics are written meanwhile: the
+    // cloner sleeps in the `CLONE_VFORK` clone until then. Both are either on the stack of a
+    // subreaper asleep in that clone and in the plan the session lent it — which the session
+    // frees only once no such clone can be under way, and leaks, with that stack, if the
+    // subreaper died inside one (`reaper::Frame::cloning`) — or on the stack of the session
+    // thread asleep in the clone (`spawn_child`), whose wait only a fatal signal ends, ending
+    // this whole process with it.
+    let launch = unsafe { &*launch.cast::<Launch<'_>>() };
+    let plan = launch.plan;
+    let errno = match prepare(plan, &launch.fds) {
         Ok(()) => {
             let argv = plan.argv.as_ptr() as usize;
             let envp = plan.envp.as_ptr() as usize;
@@ -174,7 +250,7 @@ pub extern "C" fn child(plan: *mut libc::c_void) -> libc::c_int {
 }
 
 /// The child's steps before `execve`.
-fn prepare(plan: &Exec) -> Result<(), libc::c_int> {
+fn prepare(plan: &Exec, fds: &Fds) -> Result<(), libc::c_int> {
     let call = |number, args: [usize; 6]| {
         // SAFETY: each call below passes integers, or the plan's NUL-terminated `cwd`.
         unsafe { raw::call(number, args) }
@@ -196,32 +272,40 @@ fn prepare(plan: &Exec) -> Result<(), libc::c_int> {
             return Err(libc::ESRCH);
         }
     }
-    // Lifted above 2 first, so no dup below overwrites one still to be moved.
-    let mut high = [0usize; 3];
-    for (slot, &fd) in high.iter_mut().zip(&plan.stdio) {
-        let dup = [fd as usize, libc::F_DUPFD_CLOEXEC as usize, 3, 0, 0, 0];
-        *slot = call(libc::SYS_fcntl, dup)?;
+    // Every descriptor is first lifted above every number one is moved to (close-on-exec, so
+    // the copies go at the exec), so no move below overwrites one still to be moved — wherever
+    // the cloner had them (a subreaper receives them at its lowest free numbers).
+    let keep = fds.keep.iter().filter(|(from, _)| *from >= 0);
+    let floor = keep
+        .clone()
+        .map(|&(_, to)| to as usize + 1)
+        .fold(3, usize::max);
+    let lift = |fd: RawFd| {
+        let dup = [fd as usize, libc::F_DUPFD_CLOEXEC as usize, floor, 0, 0, 0];
+        call(libc::SYS_fcntl, dup)
+    };
+    let mut moves = [(0usize, 0usize); 3 + MAX_KEEP];
+    let mut count = 0;
+    let targets = (0..3).zip(&fds.stdio).map(|(to, &from)| (from, to));
+    for (from, to) in targets.chain(keep.copied()) {
+        moves[count] = (lift(from)?, to as usize);
+        count += 1;
     }
-    for (target, &fd) in (0usize..).zip(&high) {
+    let landlock = match fds.landlock {
+        ruleset if ruleset >= 0 => Some(lift(ruleset)?),
+        _ => None,
+    };
+    for &(high, to) in &moves[..count] {
         // dup3 clears close-on-exec on the copy (and exists on every architecture; dup2 not).
-        call(libc::SYS_dup3, [fd, target, 0, 0, 0, 0])?;
-    }
-    for &keep in plan.keep.iter().filter(|&&fd| fd >= 0) {
-        let keep = keep as usize;
-        let flags = call(libc::SYS_fcntl, [keep, libc::F_GETFD as usize, 0, 0, 0, 0])?;
-        let cleared = flags & !(libc::FD_CLOEXEC as usize);
-        call(
-            libc::SYS_fcntl,
-            [keep, libc::F_SETFD as usize, cleared, 0, 0, 0],
-        )?;
+        call(libc::SYS_dup3, [high, to, 0, 0, 0, 0])?;
     }
     if let Err(errno) = call(libc::SYS_chdir, [plan.cwd.as_ptr() as usize, 0, 0, 0, 0, 0]) {
         plan.in_cwd.store(true, Ordering::Release);
         return Err(errno);
     }
     // Last, so every step above still had the session's rights (the workdir is entered already).
-    if plan.landlock >= 0 {
-        crate::sys::landlock::restrict(plan.landlock)?;
+    if let Some(ruleset) = landlock {
+        crate::sys::landlock::restrict(ruleset as RawFd)?;
     }
     raw::set_signal_mask(0).map(|_| ())
 }

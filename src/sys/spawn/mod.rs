@@ -9,12 +9,15 @@
 //! of a formation launcher's time. Here every child is a `clone` sharing mur's memory
 //! (`CLONE_VM`), the one that execs with `CLONE_VFORK` as `posix_spawn` does inside glibc and
 //! musl (`exec.rs`), on a guarded stack of its own (`stack.rs`), making raw system calls only
-//! ([`crate::sys::raw`]); a handler's subreaper is one more such clone (`reaper.rs`).
+//! ([`crate::sys::raw`]); a handler's subreaper is one more such clone (`reaper.rs`), kept for
+//! later tasks and told each over its control socket (`ctl.rs`).
 //!
 //! Elsewhere (macOS) this is `std::process::Command`, whose `posix_spawn` or fork is the only
 //! way there; no parent-death signal or subreaper exists, and the handler's group is what is
 //! signalled (`group.rs`).
 
+#[cfg(target_os = "linux")]
+mod ctl;
 #[cfg(target_os = "linux")]
 mod exec;
 #[cfg(not(target_os = "linux"))]
@@ -27,9 +30,9 @@ mod stack;
 
 #[cfg(not(target_os = "linux"))]
 pub use group::Shim;
-#[cfg(target_os = "linux")]
-pub use shim::Shim;
 pub use shim::{Ask, Remote};
+#[cfg(target_os = "linux")]
+pub use shim::{Shim, Subreapers};
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -39,6 +42,18 @@ use std::path::Path;
 use std::process::ExitStatus;
 
 use super::pidref::PidRef;
+
+/// Where there is no subreaper, none is kept for later tasks.
+#[cfg(not(target_os = "linux"))]
+#[derive(Clone, Default)]
+pub struct Subreapers {
+    _none: (),
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Subreapers {
+    pub fn retire_idle(&self) {}
+}
 
 /// What to start. The environment is given whole: nothing is inherited that is not in it.
 pub struct Spec<'a> {
@@ -73,16 +88,22 @@ pub struct Spawned {
     pub stderr: File,
 }
 
-/// Start `spec` as a handler, leading its own process group, under its own subreaper where there
-/// is one, in a Landlock domain of `landlock` (a ruleset's descriptor) when given. On Linux it
-/// returns once the subreaper is cloned, before the handler's exec: its stdin may be written at
-/// once, and whether it ran is said when it ends ([`Shim::end`]).
-pub fn spawn(spec: &Spec<'_>, landlock: Option<RawFd>) -> io::Result<Spawned> {
+/// Start `spec` as a handler, leading its own process group, under a subreaper of its own where
+/// there is one — one of `pool`'s, kept from an earlier task, or a new one that goes to `pool`
+/// once the task is done — in a Landlock domain of `landlock` (a ruleset's descriptor) when
+/// given. On Linux it returns once the subreaper has the task, before the handler's exec: its
+/// stdin may be written at once, and whether it ran is said when it ends ([`Shim::end`]).
+pub fn spawn(spec: &Spec<'_>, landlock: Option<RawFd>, pool: &Subreapers) -> io::Result<Spawned> {
     let pipe = || super::pipe::pipe().map_err(io::Error::other);
     let (stdin_read, stdin_write) = pipe()?;
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
-    let shim = start(spec, [stdin_read, stdout_write, stderr_write], landlock)?;
+    let shim = start(
+        spec,
+        [stdin_read, stdout_write, stderr_write],
+        landlock,
+        pool,
+    )?;
     Ok(Spawned {
         shim,
         stdin: stdin_write.into(),
@@ -174,12 +195,17 @@ fn plan(spec: &Spec<'_>, stdio: [RawFd; 3]) -> io::Result<exec::Exec> {
 }
 
 #[cfg(target_os = "linux")]
-fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3], landlock: Option<RawFd>) -> io::Result<Shim> {
+fn start(
+    spec: &Spec<'_>,
+    stdio: [OwnedFd; 3],
+    landlock: Option<RawFd>,
+    pool: &Subreapers,
+) -> io::Result<Shim> {
     use std::os::fd::AsRawFd;
     let mut exec = plan(spec, stdio.each_ref().map(AsRawFd::as_raw_fd))?;
     exec.landlock = landlock.unwrap_or(-1);
-    // The subreaper is cloned with a copy of this descriptor table; ours close after.
-    let shim = shim::start(exec, spec.cwd);
+    // The subreaper is sent copies of these descriptors; ours close after.
+    let shim = shim::start(exec, spec.cwd, pool);
     drop(stdio);
     shim
 }
@@ -194,12 +220,16 @@ fn start_child(spec: &Spec<'_>, stdio: [OwnedFd; 2], own_group: bool) -> io::Res
     exec.own_group = own_group;
     exec.reset_signals = true;
     let stack = stack::Stack::take()?;
-    let arg = (&raw const exec).cast_mut().cast();
+    let launch = exec::Launch {
+        plan: &exec,
+        fds: exec.fds(),
+    };
+    let arg = (&raw const launch).cast_mut().cast();
     let old = super::raw::set_signal_mask(super::raw::ALL_SIGNALS)
         .map_err(io::Error::from_raw_os_error)?;
     let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     // SAFETY: `exec::child` makes raw calls only, with no thread pointer, on its guarded stack
-    // and the plan, both of which live on this thread's stack frame until the clone returns —
+    // and the launch and plan, which live on this thread's stack frame until the clone returns —
     // after the child's exec or exit, as CLONE_VFORK holds this thread until then (a wait only a
     // fatal signal ends, and that ends the whole session, freeing nothing under the child).
     let cloned = unsafe { super::raw::clone(flags, stack.top(), exec::child, arg) };
@@ -240,7 +270,12 @@ fn command(spec: &Spec<'_>, stdio: [std::process::Stdio; 3]) -> io::Result<std::
 
 /// No Landlock here: a ruleset cannot have been made ([`crate::sys::landlock`] is Linux's).
 #[cfg(not(target_os = "linux"))]
-fn start(spec: &Spec<'_>, stdio: [OwnedFd; 3], _landlock: Option<RawFd>) -> io::Result<Shim> {
+fn start(
+    spec: &Spec<'_>,
+    stdio: [OwnedFd; 3],
+    _landlock: Option<RawFd>,
+    _pool: &Subreapers,
+) -> io::Result<Shim> {
     group::start(command(spec, stdio.map(Into::into))?)
 }
 

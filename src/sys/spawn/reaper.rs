@@ -1,5 +1,5 @@
-//! The life of a task's subreaper: the process between the session and one handler that answers
-//! for everything the handler starts.
+//! The life of a subreaper: the process between the session and its handlers — one at a time —
+//! that answers for everything each handler starts.
 //!
 //! It is cloned from a session thread with `CLONE_VM` (no copy of the session's memory, no
 //! copy-on-write afterwards) on a stack of its own, and so lives under the same rules as a
@@ -9,32 +9,40 @@
 //! that can panic on a path it takes. Every signal is blocked in it (the session blocked them
 //! across the clone); it waits on descriptors instead.
 //!
-//! What it does, in order:
-//! 1. closes every descriptor it was cloned with but its own few, so it holds nothing of the
-//!    session's (another task's pipes, the door) and its control socket is the session's alone;
-//! 2. becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever the handler starts and
-//!    orphans — `setsid`, double forks, at any depth — is reparented to it, not to the session;
-//! 3. puts every caught signal (and SIGPIPE, SIGCHLD) back to its default, and starts the
-//!    handler ([`super::exec`]) — again, a few times, while its exec fails with `ETXTBSY` —
-//!    telling the session nothing: the session reads the handler's start from the frame once
-//!    this process is reaped, and writes the handler's stdin meanwhile;
-//! 4. reaps adopted orphans as they exit while the handler runs, and on the session's word
-//!    SIGTERMs the handler's group and its adopted orphans (`T`) or kills the tree (`K`);
-//! 5. once the handler has exited — or the session asks, or its control socket reaches EOF
-//!    because the session is gone, however — kills the tree: the handler's group while its
-//!    unreaped leader still holds the group id, then every child it has, again and again as each
-//!    death reparents the next generation to it, until it has no child left. Only its own
-//!    unreaped children are ever signalled, so a signal can name nothing but the task's own
-//!    processes; repeated until the tree is empty, never for a fixed number of generations, and
-//!    given up after [`TREE_KILL_LIMIT_NS`] (a process stuck in the kernel keeps its SIGKILL
-//!    pending and dies when it leaves; it is then no longer this task's to wait for);
-//! 6. leaves the handler's wait status in the frame and exits. Its control socket closing is
-//!    how the session learns that the task's processes are all gone.
+//! It is kept for task after task (`shim.rs`: cloning one, its start and its exit were a fifth
+//! of a task's overhead), and every task finds it as the last one left it: no child, no
+//! descriptor but its own two, its signals at their defaults. What it does:
+//! 1. once: closes every descriptor it was cloned with but its control socket, so it holds
+//!    nothing of the session's (another task's pipes, the door) and the socket is the
+//!    session's alone; becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever a handler
+//!    starts and orphans — `setsid`, double forks, at any depth — is reparented to it, not to
+//!    the session; puts every caught signal (and SIGPIPE, SIGCHLD) back to its default;
+//! 2. for each task ([`ctl::GO`], with the handler's descriptors and a generation): starts the
+//!    handler ([`super::exec`]) on the plan the session lent it — again, a few times, while its
+//!    exec fails with `ETXTBSY` — and closes those descriptors, telling the session nothing: the
+//!    session reads the handler's start from the plan once the task is done, and writes the
+//!    handler's stdin meanwhile;
+//! 3. reaps adopted orphans as they exit while the handler runs, and on the session's word for
+//!    this task's generation — a word for another is ignored — SIGTERMs the handler's group and
+//!    its adopted orphans ([`ctl::TERMINATE`]) or kills the tree ([`ctl::KILL`]);
+//! 4. once the handler has exited — or the session asks, or its control socket ends because the
+//!    session is gone, however — kills the tree: the handler's group while its unreaped leader
+//!    still holds the group id, then every child it has, again and again as each death
+//!    reparents the next generation to it, until it has no child left. Only its own unreaped
+//!    children are ever signalled, so a signal can name nothing but the task's own processes;
+//!    repeated until the tree is empty, never for a fixed number of generations, and given up
+//!    after [`TREE_KILL_LIMIT_NS`] (a process stuck in the kernel keeps its SIGKILL pending and
+//!    dies when it leaves; it is then no longer this task's to wait for);
+//! 5. leaves the handler's wait status in the frame and says [`ctl::DONE`]; then waits for the
+//!    next task. It exits instead — its control socket closing is then how the session learns
+//!    that the task's processes are gone — when the session is gone, when it gave up on a tree,
+//!    or when the session ends it (the socket shut).
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 
-use super::exec::{self, Exec};
+use super::ctl::{self, Heard};
+use super::exec::{self, Exec, Launch};
 use crate::sys::raw;
 
 /// How long the subreaper keeps killing a tree that will not die (processes in uninterruptible
@@ -46,10 +54,9 @@ const KILLING_TICK_MS: i64 = 10;
 /// The longest wait at all: a bound on any wake-up the subreaper could miss.
 const IDLE_TICK_MS: i64 = 1_000;
 
-/// The session asks: SIGTERM to the handler's group and to every orphan the task left.
-pub const TERMINATE: u8 = b'T';
-/// The session asks: kill the whole tree now.
-pub const KILL: u8 = b'K';
+/// A subreaper's process name (`comm`: at most 15 bytes).
+const NAME: &[u8] = b"mur-subreaper\0";
+
 /// How many times a handler whose exec fails with `ETXTBSY` is started again, [`BUSY_WAIT_MS`]
 /// apart. ETXTBSY is passing: the program is open for writing somewhere — just written, or its
 /// writer's descriptor held by a child another process forked and has not yet exec'd.
@@ -57,22 +64,34 @@ const BUSY_RETRIES: u32 = 20;
 const BUSY_WAIT_MS: i64 = 10;
 
 /// What the session and the subreaper share. The session hands it over as a raw pointer
-/// (`Box::into_raw`) and holds no `Box` or `&mut` while the subreaper lives: both sides only
-/// read it, and what either writes after the clone is an atomic ([`Exec::parent`],
-/// [`Exec::failed`], [`Exec::in_cwd`], [`Frame::cloning`], [`Frame::status`],
-/// [`Frame::reaped`]). The session takes it back only after reaping the subreaper, and not even
-/// then while a handler may still be running on it ([`Frame::cloning`]): it is leaked instead.
+/// (`Box::into_raw`) and holds no `Box` or `&mut` while the subreaper lives: what either writes
+/// after the clone is an atomic. The session takes it back only after reaping the subreaper, and
+/// not even then while a handler may still be running on it ([`Frame::cloning`]): it is leaked
+/// instead.
+///
+/// A task's fields — [`Frame::plan`], [`Frame::status`], [`Frame::reaped`] — are the session's
+/// to set while the subreaper waits for its next task, and the subreaper's from the task's
+/// [`ctl::GO`] until its [`ctl::DONE`]: the messages order the two.
 pub struct Frame {
-    pub exec: Exec,
     /// The subreaper's end of the control socket.
     pub ctl: RawFd,
     /// The top of the stack the handler runs on until its exec.
     pub handler_stack: *mut libc::c_void,
-    /// Set by the subreaper just before it clones the handler, cleared once that clone has
+    /// The signals it puts back to their defaults ([`crate::sys::signal::reset_on_exec`]), read
+    /// just before its clone.
+    pub reset: u64,
+    /// The errno of its set-up, when that failed: it then exits before any task.
+    pub broken: AtomicI32,
+    /// The task's plan, lent by the session (`Box::into_raw`) before its go and taken back only
+    /// once the task is done, or once the subreaper is reaped and no handler's clone is under
+    /// way; leaked otherwise.
+    pub plan: AtomicPtr<Exec>,
+    /// Set by the subreaper just before it clones a handler, cleared once that clone has
     /// returned — when the handler has exec'd or exited and uses none of this memory any more.
     /// Still set once the subreaper is reaped, it died inside the clone (SIGKILLed while the
-    /// handler was between its clone and its exec): the handler may still read the plan, write
-    /// [`Exec::failed`] and run on its stack, so the frame and that stack are never freed.
+    /// handler was between its clone and its exec): the handler may still read the plan and the
+    /// subreaper's stack, write [`Exec::failed`] and run on its own stack, so the frame, the
+    /// plan and both stacks are never freed.
     pub cloning: AtomicBool,
     /// The handler's wait status, once [`Frame::reaped`].
     pub status: AtomicI32,
@@ -90,60 +109,89 @@ pub extern "C" fn main(frame: *mut libc::c_void) -> libc::c_int {
 }
 
 fn live(f: &Frame) -> ! {
-    let [stdin, stdout, stderr] = f.exec.stdio;
-    let [a, b, c, d] = f.exec.keep;
-    let landlock = f.exec.landlock;
-    keep_only([f.ctl, stdin, stdout, stderr, a, b, c, d, landlock]);
-    let sfd = match setup(f.exec.reset) {
+    keep_only(f.ctl);
+    let sfd = match setup(f.reset) {
         Ok(sfd) => sfd,
         Err(errno) => {
             // Nothing started: the session finds why once it has reaped this process.
-            f.exec.failed.store(errno, Ordering::Release);
+            f.broken.store(errno, Ordering::Release);
             raw::exit(0)
         }
     };
-    f.exec.parent.store(
-        call(libc::SYS_getpid, [0; 6]).unwrap_or(0) as i32,
-        Ordering::Release,
-    );
-    let handler = start_handler(f);
-    for fd in [stdin, stdout, stderr, a, b, c, d, landlock]
-        .into_iter()
-        .filter(|&fd| fd >= 0)
-    {
-        let _ = raw::close(fd);
+    let me = call(libc::SYS_getpid, [0; 6]).unwrap_or(0) as i32;
+    let mut fds = [-1; ctl::MAX_FDS];
+    loop {
+        match ctl::receive(f.ctl, &mut fds) {
+            Heard::Message {
+                tag: ctl::GO,
+                generation,
+                fds: count,
+            } => {
+                let emptied = serve(f, me, generation, &fds[..count], sfd);
+                if !emptied || ctl::send(f.ctl, ctl::DONE, generation, &[]).is_err() {
+                    raw::exit(0)
+                }
+            }
+            Heard::End => raw::exit(0),
+            // A word for a task that has ended.
+            Heard::Message { .. } => {}
+        }
     }
+}
+
+/// Run one task: its handler started from the plan in the frame with the descriptors `received`
+/// (closed here once it has started), then watched until its tree is gone. Whether it is: a
+/// tree given up on leaves this subreaper unfit for another task.
+fn serve(f: &Frame, me: i32, generation: u64, received: &[RawFd], sfd: RawFd) -> bool {
+    let plan = f.plan.load(Ordering::Acquire);
+    // SAFETY: the plan the session lent for this task before its go (or null): kept alive and
+    // unmoved until this task is done, or this process reaped; only its atomics are written.
+    let Some(plan) = (unsafe { plan.as_ref() }) else {
+        ctl::close_all(received);
+        return true;
+    };
+    let handler = match plan.received(received) {
+        Some(fds) => {
+            plan.parent.store(me, Ordering::Release);
+            start_handler(f, &Launch { plan, fds })
+        }
+        None => Err(libc::EBADMSG),
+    };
+    ctl::close_all(received);
     // Nothing is told: the session learns that the handler ran, or why not ([`Exec::failed`]),
-    // from the frame once it has reaped this process — it does not wait on the start.
+    // from the plan once the task is done — it does not wait on the start.
     match handler {
-        Ok(pid) => supervise(f, pid as libc::pid_t, sfd),
-        Err(errno) => f.exec.failed.store(errno, Ordering::Release),
+        Ok(pid) => supervise(f, generation, pid as libc::pid_t, sfd),
+        Err(errno) => {
+            plan.failed.store(errno, Ordering::Release);
+            true
+        }
     }
-    raw::exit(0)
 }
 
 /// Clone the handler (`CLONE_VFORK`: back once it has exec'd or exited), and again, up to
 /// [`BUSY_RETRIES`] times, while its exec fails with `ETXTBSY`: such a handler ran nothing and
 /// read nothing, so its stdin, held here until it is started, is whole for the next.
-fn start_handler(f: &Frame) -> raw::Result {
-    let plan = (&raw const f.exec).cast_mut().cast();
+fn start_handler(f: &Frame, launch: &Launch<'_>) -> raw::Result {
+    let arg = (&raw const *launch).cast_mut().cast();
     let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    let failed = &launch.plan.failed;
     let mut retries = 0;
     loop {
         f.cloning.store(true, Ordering::Release);
         // SAFETY: the handler runs `exec::child` on its own guarded stack until its exec, making
-        // raw calls only, with no thread pointer, on the plan in the frame; CLONE_VFORK holds
-        // this process until then. Should this process be killed meanwhile, `cloning` stays set
-        // and the session leaks the frame and that stack rather than free them under the
-        // handler.
-        let handler = unsafe { raw::clone(flags, f.handler_stack, exec::child, plan) };
+        // raw calls only, with no thread pointer, on the launch (on this stack) and the plan the
+        // session lent; CLONE_VFORK holds this process until then. Should this process be
+        // killed meanwhile, `cloning` stays set and the session leaks the frame, the plan and
+        // both stacks rather than free them under the handler.
+        let handler = unsafe { raw::clone(flags, f.handler_stack, exec::child, arg) };
         f.cloning.store(false, Ordering::Release);
-        let busy = f.exec.failed.load(Ordering::Acquire) == libc::ETXTBSY;
+        let busy = failed.load(Ordering::Acquire) == libc::ETXTBSY;
         match handler {
             Ok(pid) if busy && retries < BUSY_RETRIES => {
                 // It exited 127 before its exec: reaped, and started again.
                 let _ = call(libc::SYS_wait4, [pid, 0, 0, 0, 0, 0]);
-                f.exec.failed.store(0, Ordering::Release);
+                failed.store(0, Ordering::Release);
                 wait([-1, -1], BUSY_WAIT_MS);
                 retries += 1;
             }
@@ -152,9 +200,16 @@ fn start_handler(f: &Frame) -> raw::Result {
     }
 }
 
-/// Become the subreaper, the signals in `reset` at their defaults, and a signalfd for SIGCHLD
+/// Named, become the subreaper, the signals in `reset` at their defaults, and a signalfd for SIGCHLD
 /// (-1 without one: the waits then tick).
 fn setup(reset: u64) -> Result<RawFd, libc::c_int> {
+    // Its own name in `ps -o comm`, `top` and `pgrep`, not the cloning thread's (its command
+    // line is the session's: they share their memory).
+    let name = NAME.as_ptr() as usize;
+    call(
+        libc::SYS_prctl,
+        [libc::PR_SET_NAME as usize, name, 0, 0, 0, 0],
+    )?;
     let subreaper = [libc::PR_SET_CHILD_SUBREAPER as usize, 1, 0, 0, 0, 0];
     call(libc::SYS_prctl, subreaper)?;
     raw::default_signals(reset)?;
@@ -175,8 +230,10 @@ struct Tree {
     ctl_open: bool,
 }
 
-/// Watch the handler and its orphans until the handler has ended and the tree is empty.
-fn supervise(f: &Frame, handler: libc::pid_t, sfd: RawFd) {
+/// Watch the handler and its orphans until the handler has ended and the tree is empty, heeding
+/// the session's words for task `generation`. Whether the tree is empty: `false` once it was
+/// given up on.
+fn supervise(f: &Frame, generation: u64, handler: libc::pid_t, sfd: RawFd) -> bool {
     let mut tree = Tree {
         handler: Some(handler),
         killing: None,
@@ -184,11 +241,11 @@ fn supervise(f: &Frame, handler: libc::pid_t, sfd: RawFd) {
     };
     loop {
         if !reap_exited(f, &mut tree) {
-            return;
+            return true;
         }
         if let Some(since) = tree.killing {
             if monotonic_ns().saturating_sub(since) >= TREE_KILL_LIMIT_NS {
-                return;
+                return false;
             }
             if let Some(leader) = tree.handler {
                 let _ = raw::kill(-leader, libc::SIGKILL);
@@ -203,31 +260,39 @@ fn supervise(f: &Frame, handler: libc::pid_t, sfd: RawFd) {
         let ctl = if tree.ctl_open { f.ctl } else { -1 };
         let [ctl_ready, _] = wait([ctl, sfd], tick);
         if ctl_ready {
-            heed(f.ctl, &mut tree);
+            heed(f.ctl, generation, &mut tree);
         }
         drain(sfd);
     }
 }
 
-/// Act on what the session wrote (or on its end closing).
-fn heed(ctl: RawFd, tree: &mut Tree) {
-    let mut byte = 0u8;
-    let read = call(
-        libc::SYS_read,
-        [ctl as usize, (&raw mut byte) as usize, 1, 0, 0, 0],
-    );
-    match read {
-        Ok(1) if byte == TERMINATE => {
-            if let Some(leader) = tree.handler {
-                let _ = raw::kill(-leader, libc::SIGTERM);
+/// Act on what the session wrote for task `generation` (or on its end closing).
+fn heed(ctl: RawFd, generation: u64, tree: &mut Tree) {
+    let mut fds = [-1; ctl::MAX_FDS];
+    match ctl::receive(ctl, &mut fds) {
+        Heard::Message {
+            tag,
+            generation: meant,
+            fds: count,
+        } => {
+            // A go while a task runs is no word of the session's: what came with it goes.
+            ctl::close_all(&fds[..count]);
+            if meant != generation {
+                return;
             }
-            signal_children(libc::SIGTERM, tree.handler);
+            match tag {
+                ctl::TERMINATE => {
+                    if let Some(leader) = tree.handler {
+                        let _ = raw::kill(-leader, libc::SIGTERM);
+                    }
+                    signal_children(libc::SIGTERM, tree.handler);
+                }
+                ctl::KILL => start_killing(tree),
+                _ => {}
+            }
         }
-        Ok(1) if byte == KILL => start_killing(tree),
-        Ok(1) => {}
-        Err(libc::EINTR | libc::EAGAIN) => {}
-        // EOF or a broken socket: the session is gone, however it ended.
-        _ => {
+        // The session is gone, however it ended.
+        Heard::End => {
             tree.ctl_open = false;
             start_killing(tree);
         }
@@ -378,18 +443,14 @@ fn drain(sfd: RawFd) {
     {}
 }
 
-/// Close every descriptor but `keep` (negative entries ignored): `close_range(2)` over the gaps,
-/// or one `close` per number below 65,536 where the kernel has none (before 5.9).
-fn keep_only(mut keep: [RawFd; 9]) {
-    keep.sort_unstable();
-    let mut low: usize = 0;
-    for fd in keep.into_iter().filter(|&fd| fd >= 0).map(|fd| fd as usize) {
-        if fd > low {
-            close_range(low, fd - 1);
-        }
-        low = low.max(fd + 1);
+/// Close every descriptor but `keep`: `close_range(2)` either side of it, or one `close` per
+/// number below 65,536 where the kernel has none (before 5.9).
+fn keep_only(keep: RawFd) {
+    let keep = keep.max(0) as usize;
+    if keep > 0 {
+        close_range(0, keep - 1);
     }
-    close_range(low, u32::MAX as usize);
+    close_range(keep + 1, u32::MAX as usize);
 }
 
 fn close_range(low: usize, high: usize) {

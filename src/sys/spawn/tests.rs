@@ -1,4 +1,7 @@
 use super::*;
+
+#[cfg(target_os = "linux")]
+mod kept;
 #[cfg(target_os = "linux")]
 use std::io::BufRead;
 use std::io::{Read, Write};
@@ -17,8 +20,10 @@ fn spec<'a>(program: &'a str, args: &[String]) -> Spec<'a> {
     }
 }
 
+/// Spawn `spec` under a subreaper of a pool of its own (ended once its task is: the pool goes
+/// with the task's `Shim`).
 fn spawn_plain(spec: &Spec<'_>) -> io::Result<Spawned> {
-    spawn(spec, None)
+    spawn(spec, None, &Subreapers::default())
 }
 
 /// Spawn `spec` and reap it: its exit status, or why it did not start (said at the reap: on
@@ -195,7 +200,7 @@ fn a_child_given_a_ruleset_reaches_only_what_it_allows() {
     ruleset.allow(&null, landlock::ALL).unwrap();
     let args = sh("cat /etc/hostname >/dev/null 2>&1; echo $?");
     let run = |landlock| {
-        let mut child = spawn(&spec("sh", &args), landlock).unwrap();
+        let mut child = spawn(&spec("sh", &args), landlock, &Subreapers::default()).unwrap();
         let mut out = String::new();
         child.stdout.read_to_string(&mut out).unwrap();
         assert_eq!(child.shim.reap().unwrap().code(), Some(0));
@@ -220,7 +225,7 @@ fn a_child_given_a_user_runs_as_it_with_no_other_group() {
         },
         keeps: 0,
     });
-    let mut child = spawn(&spec, None).unwrap();
+    let mut child = spawn(&spec, None, &Subreapers::default()).unwrap();
     let mut out = String::new();
     child.stdout.read_to_string(&mut out).unwrap();
     let _ = child.shim.reap();
@@ -256,7 +261,7 @@ fn a_child_keeping_file_access_reads_roots_files_but_no_roots_process() {
         },
         keeps: crate::sys::user::FILE_ACCESS,
     });
-    let mut child = spawn(&spec, None).unwrap();
+    let mut child = spawn(&spec, None, &Subreapers::default()).unwrap();
     let mut out = String::new();
     child.stdout.read_to_string(&mut out).unwrap();
     let _ = child.shim.reap();
@@ -390,29 +395,29 @@ fn a_subreaper_killed_while_it_starts_the_handler_fails_the_start_and_frees_noth
     };
     let mut killed_in_clone = 0;
     for _ in 0..200 {
-        // SAFETY: no argument; returns this thread's id.
-        let tid = unsafe { libc::gettid() };
         let done = Arc::new(AtomicBool::new(false));
+        // The task's subreaper, once the spawn has said which (0 before).
+        let target = Arc::new(AtomicI32::new(0));
         let killed = Arc::new(AtomicI32::new(0));
         let watcher = {
-            let (done, killed) = (done.clone(), killed.clone());
+            let (done, target, killed) = (done.clone(), target.clone(), killed.clone());
             std::thread::spawn(move || {
-                let me = std::process::id() as i32;
                 while !done.load(Ordering::Acquire) {
-                    // The subreaper is this thread's child; its handler, the subreaper's.
-                    for subreaper in children(tid, me) {
-                        if !children(subreaper, subreaper).is_empty() {
-                            // An unreaped child of ours: the pid names nothing else.
-                            let _ = crate::sys::raw::kill(subreaper, libc::SIGKILL);
-                            killed.store(subreaper, Ordering::Release);
-                            return;
-                        }
+                    let subreaper = target.load(Ordering::Acquire);
+                    // Its handler, once cloned, is its child.
+                    if subreaper > 0 && !children(subreaper, subreaper).is_empty() {
+                        // An unreaped child of ours: the pid names nothing else.
+                        let _ = crate::sys::raw::kill(subreaper, libc::SIGKILL);
+                        killed.store(subreaper, Ordering::Release);
+                        return;
                     }
                 }
             })
         };
         // The spawn returns before the handler's start, which the reap then reports.
-        let reaped = run_plain(&bulky);
+        let mut spawned = spawn_plain(&bulky).unwrap();
+        target.store(spawned.shim.pid() as i32, Ordering::Release);
+        let reaped = spawned.shim.reap();
         done.store(true, Ordering::Release);
         watcher.join().unwrap();
         match reaped {
