@@ -200,8 +200,8 @@ fn start_handler(f: &Frame, launch: &Launch<'_>) -> raw::Result {
     }
 }
 
-/// Named, become the subreaper, the signals in `reset` at their defaults, and a signalfd for SIGCHLD
-/// (-1 without one: the waits then tick).
+/// Named, become the subreaper, the signals in `reset` at their defaults, and a signalfd for
+/// SIGCHLD (-1 without one: the waits then tick).
 fn setup(reset: u64) -> Result<RawFd, libc::c_int> {
     // Its own name in `ps -o comm`, `top` and `pgrep`, not the cloning thread's (its command
     // line is the session's: they share their memory).

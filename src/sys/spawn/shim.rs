@@ -4,16 +4,16 @@
 //! On Linux every handler runs under a subreaper of its own (`reaper.rs`): a small process cloned
 //! from the session that starts the handler, is reparented everything the handler orphans
 //! (`setsid`, double forks, any depth), and kills that whole tree — its own children only,
-//! generation after generation, until none is left — when the handler exits, when the session
-//! asks ([`Remote`]), or when the session is gone (its control socket reaches EOF: a SIGKILLed
-//! session leaves nothing behind either). Once the tree is gone it says so and is kept for a
-//! later task ([`Subreapers`]): its clone, set-up and exit were a fifth of what a task cost
-//! beyond a direct spawn. It serves one task at a time, takes one only with no child left, and
-//! heeds only the running task's words (`ctl.rs`: each carries the task's
-//! generation), so a task still has a tree of its own and a word for it reaches nothing else. The session itself is no subreaper: a process it did
-//! not start — a wrapper's sidecar from before `exec mur`, an orphan it adopts as a container's
-//! pid 1 — is never attributed to a task, never signalled ([`crate::sys::child::reap_strangers`]
-//! only reaps them).
+//! generation after generation, until none is left — when the handler exits, when the session asks
+//! ([`Remote`]), or when the session is gone (its control socket reaches EOF: a SIGKILLed session
+//! leaves nothing behind either). Once the tree is gone it says so and is kept for a later task
+//! ([`Subreapers`]): its clone, set-up and exit were a fifth of what a task cost beyond a direct
+//! spawn. It serves one task at a time, takes one only with no child left, and heeds only the
+//! running task's words (`ctl.rs`: each carries the task's generation), so a task still has a tree
+//! of its own and a word for it reaches nothing else. The session itself is no subreaper: a process
+//! it did not start — a wrapper's sidecar from before `exec mur`, an orphan it adopts as a
+//! container's pid 1 — is never attributed to a task, never signalled
+//! ([`crate::sys::child::reap_strangers`] only reaps them).
 //!
 //! Chosen over the alternatives by what each guarantees here and what it costs:
 //! - a PID namespace per task makes the kernel kill the tree when its init dies, but unprivileged
@@ -25,9 +25,9 @@
 //!   started from cron, a shell or a container usually lacks.
 //!
 //! The subreaper needs neither and costs one `clone` without a copy of the session's memory
-//! (`CLONE_VM`), once for many tasks. What it cannot do: outlive a SIGKILL aimed at itself (only the user can send
-//! one): its handler then dies by its parent-death signal, but what the handler orphaned is
-//! reparented past it, to init.
+//! (`CLONE_VM`), once for many tasks. What it cannot do: outlive a SIGKILL aimed at itself (only
+//! the user can send one): its handler then dies by its parent-death signal, but what the handler
+//! orphaned is reparented past it, to init.
 //!
 //! Elsewhere (macOS) the handler is a direct child leading its own group (`group.rs`), signalled
 //! as a group — what escapes its group escapes the session.
@@ -267,11 +267,11 @@ mod linux {
     // references to fields that are atomic or never written while it is lent.
     unsafe impl Send for Shim {}
 
-    /// Start the handler `exec` describes under a subreaper — one of `pool`'s waiting for a
-    /// task, or a new one — leading its own group and dying with the subreaper; `cwd` names its workdir in
-    /// errors. Returns once the subreaper has the task, without waiting for the handler's start:
-    /// whether it ran, or why not, is read from the plan once the task is done ([`Shim::end`]).
-    /// The `Err`: no subreaper could take it.
+    /// Start the handler `exec` describes under a subreaper — one of `pool`'s waiting for a task,
+    /// or a new one — leading its own group and dying with the subreaper; `cwd` names its workdir
+    /// in errors. Returns once the subreaper has the task, without waiting for the handler's start:
+    /// whether it ran, or why not, is read from the plan once the task is done ([`Shim::end`]). The
+    /// `Err`: no subreaper could take it.
     pub fn start(mut exec: Exec, cwd: &std::path::Path, pool: &Subreapers) -> io::Result<Shim> {
         // The subreaper put signals back to their defaults; the handler dies with it.
         exec.reset_signals = false;
