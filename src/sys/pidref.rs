@@ -114,6 +114,40 @@ impl PidRef {
         self.wait_exit(timeout, || self.child_exited())
     }
 
+    /// Wait for this child of ours to exit and reap it (`EINTR` retried): through its pidfd
+    /// (`waitid(P_PIDFD)`, Linux 5.4), so that a number reaped elsewhere meanwhile and handed
+    /// on to another child is never waited for; by pid without one. `ECHILD`: it was reaped
+    /// already.
+    #[cfg(target_os = "linux")]
+    pub fn reap_child(&self) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        if let Some(fd) = &self.pidfd {
+            loop {
+                // SAFETY: a zeroed `siginfo_t` the kernel fills; the pidfd is ours and open.
+                let rc = unsafe {
+                    let mut info: libc::siginfo_t = std::mem::zeroed();
+                    libc::waitid(
+                        libc::P_PIDFD,
+                        fd.as_raw_fd() as libc::id_t,
+                        &mut info,
+                        libc::WEXITED,
+                    )
+                };
+                if rc == 0 {
+                    return Ok(());
+                }
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EINTR) => {}
+                    // A kernel with pidfds but not `P_PIDFD` (5.3): by pid, below.
+                    Some(libc::EINVAL) => break,
+                    _ => return Err(err),
+                }
+            }
+        }
+        super::spawn::wait(self.pid as u32).map(|_| ())
+    }
+
     /// `waitid(WEXITED | WNOHANG | WNOWAIT)`: has this child exited, leaving it unreaped.
     fn child_exited(&self) -> bool {
         // SAFETY: `info` is a zeroed `siginfo_t` the kernel fills; no other pointer is passed.
@@ -146,6 +180,38 @@ mod tests {
         held.signal_child(libc::SIGTERM).unwrap();
         assert!(held.wait_child_exit(Duration::from_secs(10)));
         assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    // The children are reaped through `reap_child` and `spawn::wait`, which std cannot see.
+    #[allow(clippy::zombie_processes)]
+    fn a_child_is_reaped_through_its_pidfd_and_one_reaped_elsewhere_is_echild() {
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let held = PidRef::child(child.id());
+        held.reap_child().unwrap();
+        assert_eq!(
+            held.reap_child().unwrap_err().raw_os_error(),
+            Some(libc::ECHILD)
+        );
+        // Reaped by its number elsewhere: its handle then waits for nothing else of ours.
+        let gone = std::process::Command::new("true").spawn().unwrap();
+        let held = PidRef::child(gone.id());
+        crate::sys::spawn::wait(gone.id()).unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert_eq!(
+            held.reap_child().unwrap_err().raw_os_error(),
+            Some(libc::ECHILD)
+        );
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "another child was not waited for"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
     }
 
     #[test]

@@ -73,6 +73,7 @@ mod linux {
     use std::time::Duration;
 
     use super::{Ask, Remote};
+    use crate::sys::pidref::PidRef;
     use crate::sys::raw;
     use crate::sys::spawn::Ended;
     use crate::sys::spawn::ctl::{self, Heard};
@@ -127,7 +128,9 @@ mod linux {
     /// A subreaper as the session holds it: its pid, its control socket, the frame it reads
     /// and the stacks it and its handlers run on — all kept until it is reaped, or leaked.
     struct Subreaper {
-        pid: libc::pid_t,
+        /// Held by its pidfd where the kernel gives one: reaped through it, so however long it
+        /// waits for tasks, its number is never mistaken for a later child's.
+        held: PidRef,
         ctl: Arc<OwnedFd>,
         /// From `Box::into_raw`: given back to a `Box` only once this subreaper is reaped and
         /// was not inside a handler's clone.
@@ -180,8 +183,10 @@ mod linux {
             let _ = raw::set_signal_mask(old);
             drop(theirs);
             match cloned {
+                // Its pidfd taken while it is surely unreaped: a child of this thread, which is
+                // alive, so not even `reap_strangers` can have reaped it yet.
                 Ok(pid) => Ok(Self {
-                    pid: pid as libc::pid_t,
+                    held: PidRef::child(pid as u32),
                     ctl: Arc::new(ours),
                     frame,
                     stacks,
@@ -228,7 +233,7 @@ mod linux {
         fn end(self) -> io::Result<bool> {
             // SAFETY: shutdown(2) on a socket this value owns; integers only.
             unsafe { libc::shutdown(self.ctl.as_raw_fd(), libc::SHUT_RDWR) };
-            let reaped = super::super::wait(self.pid as u32);
+            let reaped = self.held.reap_child();
             // Reaped already by `reap_strangers` (listed as the main thread's once the thread
             // that cloned it ended): it has exited all the same.
             if let Err(err) = reaped
@@ -322,7 +327,7 @@ mod linux {
     impl Shim {
         /// The subreaper's pid (not the handler's).
         pub fn pid(&self) -> u32 {
-            self.subreaper.as_ref().map_or(0, |s| s.pid as u32)
+            self.subreaper.as_ref().map_or(0, |s| s.held.pid())
         }
 
         /// What signals this task's tree from any thread — and nothing else once the task is
