@@ -309,3 +309,75 @@ fn prepare(plan: &Exec, fds: &Fds) -> Result<(), libc::c_int> {
     }
     raw::set_signal_mask(0).map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(keep: &[RawFd], landlock: RawFd) -> Exec {
+        let argv = vec![OsString::from("true")];
+        let mut exec = Exec::new(
+            "/bin/true".into(),
+            argv,
+            &[],
+            "/".into(),
+            [10, 11, 12],
+            keep,
+        )
+        .unwrap();
+        exec.landlock = landlock;
+        exec
+    }
+
+    #[test]
+    fn descriptors_passed_to_a_subreaper_arrive_each_bound_for_its_number() {
+        let exec = plan(&[40, 41], 42);
+        let (passed, count) = exec.passed();
+        assert_eq!(&passed[..count], &[10, 11, 12, 40, 41, 42]);
+        // Received at the subreaper's lowest free numbers, in the same order.
+        let fds = exec.received(&[0, 1, 2, 3, 4, 5]).unwrap();
+        assert_eq!(fds.stdio, [0, 1, 2]);
+        assert_eq!(fds.keep[..3], [(3, 40), (4, 41), (-1, -1)]);
+        assert_eq!(fds.landlock, 5);
+        // Where the plan was made, each is where it is.
+        assert_eq!(exec.fds().keep[..2], [(40, 40), (41, 41)]);
+
+        let bare = plan(&[], -1);
+        let (passed, count) = bare.passed();
+        assert_eq!(&passed[..count], &[10, 11, 12]);
+        let fds = bare.received(&[7, 8, 9]).unwrap();
+        assert_eq!((fds.stdio, fds.landlock), ([7, 8, 9], -1));
+        assert!(fds.keep.iter().all(|&(from, to)| from < 0 && to < 0));
+    }
+
+    #[test]
+    fn descriptors_not_as_many_as_the_plan_has_are_refused() {
+        let exec = plan(&[40], 42);
+        for wrong in [
+            &[0, 1, 2][..],
+            &[0, 1, 2, 3][..],
+            &[0, 1, 2, 3, 4, 5][..],
+            &[][..],
+        ] {
+            assert!(exec.received(wrong).is_none(), "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn a_descriptor_under_a_stdio_number_or_too_many_cannot_be_inherited() {
+        let argv = || vec![OsString::from("true")];
+        let new = |keep: &[RawFd]| {
+            Exec::new(
+                "/bin/true".into(),
+                argv(),
+                &[],
+                "/".into(),
+                [10, 11, 12],
+                keep,
+            )
+        };
+        assert!(new(&[2]).is_err());
+        assert!(new(&[3, 4, 5, 6, 7]).is_err());
+        assert!(new(&[3, 4, 5, 6]).is_ok());
+    }
+}
