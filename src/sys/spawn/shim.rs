@@ -107,18 +107,24 @@ mod linux {
     impl Subreapers {
         /// End every subreaper waiting for a task, and reap them: the session is ending.
         pub fn retire_idle(&self) {
+            // Taken out first: none is ended (a wait) under the lock.
             let idle = std::mem::take(&mut *self.0.lock());
-            for subreaper in idle {
-                let _ = subreaper.end();
-            }
+            end_all(idle);
         }
     }
 
     impl Drop for Idle {
         fn drop(&mut self) {
-            for subreaper in std::mem::take(&mut *self.lock()) {
-                let _ = subreaper.end();
-            }
+            end_all(std::mem::take(
+                self.0.get_mut().unwrap_or_else(|p| p.into_inner()),
+            ));
+        }
+    }
+
+    /// End and reap each of `idle`, subreapers with no task.
+    fn end_all(idle: Vec<Subreaper>) {
+        for subreaper in idle {
+            let _ = subreaper.end();
         }
     }
 
