@@ -1177,7 +1177,9 @@ fn readiness(home: &Home) -> (Vec<Duration>, Vec<Duration>) {
 /// Rounds of blocking `message/send` round trips, one to each of `sessions` on its own keep-alive
 /// connection, then one direct spawn of `handler` with the same stdin: the times through each
 /// session, in its order, and the direct ones. Interleaved so that every figure sees the same
-/// load, which on a shared machine moves more than what is measured.
+/// load, which on a shared machine moves more than what is measured; and each round in an order
+/// of its own (the direct spawn one more step), so no session always follows the direct spawn or
+/// the same other session ([`shuffled`]).
 fn handler_overhead(
     sessions: &[Session],
     handler: &Path,
@@ -1191,7 +1193,16 @@ fn handler_overhead(
     let mut through = vec![vec![]; sessions.len()];
     let mut direct = vec![];
     for run in 0..HANDLER_WARMUP + HANDLER_RUNS {
-        for ((conn, send), times) in conns.iter_mut().zip(&mut through) {
+        let measured = run >= HANDLER_WARMUP;
+        for step in shuffled(sessions.len() + 1, run) {
+            if step == sessions.len() {
+                let d = direct_spawn(handler, workdir);
+                if measured {
+                    direct.push(d);
+                }
+                continue;
+            }
+            let (conn, send) = &mut conns[step];
             let start = Instant::now();
             let body = conn.call(send);
             let t = start.elapsed();
@@ -1201,35 +1212,56 @@ fn handler_overhead(
                     String::from_utf8_lossy(body)
                 ));
             }
-            if run >= HANDLER_WARMUP {
-                times.push(t);
+            if measured {
+                through[step].push(t);
             }
-        }
-        let start = Instant::now();
-        let mut child = Command::new(handler)
-            .current_dir(workdir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|err| fail(&format!("{}: {err}", handler.display())));
-        let mut stdin = child.stdin.take().unwrap_or_else(|| fail("no stdin"));
-        stdin
-            .write_all(TEXT.as_bytes())
-            .unwrap_or_else(|err| fail(&format!("handler stdin: {err}")));
-        drop(stdin);
-        let out = child
-            .wait_with_output()
-            .unwrap_or_else(|err| fail(&format!("handler: {err}")));
-        let d = start.elapsed();
-        if out.stdout != TEXT.as_bytes() || !out.status.success() {
-            fail(&format!("the direct handler answered {:?}", out));
-        }
-        if run >= HANDLER_WARMUP {
-            direct.push(d);
         }
     }
     (through, direct)
+}
+
+/// `0..n` in an order drawn from `round` (Fisher-Yates on a xorshift seeded with it): the same
+/// for the same round on every run, each order about as likely. A fixed order, even rotated,
+/// puts the same step before each one nearly every time, so what that step leaves behind (kernel
+/// work it deferred, caches it took) always lands on the same next one; shuffled, it spreads over
+/// all of them. (Measured, the figures moved no more than from run to run: the sandboxed
+/// `/bin/cat`'s sandbox cost came out at +133 µs in a fixed-order run and +45 to +104 µs in three
+/// shuffled ones of the same binaries.)
+fn shuffled(n: usize, round: usize) -> Vec<usize> {
+    let mut state = (round as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        order.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// One spawn of `handler` here, its stdin [`TEXT`], read to its end and waited for: the time.
+fn direct_spawn(handler: &Path, workdir: &Path) -> Duration {
+    let start = Instant::now();
+    let mut child = Command::new(handler)
+        .current_dir(workdir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| fail(&format!("{}: {err}", handler.display())));
+    let mut stdin = child.stdin.take().unwrap_or_else(|| fail("no stdin"));
+    stdin
+        .write_all(TEXT.as_bytes())
+        .unwrap_or_else(|err| fail(&format!("handler stdin: {err}")));
+    drop(stdin);
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|err| fail(&format!("handler: {err}")));
+    let took = start.elapsed();
+    if out.stdout != TEXT.as_bytes() || !out.status.success() {
+        fail(&format!("the direct handler answered {:?}", out));
+    }
+    took
 }
 
 /// What [`throughput`] measured: the answers (`200`) of the measured period, and the door's

@@ -197,6 +197,7 @@ pub fn run(
         let exit_ready = pump.step(shim.exit_fd(), WATCH_TICK);
         // The turn's start line, queued for later, is said by now if the turn runs on.
         crate::cli::flush_stderr(WATCH_TICK);
+        super::log::flush(WATCH_TICK);
         if pump.out.len() > seen {
             on_output(&pump.out[seen..]);
             seen = pump.out.len();

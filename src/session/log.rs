@@ -25,7 +25,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::a2a::task::State;
 use crate::a2a::version::Generation;
@@ -42,6 +42,10 @@ struct Open {
     name: OsString,
     file: Option<File>,
     size: u64,
+    /// Lines [`turn_started`] queued, written ahead of the next line (in its `write`) or by
+    /// [`flush`]; and when the first of them was queued.
+    queued: String,
+    queued_at: Option<Instant>,
 }
 
 struct Log {
@@ -65,6 +69,8 @@ pub fn open(session_id: &str, to_stderr: bool) -> Result<(), String> {
                     dir,
                     name,
                     file: Some(file),
+                    queued: String::new(),
+                    queued_at: None,
                 }),
                 Err(err) => {
                     let path = dir.join(&name);
@@ -93,12 +99,45 @@ pub fn event(task_id: &str, text: &str) {
     record(task_id, text, crate::cli::warn);
 }
 
-/// [`event`], its stderr line queued for later ([`crate::cli::warn_later`]): a turn's start,
-/// whose line waits for its end's or for its watcher's next look, and a task's end, said once
-/// its waiters are woken — so that a task costs one wake-up of the stderr writer, and neither
-/// its handler's start nor its answer waits for it. The log has the line at once.
+/// [`event`], its stderr line queued for later ([`crate::cli::warn_later`]): a task's end, said
+/// on stderr once its waiters are woken, with its start's ([`turn_started`]) — so that a task
+/// costs one wake-up of the stderr writer, and neither its handler's start nor its answer waits
+/// for it. The log has the line at once: a caller who has the answer finds the end in `mur logs`.
 pub fn event_later(task_id: &str, text: &str) {
     record(task_id, text, crate::cli::warn_later);
+}
+
+/// A turn's start: its stderr line queued as [`event_later`]'s, and its log line queued as well — written ahead of the log's
+/// next line (most often the turn's end, in the same `write`), or by [`flush`] once it has
+/// waited. So the door worker starting a turn writes nothing to the log before the handler
+/// starts (an ext4 append, 10-20 µs of its path on a 2-vCPU VM), and a task that ends before
+/// its watcher's first look costs the log one append, not two. The line keeps the time it was
+/// queued at; a session killed within that wait (`SIGKILL`) loses it.
+pub fn turn_started(task_id: &str, text: &str) {
+    let Some(log) = LOG.get() else {
+        return;
+    };
+    if log.to_stderr {
+        crate::cli::warn_later("run", &format!("{task_id} {text}"));
+    }
+    let mut guard = log.open.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(open) = guard.as_mut() {
+        open.queue(&lines(task_id, "mur:", text.as_bytes()));
+    }
+}
+
+/// Write the lines [`turn_started`] queued once the first has waited `age`: a turn's watcher
+/// calls it at each look, so a running turn's start is in the log within a look or two.
+pub fn flush(age: Duration) {
+    let Some(log) = LOG.get() else {
+        return;
+    };
+    let mut guard = log.open.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(open) = guard.as_mut()
+        && open.queued_at.is_some_and(|at| at.elapsed() >= age)
+    {
+        open.append(String::new());
+    }
 }
 
 fn record(task_id: &str, text: &str, say: fn(&str, &str)) {
@@ -109,6 +148,14 @@ fn record(task_id: &str, text: &str, say: fn(&str, &str)) {
         say("run", &format!("{task_id} {text}"));
     }
     log.write(task_id, "mur:", text.as_bytes());
+}
+
+/// `<time> <task> <tag> <text>` lines of `text` (escaped, cut at [`MAX_LINE`]).
+fn lines(task_id: &str, tag: &str, text: &[u8]) -> Vec<String> {
+    let stamp = crate::time::format_rfc3339(crate::time::unix_now());
+    text.chunks(MAX_LINE)
+        .map(|piece| format!("{stamp} {task_id} {tag} {}\n", escaped(piece)))
+        .collect()
 }
 
 /// The words of a turn's end, for [`event`]: its state, how long it ran, and for a failure the
@@ -124,30 +171,59 @@ pub fn turn_ended(state: State, note: Option<&str>, took: Duration) -> String {
 }
 
 impl Log {
-    /// Append `<time> <task> <tag> <text>` (escaped, cut at [`MAX_LINE`]), rotating first when
-    /// the file would pass its bound. A write that fails is dropped: the log is never a reason
-    /// for a task to fail.
+    /// Append `<time> <task> <tag> <text>` (escaped, cut at [`MAX_LINE`]) after any queued
+    /// lines, rotating first when the file would pass its bound. A write that fails is dropped:
+    /// the log is never a reason for a task to fail.
     fn write(&self, task_id: &str, tag: &str, text: &[u8]) {
         let mut guard = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let Some(open) = guard.as_mut() else {
             return;
         };
-        let stamp = crate::time::format_rfc3339(crate::time::unix_now());
-        for piece in text.chunks(MAX_LINE) {
-            let line = format!("{stamp} {task_id} {tag} {}\n", escaped(piece));
-            if open.size + line.len() as u64 > MAX_LOG_BYTES {
-                open.rotate();
-            }
-            if let Some(file) = &mut open.file
-                && file.write_all(line.as_bytes()).is_ok()
-            {
-                open.size += line.len() as u64;
-            }
+        for line in lines(task_id, tag, text) {
+            open.append(line);
         }
     }
 }
 
 impl Open {
+    /// Queue `lines` for the next write; written at once when the queue would pass a line's
+    /// bound, so it never holds much.
+    fn queue(&mut self, lines: &[String]) {
+        if self.queued.is_empty() {
+            self.queued_at = Some(Instant::now());
+        }
+        for line in lines {
+            self.queued.push_str(line);
+        }
+        if self.queued.len() > MAX_LINE {
+            self.append(String::new());
+        }
+    }
+
+    /// Write the queued lines, then `line`, in one `write`, rotating first when the file would
+    /// pass its bound.
+    fn append(&mut self, line: String) {
+        let text = if self.queued.is_empty() {
+            line
+        } else {
+            self.queued_at = None;
+            let mut text = std::mem::take(&mut self.queued);
+            text.push_str(&line);
+            text
+        };
+        if text.is_empty() {
+            return;
+        }
+        if self.size + text.len() as u64 > MAX_LOG_BYTES {
+            self.rotate();
+        }
+        if let Some(file) = &mut self.file
+            && file.write_all(text.as_bytes()).is_ok()
+        {
+            self.size += text.len() as u64;
+        }
+    }
+
     /// `<session>.log` becomes `<session>.log.1` (the one before goes) and a fresh file begins.
     fn rotate(&mut self) {
         let mut old = self.name.clone();
@@ -244,7 +320,9 @@ pub fn task_lines(task_id: &str, max: u64) -> Vec<String> {
 /// Close this process's session log, at the session's orderly end: nothing is written to it
 /// after. The file stays, kept with the ended session (`running::ended`), and goes with it.
 pub fn close() {
-    take();
+    if let Some(mut open) = take() {
+        open.append(String::new());
+    }
 }
 
 /// Close this process's session log and remove it: a session that failed to start leaves no

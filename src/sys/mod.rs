@@ -23,6 +23,7 @@ pub mod proc;
 pub mod random;
 #[cfg(target_os = "linux")]
 pub mod raw;
+pub mod sched;
 pub mod signal;
 pub mod socket;
 pub mod spawn;

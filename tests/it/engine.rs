@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::home::Home;
+use crate::common::http::post;
 use crate::common::session::{Session, send_body};
+use crate::common::wait::{WAIT, wait_until};
 
 /// The stream extension's URI, under which a watch frame rides in a `statusUpdate`'s metadata.
 const STREAM: &str = "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
@@ -199,4 +201,98 @@ fn a_watcher_sees_every_one_of_a_thousand_instant_tasks_with_its_text_and_end() 
             "{id}: its end"
         );
     }
+}
+
+/// The scheduling policy of a thread or process, `/proc/.../stat`'s 41st field (0
+/// `SCHED_OTHER`, 3 `SCHED_BATCH`). The name in parentheses is the second field and may hold
+/// spaces: the fields are counted after its closing parenthesis.
+fn policy_of(stat_path: &str) -> String {
+    let stat = std::fs::read_to_string(stat_path).unwrap_or_default();
+    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+    after.split(' ').nth(41 - 3).unwrap_or("").to_string()
+}
+
+/// The subreapers of session `pid` (its threads' children named `mur-subreaper`).
+fn subreapers(pid: u32) -> Vec<u32> {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return vec![];
+    };
+    threads
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|children| {
+            children
+                .split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/comm"))
+                .is_ok_and(|name| name.trim() == "mur-subreaper")
+        })
+        .collect()
+}
+
+/// Task threads run `SCHED_BATCH`, so a handler waking one (its output, its end) is not
+/// preempted by it; handlers keep the session's class — a queued task's too, when the task
+/// thread that starts it must clone it a new subreaper (the last one was killed).
+#[test]
+fn task_threads_yield_to_handlers_and_every_handler_keeps_the_sessions_class() {
+    let home = Home::new();
+    let state = home.dir("state");
+    // The first handler waits to have its subreaper killed; each other prints its class.
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\nif mkdir {}/first 2>/dev/null; then exec sleep 5; fi\n\
+         sed 's/.*) //' /proc/$$/stat | cut -d' ' -f39\n",
+        state.display()
+    );
+    let manifest = json!({"name": "policy", "version": "1.0.0",
+        "lifecycle": {"concurrency": 1, "queue_depth": 8}});
+    let capsule = home.write_capsule("policy", manifest, Some(&script));
+    let session = home.start(&[capsule.to_str().unwrap()]);
+    let url = session.url.clone();
+    let answers: Vec<Value> = std::thread::scope(|scope| {
+        let first = scope.spawn(|| post(&url, None, &send_body("x")).json()["result"].clone());
+        wait_until(WAIT, "the first handler running", || {
+            state.join("first").exists()
+        });
+        // The two others queue, and the first's task thread starts them.
+        let sends: Vec<_> = (0..2)
+            .map(|_| scope.spawn(|| post(&url, None, &send_body("x")).json()["result"].clone()))
+            .collect();
+        wait_until(WAIT, "one subreaper", || subreapers(session.pid).len() == 1);
+        // SAFETY: kill(2) on the session's own subreaper, found just above.
+        let killed = unsafe { libc::kill(subreapers(session.pid)[0] as i32, libc::SIGKILL) };
+        assert_eq!(killed, 0);
+        let first = first.join().unwrap();
+        assert_ne!(first["status"]["state"], "completed", "{first}");
+        sends.into_iter().map(|send| send.join().unwrap()).collect()
+    });
+    let ours = policy_of("/proc/self/stat");
+    assert!(!ours.is_empty());
+    for answer in &answers {
+        assert_eq!(answer["status"]["state"], "completed", "{answer}");
+        let text = answer["artifacts"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert_eq!(
+            text.trim(),
+            ours,
+            "a handler in the session's class: {answer}"
+        );
+    }
+    let task_threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", session.pid))
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|name| name.trim() == "task")
+        })
+        .map(|t| policy_of(&t.path().join("stat").to_string_lossy()))
+        .collect();
+    assert!(
+        !task_threads.is_empty(),
+        "task threads linger after their turns"
+    );
+    let batch = if ours == "0" { "3" } else { ours.as_str() };
+    assert!(task_threads.iter().all(|p| p == batch), "{task_threads:?}");
 }

@@ -99,10 +99,11 @@ fn handler_stderr_reaches_the_log_tagged_by_task_and_events_reach_stderr() {
     assert!(!stderr.contains("hello"), "{stderr}");
 }
 
-/// A turn's start line waits for no wake-up of its own (it goes out with the end's), but a turn
-/// that runs on has it said while it runs: its watcher's next look flushes it.
+/// A turn's start line waits for no wake-up of its own (it goes out with the end's), nor its own
+/// write to the log (it is written with the next line), but a turn that runs on has it said on
+/// stderr and in `mur logs` while it runs: its watcher's next look flushes both.
 #[test]
-fn a_long_turns_start_is_said_on_stderr_while_it_runs() {
+fn a_long_turns_start_is_said_on_stderr_and_in_the_log_while_it_runs() {
     let home = Home::new();
     let manifest = home.write_capsule(
         "slow",
@@ -116,6 +117,11 @@ fn a_long_turns_start_is_said_on_stderr_while_it_runs() {
         session
             .stderr()
             .contains(&format!("mur run: {id} started turn 1"))
+    });
+    wait_until(WAIT, "the start line in the log", || {
+        home.mur(&["logs", &session.id])
+            .stdout
+            .contains(&format!("{id} mur: started turn 1\n"))
     });
     let now = session.get_task(None, id);
     assert_eq!(state(&now), "working", "said while the turn runs: {now}");

@@ -62,6 +62,8 @@ impl Threads {
             .name("task".into())
             .stack_size(STACK)
             .spawn(move || {
+                // Not to preempt the handlers whose pipes wake it (`sys/sched.rs`).
+                crate::sys::sched::batch_this_thread();
                 turn();
                 while let Some(next) = threads.next() {
                     next();

@@ -134,7 +134,7 @@ impl Engine {
         else {
             return None;
         };
-        super::super::log::event_later(id, &format!("started turn {}", turn.number));
+        super::super::log::turn_started(id, &format!("started turn {}", turn.number));
         Some(self.prepare_turn(id, argv, workdir, sandbox.as_deref(), &turn))
     }
 

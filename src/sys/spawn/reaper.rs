@@ -200,8 +200,8 @@ fn start_handler(f: &Frame, launch: &Launch<'_>) -> raw::Result {
     }
 }
 
-/// Named, become the subreaper, the signals in `reset` at their defaults, and a signalfd for
-/// SIGCHLD (-1 without one: the waits then tick).
+/// Named, become the subreaper, the signals in `reset` at their defaults, the session's
+/// scheduling class, and a signalfd for SIGCHLD (-1 without one: the waits then tick).
 fn setup(reset: u64) -> Result<RawFd, libc::c_int> {
     // Its own name in `ps -o comm`, `top` and `pgrep`, not the cloning thread's (its command
     // line is the session's: they share their memory).
@@ -213,6 +213,8 @@ fn setup(reset: u64) -> Result<RawFd, libc::c_int> {
     let subreaper = [libc::PR_SET_CHILD_SUBREAPER as usize, 1, 0, 0, 0, 0];
     call(libc::SYS_prctl, subreaper)?;
     raw::default_signals(reset)?;
+    // Cloned by a task thread, it runs `SCHED_BATCH`; its handlers get the session's class.
+    crate::sys::sched::restore_in_child();
     let sigchld: raw::SigSet = 1 << (libc::SIGCHLD - 1);
     let flags = (libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) as usize;
     let mask = (&raw const sigchld) as usize;
