@@ -17,8 +17,7 @@
 //! ([`crate::sys::dir::Dir`]): the handler owns what is inside and may have put a link anywhere.
 //! The directory goes when the task ends — first off its path (one rename, [`TaskDir::retire`]),
 //! then, once the engine's lock is released, it is emptied and kept as a spare for a later task
-//! under that name ([`SessionTasks::recycle`]), or removed; a task takes a spare with one more
-//! rename, to its id: two renames a task. Creating and removing a directory pair and a file per
+//! ([`SessionTasks::recycle`]), or removed. Creating and removing a directory pair and a file per
 //! task is what a filesystem makes slow: ext4 frees blocks with a synchronous trim when mounted
 //! `discard`, and will not reuse an inode freed in the last minute, so on a busy session each
 //! new inode is found by scanning past thousands (0.3-1.2 ms a task measured, against 25 µs to
@@ -70,8 +69,7 @@ pub struct SessionTasks {
     handed: Option<Ids>,
 }
 
-/// An emptied task directory: its name (`.gone.<task>`, kept: a rename is the dearest step of
-/// a directory's reuse, 20-25 µs on ext4 on a 2-vCPU VM), the directory itself (its descriptor,
+/// An emptied task directory: its name (`.spare.<task>`), the directory itself (its descriptor,
 /// kept open: the next task's hold, never reopened by name) and what `fstat` said of it when it
 /// was emptied, and the ruleset made for it, if any.
 struct Spare {
@@ -161,13 +159,16 @@ impl SessionTasks {
             && task.retired.load(Ordering::Relaxed)
             && let Ok(inode) = task.empty()
         {
+            let name = OsString::from(format!(".spare.{}", task.name));
+            // Named a spare and listed as one in one step: a spare's name is never seen before
+            // the next task could take it.
             let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
             // Counted again under the lock: another task may have filled the last place.
-            if spares.len() < MAX_SPARES {
+            if spares.len() < MAX_SPARES && self.dir.rename(&task.retired_name(), &name).is_ok() {
                 let domain = task.domain.lock().unwrap_or_else(|p| p.into_inner()).take();
                 let dir = task.dir.clone();
                 spares.push(Spare {
-                    name: task.retired_name(),
+                    name,
                     dir,
                     inode,
                     domain,

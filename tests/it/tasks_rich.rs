@@ -141,30 +141,12 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Wait until the session's `tasks/<session>/` holds one entry, off its task's path
-/// (`.gone.<task>`) and emptied as a spare — an empty `out/` and, unless the handler had put
-/// something else in its place, an empty `message.json`; nothing else — its path.
+/// Wait until the session's `tasks/<session>/` holds one entry, an emptied spare; its path.
 fn wait_for_spare(tasks: &Path) -> std::path::PathBuf {
-    // Read without unwrapping: the directory is being emptied as this looks.
-    let names = |dir: &Path| -> Option<Vec<String>> {
-        let mut names = fs::read_dir(dir)
-            .ok()?
-            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
-            .collect::<Result<Vec<_>, _>>()
-            .ok()?;
-        names.sort();
-        Some(names)
-    };
-    let emptied = |dir: &Path| {
-        let message = fs::symlink_metadata(dir.join("message.json"));
-        names(dir).is_some_and(|names| names == ["message.json", "out"] || names == ["out"])
-            && names(&dir.join("out")).is_some_and(|names| names.is_empty())
-            && message.map_or(true, |m| m.is_file() && m.len() == 0)
-    };
     wait_until(
         WAIT,
         "the ended task's directory emptied as a spare",
-        || matches!(listing(tasks).as_slice(), [one] if one.starts_with(".gone.") && emptied(&tasks.join(one))),
+        || matches!(listing(tasks).as_slice(), [one] if one.starts_with(".spare.")),
     );
     tasks.join(&listing(tasks)[0])
 }
