@@ -1248,7 +1248,7 @@ fn direct_spawn(handler: &Path, workdir: &Path) -> Duration {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|err| fail(&format!("{}: {err}", handler.display())));
+        .unwrap_or_else(|err| fail(&format!("cannot run {}: {err}", handler.display())));
     let mut stdin = child.stdin.take().unwrap_or_else(|| fail("no stdin"));
     stdin
         .write_all(TEXT.as_bytes())

@@ -43,7 +43,8 @@ struct Open {
     file: Option<File>,
     size: u64,
     /// Lines [`turn_started`] queued, written ahead of the next line (in its `write`) or by
-    /// [`flush`]; and when the first of them was queued.
+    /// [`flush`]; and when the first of them was queued — `Some` exactly while `queued` holds
+    /// any (both set in [`Open::queue`], both cleared in [`Open::append`]).
     queued: String,
     queued_at: Option<Instant>,
 }
@@ -96,7 +97,7 @@ pub fn open(session_id: &str, to_stderr: bool) -> Result<(), String> {
 /// `text` is the session's own words: a state, a duration, a reason — never a token, never
 /// what a message said.
 pub fn event(task_id: &str, text: &str) {
-    record(task_id, text, crate::cli::warn);
+    record(task_id, text, crate::cli::warn, Log::write);
 }
 
 /// [`event`], its stderr line queued for later ([`crate::cli::warn_later`]): a task's end, said
@@ -104,26 +105,17 @@ pub fn event(task_id: &str, text: &str) {
 /// costs one wake-up of the stderr writer, and neither its handler's start nor its answer waits
 /// for it. The log has the line at once: a caller who has the answer finds the end in `mur logs`.
 pub fn event_later(task_id: &str, text: &str) {
-    record(task_id, text, crate::cli::warn_later);
+    record(task_id, text, crate::cli::warn_later, Log::write);
 }
 
-/// A turn's start: its stderr line queued as [`event_later`]'s, and its log line queued as well — written ahead of the log's
-/// next line (most often the turn's end, in the same `write`), or by [`flush`] once it has
-/// waited. So the door worker starting a turn writes nothing to the log before the handler
-/// starts (an ext4 append, 10-20 µs of its path on a 2-vCPU VM), and a task that ends before
-/// its watcher's first look costs the log one append, not two. The line keeps the time it was
-/// queued at; a session killed within that wait (`SIGKILL`) loses it.
+/// A turn's start: its stderr line queued as [`event_later`]'s, and its log line queued as
+/// well — written ahead of the log's next line (most often the turn's end, in the same `write`),
+/// or by [`flush`] once it has waited. So the door worker starting a turn makes no ext4 append
+/// before the handler starts, and a task that ends before its watcher's first look costs the log
+/// one append, not two (a gain too small for the handler bench to see, docs/benchmarks.md). The
+/// line keeps the time it was queued at; a session killed within that wait (`SIGKILL`) loses it.
 pub fn turn_started(task_id: &str, text: &str) {
-    let Some(log) = LOG.get() else {
-        return;
-    };
-    if log.to_stderr {
-        crate::cli::warn_later("run", &format!("{task_id} {text}"));
-    }
-    let mut guard = log.open.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(open) = guard.as_mut() {
-        open.queue(&lines(task_id, "mur:", text.as_bytes()));
-    }
+    record(task_id, text, crate::cli::warn_later, Log::queue);
 }
 
 /// Write the lines [`turn_started`] queued once the first has waited `age`: a turn's watcher
@@ -140,14 +132,16 @@ pub fn flush(age: Duration) {
     }
 }
 
-fn record(task_id: &str, text: &str, say: fn(&str, &str)) {
+/// A task event said on stderr by `say` (when the session says them there) and put in the log by
+/// `put` ([`Log::write`] at once, or [`Log::queue`]d).
+fn record(task_id: &str, text: &str, say: fn(&str, &str), put: fn(&Log, &str, &str, &[u8])) {
     let Some(log) = LOG.get() else {
         return;
     };
     if log.to_stderr {
         say("run", &format!("{task_id} {text}"));
     }
-    log.write(task_id, "mur:", text.as_bytes());
+    put(log, task_id, "mur:", text.as_bytes());
 }
 
 /// `<time> <task> <tag> <text>` lines of `text` (escaped, cut at [`MAX_LINE`]).
@@ -181,6 +175,14 @@ impl Log {
         };
         for line in lines(task_id, tag, text) {
             open.append(line);
+        }
+    }
+
+    /// [`Log::write`]'s lines, queued to go out with the next line written, or by [`flush`].
+    fn queue(&self, task_id: &str, tag: &str, text: &[u8]) {
+        let mut guard = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(open) = guard.as_mut() {
+            open.queue(&lines(task_id, tag, text));
         }
     }
 }
