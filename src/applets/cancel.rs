@@ -35,7 +35,8 @@ SIGKILL 2 s later), so this can take a few seconds.
 Options:
   --url HOST:PORT  cancel at this door instead (no token: a public door, such
                    as one of another machine's sessions behind a tunnel)
-  --json           print the task as the door answered it
+  --json           print the task as the door answered it (one that had already
+                   ended: as it ended, exit status 1)
   -h, --help       this text
 
 A door that speaks only A2A 1.0 (the original runtime's) is asked CancelTask
@@ -101,16 +102,7 @@ fn main(args: Vec<std::ffi::OsString>) -> Outcome {
 fn holder_of<'a>(task_id: &str, running: &'a [Entry]) -> Result<&'a Entry, Failure> {
     running
         .iter()
-        .find(|entry| {
-            door_client::call_either(
-                &entry.record.url,
-                entry.record.door_token.as_ref(),
-                [TASKS_GET, GET_TASK],
-                json!({"id": task_id}),
-                door_client::PROBE,
-            )
-            .is_ok()
-        })
+        .find(|entry| get(&entry.record.url, entry.record.door_token.as_ref(), task_id).is_some())
         .ok_or_else(|| {
             Failure::Failed(format!(
                 "none of the {} running sessions has task {} (mur ps lists them; name one: \
@@ -145,9 +137,16 @@ fn cancel(
             )));
         }
         Err(CallError::Rpc { code, message }) if code == TASK_NOT_CANCELABLE => {
-            return Err(Failure::Failed(format!(
-                "task {shown} was not canceled: {message}"
-            )));
+            let why = format!("task {shown} was not canceled: {message}");
+            return match as_json.then(|| get(door, token, task_id)).flatten() {
+                // A script asked for the task: it gets it as it ended, and exit 1 all the same.
+                Some(ended) => {
+                    crate::cli::warn("cancel", &why);
+                    Out::default().line(&ended.to_string());
+                    Ok(1)
+                }
+                None => Err(Failure::Failed(why)),
+            };
         }
         Err(err) => return Err(Failure::Failed(format!("{label}: {err}"))),
     };
@@ -162,6 +161,20 @@ fn cancel(
         ));
     }
     Ok(i32::from(state.as_deref() != Some("canceled")))
+}
+
+/// Task `task_id` as the door at `door` has it now, if it answers with it.
+fn get(door: &str, token: Option<&Secret>, task_id: &str) -> Option<Value> {
+    let params = json!({"id": task_id});
+    door_client::call_either(
+        door,
+        token,
+        [TASKS_GET, GET_TASK],
+        params,
+        door_client::PROBE,
+    )
+    .ok()
+    .map(|(_, task)| task)
 }
 
 /// A task's state in 0.3's words (`canceled`), whichever generation answered (1.0 says

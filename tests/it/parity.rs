@@ -56,6 +56,15 @@ fn cancel_ends_one_task_with_the_records_token_and_leaves_the_session_running() 
     let again = home.mur(&["cancel", &session.id, &id]);
     again.expect_code(1);
     assert!(again.stderr.contains("already ended"), "{}", again.stderr);
+    // With --json, a script gets the task as it ended all the same, and the same exit status.
+    let again = home.mur(&["cancel", "--json", &session.id, &id]);
+    again.expect_code(1);
+    assert!(again.stderr.contains("already ended"), "{}", again.stderr);
+    let ended: Value = serde_json::from_str(again.stdout.trim()).unwrap();
+    assert_eq!(
+        (&ended["id"], &ended["status"]["state"]),
+        (&json!(id), &json!("canceled"))
+    );
 
     // An unknown task is named.
     let unknown = home.mur(&["cancel", "tsk_nosuchtask"]);
