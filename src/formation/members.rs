@@ -15,6 +15,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::admission::Admitted;
@@ -25,7 +26,7 @@ use crate::sys::child::signal_group;
 use crate::sys::panic_kill::{Kill, Registered};
 use crate::sys::pidref::PidRef;
 use crate::sys::pipe;
-use crate::sys::spawn::{self, Spec};
+use crate::sys::spawn::{self, Environment, Inherited, Spec};
 
 /// How long a member has, after its lifeline closes, to end in order.
 pub const MEMBER_STOP_GRACE: Duration = Duration::from_secs(25);
@@ -125,8 +126,8 @@ impl Members {
     ) -> Result<(u32, File), String> {
         let MemberPipes { lifeline, channel } = pipes;
         let fd = |end: &OwnedFd| OsString::from(end.as_raw_fd().to_string());
-        spec.env.push((env::LIFELINE.into(), fd(&lifeline.0)));
-        spec.env.push((env::CHANNEL.into(), fd(&channel.0)));
+        spec.env.push(env::LIFELINE, fd(&lifeline.0));
+        spec.env.push(env::CHANNEL, fd(&channel.0));
         spec.keep = vec![lifeline.0.as_raw_fd(), channel.0.as_raw_fd()];
         let child = spawn::spawn_child(&spec, !entry)
             .map_err(|err| format!("member '{name}' could not be started: {err}"))?;
@@ -248,14 +249,12 @@ pub fn spec<'a>(
         args.extend(["--task".into(), task.into()]);
     }
     let hidden = [env::LIFELINE, env::CHANNEL, env::FORMATION_ID];
-    let mut environment: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| !hidden.iter().any(|h| k == h))
-        .collect();
-    environment.push((env::FORMATION_ID.into(), id.as_str().into()));
+    let inherited = Arc::new(Inherited::from_process(&hidden));
+    let own = vec![(env::FORMATION_ID.into(), id.as_str().into())];
     Spec {
         program: exe.as_os_str(),
         args,
-        env: environment,
+        env: Environment::inheriting(inherited, own),
         cwd: Path::new("."),
         keep: Vec::new(),
         user: None,

@@ -22,12 +22,13 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::pump::Pump;
 use crate::json::channel::env;
-use crate::sys::spawn::{Ended, Spawned, Spec};
+use crate::sys::spawn::{Ended, Environment, Inherited, Spawned, Spec};
 
 /// What serves a handler's call socket (a formation member's calls to its peers), when the
 /// session has one: each handler then inherits its own end as `MURMUR_CALL_FD`.
@@ -62,6 +63,22 @@ pub enum TurnOutcome {
 /// group under its own subreaper ([`crate::sys::spawn`]), which kills its whole tree when the
 /// session is gone, so a SIGKILLed session, which runs no teardown, leaves nothing running.
 pub fn spec<'a>(argv: &'a [String], workdir: &'a Path, vars: &[(String, OsString)]) -> Spec<'a> {
+    let own = vars.iter().map(|(k, v)| (k.into(), v.clone())).collect();
+    Spec {
+        program: argv[0].as_ref(),
+        args: argv[1..].iter().map(OsString::from).collect(),
+        env: Environment::inheriting(inherited(), own),
+        cwd: workdir,
+        keep: Vec::new(),
+        user: None,
+    }
+}
+
+/// What every handler inherits: mur's environment less the session's own descriptors
+/// (lifeline, channel, call socket), its formation directory and systemd's notify socket;
+/// rendered at the first handler's start and shared by every later one.
+fn inherited() -> Arc<Inherited> {
+    static INHERITED: OnceLock<Arc<Inherited>> = OnceLock::new();
     let hidden = [
         env::LIFELINE,
         env::CHANNEL,
@@ -69,20 +86,9 @@ pub fn spec<'a>(argv: &'a [String], workdir: &'a Path, vars: &[(String, OsString
         env::CALL_FD,
         "NOTIFY_SOCKET",
     ];
-    let mut environment: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| {
-            !hidden.iter().any(|h| k == h) && !vars.iter().any(|(name, _)| k == name.as_str())
-        })
-        .collect();
-    environment.extend(vars.iter().map(|(k, v)| (k.into(), v.clone())));
-    Spec {
-        program: argv[0].as_ref(),
-        args: argv[1..].iter().map(OsString::from).collect(),
-        env: environment,
-        cwd: workdir,
-        keep: Vec::new(),
-        user: None,
-    }
+    INHERITED
+        .get_or_init(|| Arc::new(Inherited::from_process(&hidden)))
+        .clone()
 }
 
 /// A handler's call socket (a formation member's calls to its peers): a socket pair whose one
@@ -99,8 +105,7 @@ impl CallSocket {
     pub fn attach(spec: &mut Spec<'_>, service: &CallService) -> Result<Self, String> {
         let (ours, theirs) =
             UnixStream::pair().map_err(|err| format!("no call socket for the handler: {err}"))?;
-        spec.env
-            .push((env::CALL_FD.into(), theirs.as_raw_fd().to_string().into()));
+        spec.env.push(env::CALL_FD, theirs.as_raw_fd().to_string());
         spec.keep.push(theirs.as_raw_fd());
         Ok(Self {
             service: service.clone(),

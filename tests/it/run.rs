@@ -263,6 +263,36 @@ fn a_shell_handler_gets_stdin_env_and_workdir_and_its_stdout_is_the_answer() {
     assert_eq!(read("capsule"), "shelly@2.3.4");
 }
 
+/// A handler inherits the session's environment less what is the session's alone (its call
+/// socket's number), with its task's own variables over any of the same name the session had —
+/// on every task alike (the inherited part is rendered once, at the first, and shared).
+#[test]
+fn a_handler_inherits_the_sessions_environment_with_its_tasks_variables_over_it() {
+    let home = Home::new();
+    // Read from what the handler was given (its exec's environment, as /proc keeps it), not
+    // from the shell's variables, which would hide a name given twice.
+    let script = "#!/bin/sh\n\
+                  cat >/dev/null\n\
+                  given=$(tr '\\0' '\\n' < /proc/$$/environ)\n\
+                  of() { printf '%s\\n' \"$given\" | grep \"$@\"; }\n\
+                  printf '%s|%s|%s' \"$(of '^MUR_TEST_KEPT=')\" \"$(of '^MUR_TASK_ID=')\" \
+                  \"$(of -c '^MURMUR_CALL_FD=')\"\n";
+    let manifest = home.write_capsule("env", json!({"name": "env", "version": "1"}), Some(script));
+    let mut command = home.command(&["run", "--json", manifest.to_str().unwrap()]);
+    command
+        .env("MUR_TEST_KEPT", "kept = as is")
+        .env("MUR_TASK_ID", "the session's, not a task's")
+        .env("MURMUR_CALL_FD", "99");
+    let session = Session::spawn(command);
+    for _ in 0..2 {
+        let task = session.send(None, "go", true);
+        assert_eq!(state(&task), "completed", "{task}");
+        let id = task["id"].as_str().unwrap();
+        let want = format!("MUR_TEST_KEPT=kept = as is|MUR_TASK_ID={id}|0");
+        assert_eq!(artifact_text(&task), want);
+    }
+}
+
 #[test]
 fn a_handler_exiting_non_zero_fails_with_its_exit_code_and_not_its_stderr() {
     let home = Home::new();

@@ -18,9 +18,11 @@ use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStringExt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use super::ctl;
+use super::environ::{Environment, Inherited};
 use crate::sys::raw;
 
 /// The most descriptors a child inherits under their own numbers, besides its stdio.
@@ -31,6 +33,8 @@ pub struct Exec {
     path: CString,
     /// Owned strings behind `argv` and `envp`, kept alive with them.
     _strings: Vec<CString>,
+    /// The inherited environment, shared and never changed, that the rest of `envp` points into.
+    _inherited: Arc<Inherited>,
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
     cwd: CString,
@@ -64,20 +68,21 @@ pub struct Exec {
 }
 
 // SAFETY: the raw pointers point into the heap buffers of `_strings`, which this struct owns and
-// never mutates, so they stay valid wherever it moves.
+// never mutates, and of `_inherited`'s strings, which it holds a count of and nothing mutates
+// (an `Arc` hands out no `&mut` while shared); so they stay valid wherever it moves.
 unsafe impl Send for Exec {}
 // SAFETY: shared, it is only read — but for `parent`, `failed` and `in_cwd`, which are atomics
 // (the child of a clone and its cloner are the ones that share it).
 unsafe impl Sync for Exec {}
 
 impl Exec {
-    /// The plan for running `path` (already resolved) with `argv` and `envp` in `cwd`, its
+    /// The plan for running `path` (already resolved) with `argv` and `env` in `cwd`, its
     /// stdio `stdio`, inheriting `keep` (at most [`MAX_KEEP`]); leading its own group, not dying
     /// with its parent, leaving signals to its parent (set [`Exec`]'s flags otherwise).
     pub fn new(
         path: OsString,
         argv: Vec<OsString>,
-        env: &[(OsString, OsString)],
+        env: &Environment,
         cwd: OsString,
         stdio: [RawFd; 3],
         keep: &[RawFd],
@@ -97,24 +102,21 @@ impl Exec {
         kept[..keep.len()].copy_from_slice(keep);
         let argc = argv.len();
         let mut strings: Vec<CString> = argv.into_iter().map(cstring).collect::<io::Result<_>>()?;
-        for (k, v) in env {
-            let mut pair = k.clone();
-            pair.push("=");
-            pair.push(v);
-            strings.push(cstring(pair)?);
-        }
-        let pointers = |range: &[CString]| -> Vec<*const libc::c_char> {
-            range
-                .iter()
-                .map(|s| s.as_ptr())
-                .chain(std::iter::once(std::ptr::null()))
-                .collect()
-        };
+        strings.extend(env.own_rendered()?);
+        let (args, own) = strings.split_at(argc);
+        let end = std::iter::once(std::ptr::null());
+        let argv = args.iter().map(|s| s.as_ptr()).chain(end.clone()).collect();
+        let inherited = env.kept().map(|entry| entry.as_ptr());
+        let envp = inherited
+            .chain(own.iter().map(|s| s.as_ptr()))
+            .chain(end)
+            .collect();
         Ok(Self {
             path: cstring(path)?,
-            argv: pointers(&strings[..argc]),
-            envp: pointers(&strings[argc..]),
+            argv,
+            envp,
             _strings: strings,
+            _inherited: env.inherited(),
             cwd: cstring(cwd)?,
             stdio,
             keep: kept,
@@ -319,7 +321,7 @@ mod tests {
         let mut exec = Exec::new(
             "/bin/true".into(),
             argv,
-            &[],
+            &Environment::default(),
             "/".into(),
             [10, 11, 12],
             keep,
@@ -370,7 +372,7 @@ mod tests {
             Exec::new(
                 "/bin/true".into(),
                 argv(),
-                &[],
+                &Environment::default(),
                 "/".into(),
                 [10, 11, 12],
                 keep,

@@ -18,6 +18,7 @@
 
 #[cfg(target_os = "linux")]
 mod ctl;
+mod environ;
 #[cfg(target_os = "linux")]
 mod exec;
 #[cfg(not(target_os = "linux"))]
@@ -28,6 +29,7 @@ mod shim;
 #[cfg(target_os = "linux")]
 mod stack;
 
+pub use environ::{Environment, Inherited};
 #[cfg(not(target_os = "linux"))]
 pub use group::Shim;
 pub use shim::{Ask, Remote};
@@ -61,7 +63,7 @@ pub struct Spec<'a> {
     pub program: &'a OsStr,
     /// Arguments after the program's name (which is `program`, as given).
     pub args: Vec<OsString>,
-    pub env: Vec<(OsString, OsString)>,
+    pub env: Environment,
     pub cwd: &'a Path,
     /// Descriptors (close-on-exec, as all of ours are) the child alone inherits under their
     /// numbers, at most four: the flag is cleared in the child between clone and exec.
@@ -154,7 +156,7 @@ pub fn wait(pid: u32) -> io::Result<ExitStatus> {
 /// `program` as the path `execve` is given: as is with a `/`, else the first executable regular
 /// file of that name in `PATH` (from the child's environment; `/usr/bin:/bin` without one), by
 /// [`super::fs::find_on_path`]'s rule (absolute entries only).
-fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> io::Result<OsString> {
+fn resolve(program: &OsStr, env: &Environment) -> io::Result<OsString> {
     use std::os::unix::ffi::OsStrExt;
     if program.as_bytes().contains(&b'/') {
         return Ok(program.to_os_string());
@@ -163,9 +165,8 @@ fn resolve(program: &OsStr, env: &[(OsString, OsString)]) -> io::Result<OsString
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     }
     let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map_or_else(|| OsString::from("/usr/bin:/bin"), |(_, v)| v.clone());
+        .get("PATH")
+        .map_or_else(|| OsString::from("/usr/bin:/bin"), OsStr::to_os_string);
     super::fs::find_on_path(program, &path)
         .map(std::path::PathBuf::into_os_string)
         .ok_or_else(|| {
@@ -257,7 +258,7 @@ fn command(spec: &Spec<'_>, stdio: [std::process::Stdio; 3]) -> io::Result<std::
         .arg0(&argv[0])
         .args(&argv[1..])
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(spec.env.pairs())
         .current_dir(spec.cwd)
         .stdin(stdin)
         .stdout(stdout)

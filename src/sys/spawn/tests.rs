@@ -10,10 +10,10 @@ fn spec<'a>(program: &'a str, args: &[String]) -> Spec<'a> {
     Spec {
         program: OsStr::new(program),
         args: args.iter().map(OsString::from).collect(),
-        env: vec![
+        env: Environment::of(vec![
             ("PATH".into(), "/usr/bin:/bin".into()),
             ("X".into(), "y".into()),
-        ],
+        ]),
         cwd: Path::new("/"),
         keep: Vec::new(),
         user: None,
@@ -382,9 +382,7 @@ fn a_subreaper_killed_while_it_starts_the_handler_fails_the_start_and_frees_noth
     // caught there.
     let mut bulky = spec("true", &[]);
     for n in 0..8 {
-        bulky
-            .env
-            .push((format!("BULK{n}").into(), "x".repeat(120_000).into()));
+        bulky.env.push(format!("BULK{n}"), "x".repeat(120_000));
     }
     let children = |tid: i32, pid: i32| -> Vec<i32> {
         std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/children"))
