@@ -46,8 +46,13 @@
 //!   `message/send` round trip next to the median time of spawning the same handler from this
 //!   process with the same stdin (`std::process::Command`, stdout and stderr captured, waited
 //!   for), interleaved one for one — a capsule and its `"sandbox": false` twin in the same loop,
-//!   so the sandbox's cost is two medians of the same minutes (per round: a task through each
-//!   session of each binary, then one direct spawn);
+//!   so the sandbox's cost is two medians of the same minutes (per round, in an order of its
+//!   own: a task through each session of each binary, and the direct spawns). Beside the
+//!   sandbox's cost, the kernel's part of it: two more direct spawns a round, both forked, one
+//!   entering what a default sandboxed handler gets (the same Landlock domain, made by the
+//!   session's own code, and as root a uid of its own keeping root's file access) and one
+//!   entering nothing; their medians' difference is what the kernel charges that handler
+//!   whoever starts it, and the rest is mur's own (`run/confined.rs`);
 //! - streaming: the time from a handler's first write to that chunk's arrival at an SSE client
 //!   (`message/stream`; the handler, a `bash` script, writes `$EPOCHREALTIME` — read just before
 //!   its write — and the bench compares it with its own clock on arrival), median of 100 tasks;
@@ -89,6 +94,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
+#[path = "run/confined.rs"]
+mod confined;
 #[path = "run/figures.rs"]
 mod figures;
 #[path = "run/mixes.rs"]
@@ -105,6 +112,7 @@ use common::{
     Binaries, GLIBC, Home, Style, fail, leftovers, loadavg, median, mkdir, mur, percentile, signal,
     table, write,
 };
+use confined::Confinement;
 use tests_common::sse::Sse;
 
 /// Seconds from 1 s up, microseconds below 1 ms; a spread has its 90th percentile and count.
@@ -772,6 +780,10 @@ fn answers_again(url: &str, send: &[u8]) -> (Duration, usize) {
 struct Overhead {
     label: &'static str,
     extra: Duration,
+    /// For a sandboxed capsule, the kernel's part of its sandbox's cost: the median direct
+    /// spawn of its handler in the same confinement less the median forked one without
+    /// ([`confined`]); `Err` says why it was not measured.
+    kernel: Result<f64, String>,
     before: Option<Duration>,
     /// How the summary names the binary of `before`: `before` or `glibc`.
     other: &'static str,
@@ -821,11 +833,21 @@ fn report_handler_overhead(
                 })
             })
             .collect();
-        let (through, direct) = handler_overhead(&sessions, pair.handler, workdir);
+        let confinement = Confinement::default_for(workdir, pair.capsules[0].1);
+        let timed = handler_overhead(&sessions, pair.handler, workdir, confinement.as_ref().ok());
         drop(sessions);
-        let per_capsule = through.len() / pair.capsules.len();
-        for ((label, _), through) in pair.capsules.iter().zip(through.chunks(per_capsule)) {
-            overheads.push(print_overhead(label, binaries, through, &direct));
+        let per_capsule = timed.through.len() / pair.capsules.len();
+        let chunks = timed.through.chunks(per_capsule);
+        for (at, ((label, _), through)) in pair.capsules.iter().zip(chunks).enumerate() {
+            let mut overhead = print_overhead(label, binaries, through, &timed.direct);
+            if at == 0 {
+                overhead.kernel = match (&confinement, &timed.forked) {
+                    (Ok(_), Some([open, confined])) => print_kernel_part(open, confined),
+                    (Err(why), _) => Err(why.clone()),
+                    _ => Err("not measured".into()),
+                };
+            }
+            overheads.push(overhead);
         }
     }
     if let Some(echo_send) = echo_send {
@@ -881,28 +903,71 @@ fn print_overhead(
     Overhead {
         label,
         extra: extras[0],
+        kernel: Err("no sandbox".into()),
         before: extras.get(1).copied(),
         other,
     }
 }
 
-/// Prints what the handler's Landlock domain adds: each capsule's extra time over the same
-/// capsule's with `"sandbox": false` (the goal: at most 50 µs).
+/// Prints the forked direct spawns of a sandboxed capsule's handler, without and within its
+/// confinement; the kernel's part of its sandbox's cost, their medians' difference, in seconds.
+fn print_kernel_part(open: &[Duration], confined: &[Duration]) -> Result<f64, String> {
+    println!("    {:<12}  {}", "forked", STYLE.spread(open));
+    println!("    {:<12}  {}", "confined", STYLE.spread(confined));
+    Ok(median(confined).as_secs_f64() - median(open).as_secs_f64())
+}
+
+/// Prints what the handler's sandbox adds: each capsule's extra time over the same capsule's
+/// with `"sandbox": false` (the goal: at most 50 µs), beside the kernel's part of it — the same
+/// handler spawned directly in the same confinement, less without ([`confined`]) — and what is
+/// left, mur's own.
 fn report_sandbox_cost(overheads: &[Overhead]) {
-    println!("sandbox cost: median extra with the sandbox - median extra without (goal <= 50 us)");
-    for pair in overheads.chunks(2) {
-        if let [on, off] = pair {
-            let cost = on.extra.as_secs_f64() - off.extra.as_secs_f64();
-            println!(
-                "  {:<12}  {:+.1} us ({} with, {} without)",
-                on.label,
-                cost * 1e6,
-                STYLE.ms(on.extra),
-                STYLE.ms(off.extra)
-            );
+    println!(
+        "sandbox cost: median extra with the sandbox - median extra without (goal <= 50 us); \
+         the kernel's part: a direct spawn forked into the same Landlock domain{} - one forked \
+         into none; mur's own: the rest",
+        if mur::sys::proc::euid() == 0 {
+            " and a uid of its own"
+        } else {
+            ""
         }
+    );
+    for SandboxCost { on, off, cost } in sandbox_costs(overheads) {
+        let kernel = match &on.kernel {
+            Ok(kernel) => format!(
+                "; the kernel's part {:+.1} us, mur's own {:+.1} us",
+                kernel * 1e6,
+                (cost - kernel) * 1e6
+            ),
+            Err(why) => format!("; the kernel's part not measured: {why}"),
+        };
+        println!(
+            "  {:<12}  {:+.1} us ({} with, {} without){kernel}",
+            on.label,
+            cost * 1e6,
+            STYLE.ms(on.extra),
+            STYLE.ms(off.extra)
+        );
     }
     println!();
+}
+
+/// A sandboxed capsule beside its `"sandbox": false` twin, and what the sandbox costs: the
+/// difference of their extra times, in seconds.
+struct SandboxCost<'a> {
+    on: &'a Overhead,
+    off: &'a Overhead,
+    cost: f64,
+}
+
+/// Each pair of `overheads` (a capsule, then its twin, as [`report_handler_overhead`] returns
+/// them) with its sandbox's cost.
+fn sandbox_costs(overheads: &[Overhead]) -> impl Iterator<Item = SandboxCost<'_>> {
+    overheads.chunks_exact(2).map(|pair| SandboxCost {
+        on: &pair[0],
+        off: &pair[1],
+        cost: pair[0].extra.as_secs_f64() - pair[1].extra.as_secs_f64(),
+    })
 }
 
 /// Prints the summary of what was measured, each figure beside what is expected of it: the
@@ -967,6 +1032,16 @@ fn session_rows(m: &Measured) -> Vec<[String; 3]> {
             format!("handler overhead, {}", overhead.label),
             format!("{}{before}", STYLE.ms(overhead.extra)),
             expected,
+        ]);
+    }
+    for SandboxCost { on, cost, .. } in sandbox_costs(&m.overheads) {
+        let kernel = on.kernel.as_ref().map_or(String::new(), |kernel| {
+            format!(" (the kernel's part: {:+.0} µs)", kernel * 1e6)
+        });
+        rows.push([
+            format!("sandbox cost, {}", on.label),
+            format!("{:+.0} µs{kernel}", cost * 1e6),
+            "<= 50 µs".into(),
         ]);
     }
     if let Some(clients) = &m.clients {
@@ -1174,17 +1249,26 @@ fn readiness(home: &Home) -> (Vec<Duration>, Vec<Duration>) {
     (ready, stops)
 }
 
+/// What [`handler_overhead`] timed: the round trips through each session, in its order; the
+/// direct spawns; and, given a confinement, the forked direct spawns without and within it.
+struct Timed {
+    through: Vec<Vec<Duration>>,
+    direct: Vec<Duration>,
+    forked: Option<[Vec<Duration>; 2]>,
+}
+
 /// Rounds of blocking `message/send` round trips, one to each of `sessions` on its own keep-alive
-/// connection, then one direct spawn of `handler` with the same stdin: the times through each
-/// session, in its order, and the direct ones. Interleaved so that every figure sees the same
+/// connection, then one direct spawn of `handler` with the same stdin (and, given `confinement`,
+/// two forked ones, without and within it). Interleaved so that every figure sees the same
 /// load, which on a shared machine moves more than what is measured; and each round in an order
-/// of its own (the direct spawn one more step), so no session always follows the direct spawn or
+/// of its own (the direct spawns more steps), so no session always follows a direct spawn or
 /// the same other session ([`shuffled`]).
 fn handler_overhead(
     sessions: &[Session],
     handler: &Path,
     workdir: &Path,
-) -> (Vec<Vec<Duration>>, Vec<Duration>) {
+    confinement: Option<&Confinement>,
+) -> Timed {
     let mut conns: Vec<(Conn, Vec<u8>)> = sessions
         .iter()
         .map(|s| (Conn::open(&s.url), message_send(&s.url)))
@@ -1192,13 +1276,20 @@ fn handler_overhead(
     let answer = format!("\"{TEXT}\"");
     let mut through = vec![vec![]; sessions.len()];
     let mut direct = vec![];
+    let mut forked = [vec![], vec![]];
+    let spawns = if confinement.is_some() { 3 } else { 1 };
     for run in 0..HANDLER_WARMUP + HANDLER_RUNS {
         let measured = run >= HANDLER_WARMUP;
-        for step in shuffled(sessions.len() + 1, run) {
-            if step == sessions.len() {
-                let d = direct_spawn(handler, workdir);
+        for step in shuffled(sessions.len() + spawns, run) {
+            if let Some(spawn) = step.checked_sub(sessions.len()) {
+                let (how, times) = match spawn {
+                    0 => (Spawn::Plain, &mut direct),
+                    1 => (Spawn::Forked(None), &mut forked[0]),
+                    _ => (Spawn::Forked(confinement), &mut forked[1]),
+                };
+                let d = direct_spawn(handler, workdir, how);
                 if measured {
-                    direct.push(d);
+                    times.push(d);
                 }
                 continue;
             }
@@ -1217,7 +1308,11 @@ fn handler_overhead(
             }
         }
     }
-    (through, direct)
+    Timed {
+        through,
+        direct,
+        forked: confinement.map(|_| forked),
+    }
 }
 
 /// `0..n` in an order drawn from `round` (Fisher-Yates on a xorshift seeded with it): the same
@@ -1239,10 +1334,24 @@ fn shuffled(n: usize, round: usize) -> Vec<usize> {
     order
 }
 
-/// One spawn of `handler` here, its stdin [`TEXT`], read to its end and waited for: the time.
-fn direct_spawn(handler: &Path, workdir: &Path) -> Duration {
+/// How the bench spawns a handler directly.
+#[derive(Clone, Copy)]
+enum Spawn<'a> {
+    /// As `Command` does by default: what a task's overhead is measured against.
+    Plain,
+    /// Forked, entering the confinement given or none ([`Confinement::forked`]).
+    Forked(Option<&'a Confinement>),
+}
+
+/// One spawn of `handler` here, `how` says, its stdin [`TEXT`], read to its end and waited for:
+/// the time.
+fn direct_spawn(handler: &Path, workdir: &Path, how: Spawn<'_>) -> Duration {
     let start = Instant::now();
-    let mut child = Command::new(handler)
+    let mut command = Command::new(handler);
+    if let Spawn::Forked(confinement) = how {
+        Confinement::forked(confinement, &mut command);
+    }
+    let mut child = command
         .current_dir(workdir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
