@@ -50,8 +50,8 @@
 //!   own: a task through each session of each binary, and the direct spawns). Beside the
 //!   sandbox's cost, the kernel's part of it: two more direct spawns a round, both forked, one
 //!   entering what a default sandboxed handler gets (the same Landlock domain, made by the
-//!   session's own code, and as root a uid of its own keeping root's file access) and one
-//!   entering nothing; their medians' difference is what the kernel charges that handler
+//!   session's own code, and the user its record names for its handlers, if any: as root, a
+//!   uid of its own keeping root's file access) and one entering nothing; their medians' difference is what the kernel charges that handler
 //!   whoever starts it, and the rest is mur's own (`run/confined.rs`);
 //! - streaming: the time from a handler's first write to that chunk's arrival at an SSE client
 //!   (`message/stream`; the handler, a `bash` script, writes `$EPOCHREALTIME` — read just before
@@ -79,7 +79,8 @@
 //!   idle and peak RSS, binary sizes; each with its ratio. Below 0.9x on either door figure the
 //!   bench fails, saying `REGRESSION`.
 
-// Bench scaffolding signals its own children directly; each block says why it is sound.
+// Bench scaffolding signals its own children directly, and `run/confined.rs` enters a sandbox in
+// a forked child; each block says why it is sound.
 // `unsafe` stays denied in the product, outside `src/sys`.
 #![allow(unsafe_code)]
 
@@ -833,7 +834,9 @@ fn report_handler_overhead(
                 })
             })
             .collect();
-        let confinement = Confinement::default_for(workdir, pair.capsules[0].1);
+        let handler_user = handler_user(home, &sessions[0]);
+        let confinement =
+            Confinement::default_for(workdir, pair.capsules[0].1, handler_user.as_deref());
         let timed = handler_overhead(&sessions, pair.handler, workdir, confinement.as_ref().ok());
         drop(sessions);
         let per_capsule = timed.through.len() / pair.capsules.len();
@@ -842,7 +845,9 @@ fn report_handler_overhead(
             let mut overhead = print_overhead(label, binaries, through, &timed.direct);
             if at == 0 {
                 overhead.kernel = match (&confinement, &timed.forked) {
-                    (Ok(_), Some([open, confined])) => print_kernel_part(open, confined),
+                    (Ok(c), Some([open, confined])) => {
+                        Ok(print_kernel_part(open, confined, c.changes_user()))
+                    }
                     (Err(why), _) => Err(why.clone()),
                     _ => Err("not measured".into()),
                 };
@@ -910,11 +915,32 @@ fn print_overhead(
 }
 
 /// Prints the forked direct spawns of a sandboxed capsule's handler, without and within its
-/// confinement; the kernel's part of its sandbox's cost, their medians' difference, in seconds.
-fn print_kernel_part(open: &[Duration], confined: &[Duration]) -> Result<f64, String> {
+/// confinement (whether that `changes_user` too); the kernel's part of its sandbox's cost, their
+/// medians' difference, in seconds.
+fn print_kernel_part(open: &[Duration], confined: &[Duration], changes_user: bool) -> f64 {
     println!("    {:<12}  {}", "forked", STYLE.spread(open));
-    println!("    {:<12}  {}", "confined", STYLE.spread(confined));
-    Ok(median(confined).as_secs_f64() - median(open).as_secs_f64())
+    let within = if changes_user {
+        "(its Landlock domain, as its handlers' user)"
+    } else {
+        "(its Landlock domain)"
+    };
+    println!(
+        "    {:<12}  {}  {within}",
+        "confined",
+        STYLE.spread(confined)
+    );
+    median(confined).as_secs_f64() - median(open).as_secs_f64()
+}
+
+/// The user `session`'s handlers run as when not as mur, as its running record says
+/// (`handler_user`, e.g. `dynamic uid 61234 (file access as root)`); `None` when they run as mur.
+fn handler_user(home: &Home, session: &Session) -> Option<String> {
+    let path = (home.root().join(".murmur/running")).join(format!("{}.json", session.session_id));
+    let record = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .unwrap_or_else(|| fail(&format!("cannot read the record {}", path.display())));
+    record["handler_user"].as_str().map(str::to_string)
 }
 
 /// Prints what the handler's sandbox adds: each capsule's extra time over the same capsule's
@@ -924,13 +950,9 @@ fn print_kernel_part(open: &[Duration], confined: &[Duration]) -> Result<f64, St
 fn report_sandbox_cost(overheads: &[Overhead]) {
     println!(
         "sandbox cost: median extra with the sandbox - median extra without (goal <= 50 us); \
-         the kernel's part: a direct spawn forked into the same Landlock domain{} - one forked \
-         into none; mur's own: the rest",
-        if mur::sys::proc::euid() == 0 {
-            " and a uid of its own"
-        } else {
-            ""
-        }
+         the kernel's part: a direct spawn forked into the same Landlock domain (and as the \
+         handlers' user, where they have one of their own) - one forked into none; mur's own: \
+         the rest"
     );
     for SandboxCost { on, off, cost } in sandbox_costs(overheads) {
         let kernel = match &on.kernel {
@@ -1035,9 +1057,10 @@ fn session_rows(m: &Measured) -> Vec<[String; 3]> {
         ]);
     }
     for SandboxCost { on, cost, .. } in sandbox_costs(&m.overheads) {
-        let kernel = on.kernel.as_ref().map_or(String::new(), |kernel| {
-            format!(" (the kernel's part: {:+.0} µs)", kernel * 1e6)
-        });
+        let kernel = match &on.kernel {
+            Ok(kernel) => format!(" (the kernel's part: {:+.0} µs)", kernel * 1e6),
+            Err(why) => format!(" (the kernel's part not measured: {why})"),
+        };
         rows.push([
             format!("sandbox cost, {}", on.label),
             format!("{:+.0} µs{kernel}", cost * 1e6),

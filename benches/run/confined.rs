@@ -1,10 +1,18 @@
 //! The kernel's part of the sandbox's cost: a handler spawned directly from the bench, forked,
-//! in what a sandboxed handler of a root session's default gets — a Landlock domain made by the
-//! session's own code from the same allow-list ([`mur::session::sandbox::apply`]), and, as root,
-//! a uid of its own keeping root's file access ([`mur::sys::user::assume`]) — next to the same
-//! fork with nothing entered. Their difference is what the kernel charges that handler for the
-//! checks (every file it opens walks the path to the root against the rules) and the change of
-//! user, whoever starts it; what the session's sandbox costs beyond it is mur's own.
+//! in what a sandboxed handler of the session gets — a Landlock domain made by the session's own
+//! code from the same default allow-list ([`mur::session::sandbox::apply`]), and the user its
+//! record says its handlers run as, if any ([`mur::sys::user::assume`]) — next to the same fork
+//! with nothing entered. Their difference is what the kernel charges that handler for the checks
+//! (every file it opens walks the path to the root against the rules) and the change of user,
+//! whoever starts it; what the session's sandbox costs beyond it is mur's own.
+//!
+//! Not quite the session's domain: it lacks the task's directory and the session's `TMPDIR`, two
+//! rules of its dozen-odd (a rule costs the domain's making a little, and a path walk nothing
+//! unless it is on the way), and its hidden places are the bench's (`~/.murmur` of the bench's
+//! `HOME`), none of which is inside the workdir or the capsule directory either way.
+//!
+//! `unsafe`: the one `pre_exec` below (benches may provoke the kernel directly; `run.rs` says
+//! so at its top).
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -18,12 +26,8 @@ mod linux {
     use super::*;
     use mur::json::sandbox::Sandbox;
     use mur::sys::landlock::Ruleset;
-    use mur::sys::user::{Becomes, FILE_ACCESS, Ids, assume};
+    use mur::sys::user::{Becomes, assume};
     use std::io;
-
-    /// A uid of the range mur's sessions draw their handlers' from (61184-65519), as a root
-    /// session's default handler runs: which one does not change what the kernel charges.
-    const HANDLER_UID: u32 = 65519;
 
     /// A default sandboxed handler's domain and, as root, its user.
     pub struct Confinement {
@@ -33,8 +37,13 @@ mod linux {
 
     impl Confinement {
         /// What a handler of a capsule in `capsule_dir` run in `workdir` with the default
-        /// `sandbox` gets; `Err` says why there is none here (no Landlock, say).
-        pub fn default_for(workdir: &Path, capsule_dir: &Path) -> Result<Self, String> {
+        /// `sandbox` gets, run as `handler_user` (a record's, [`user_of`]); `Err` says why there
+        /// is none here (no Landlock, say).
+        pub fn default_for(
+            workdir: &Path,
+            capsule_dir: &Path,
+            handler_user: Option<&str>,
+        ) -> Result<Self, String> {
             let (policy, unsandboxed) = mur::session::sandbox::apply(
                 workdir,
                 &Sandbox::default(),
@@ -46,14 +55,13 @@ mod linux {
             let ruleset = policy
                 .ruleset(None)
                 .map_err(|err| format!("no ruleset: {err}"))?;
-            let user = (mur::sys::proc::euid() == 0).then_some(Becomes {
-                ids: Ids {
-                    uid: HANDLER_UID,
-                    gid: HANDLER_UID,
-                },
-                keeps: FILE_ACCESS,
-            });
+            let user = handler_user.map(user_of).transpose()?;
             Ok(Self { ruleset, user })
+        }
+
+        /// Whether a user is entered besides the domain.
+        pub fn changes_user(&self) -> bool {
+            self.user.is_some()
         }
 
         /// `command` forked, entering this confinement between its fork and its exec (or, when
@@ -78,14 +86,41 @@ mod linux {
     }
 }
 
+/// Whom a record's `handler_user` names: `dynamic uid N`, keeping root's file access when it adds
+/// ` (file access as root)` (a root session's default); `Err` for a user named otherwise.
+#[cfg(target_os = "linux")]
+fn user_of(shown: &str) -> Result<mur::sys::user::Becomes, String> {
+    use mur::sys::user::{Becomes, FILE_ACCESS, Ids};
+    let (uid, keeps) = match shown.strip_suffix(" (file access as root)") {
+        Some(uid) => (uid, FILE_ACCESS),
+        None => (shown, 0),
+    };
+    let uid = uid
+        .strip_prefix("dynamic uid ")
+        .and_then(|uid| uid.parse().ok())
+        .ok_or_else(|| format!("handlers run as {shown:?}, not a dynamic uid"))?;
+    Ok(Becomes {
+        ids: Ids { uid, gid: uid },
+        keeps,
+    })
+}
+
 /// No Landlock here: never made.
 #[cfg(not(target_os = "linux"))]
 pub enum Confinement {}
 
 #[cfg(not(target_os = "linux"))]
 impl Confinement {
-    pub fn default_for(_workdir: &Path, _capsule_dir: &Path) -> Result<Self, String> {
+    pub fn default_for(
+        _workdir: &Path,
+        _capsule_dir: &Path,
+        _handler_user: Option<&str>,
+    ) -> Result<Self, String> {
         Err("there is no Landlock on this system".into())
+    }
+
+    pub fn changes_user(&self) -> bool {
+        match *self {}
     }
 
     pub fn forked(_this: Option<&Self>, command: &mut Command) {

@@ -61,13 +61,18 @@ impl Environment {
         Self { inherited, own }
     }
 
-    /// Add a variable of the child's own (over any of the same name).
+    /// Set a variable of the child's own: over an inherited one of the same name, and in place
+    /// of one of its own, so the child sees this value whatever reads its environment.
     pub fn push(&mut self, name: impl Into<OsString>, value: impl Into<OsString>) {
-        self.own.push((name.into(), value.into()));
+        let (name, value) = (name.into(), value.into());
+        match self.own.iter_mut().find(|(k, _)| *k == name) {
+            Some(own) => own.1 = value,
+            None => self.own.push((name, value)),
+        }
     }
 
-    /// The value the child's `getenv` finds for `name`: the first of its own of that name,
-    /// else the inherited one.
+    /// The value the child's `getenv` finds for `name`: the first of its own of that name
+    /// (`of` and `inheriting` take the list as given), else the inherited one.
     pub fn get(&self, name: &str) -> Option<&OsStr> {
         let own = self.own.iter().find(|(k, _)| k == name);
         own.map(|(_, v)| v.as_os_str()).or_else(|| {
@@ -124,11 +129,13 @@ fn joined(name: &OsStr, value: &OsStr) -> Vec<u8> {
     pair.into_vec()
 }
 
-/// A rendered entry's name and value: split at its first `=` (a name holds none; an entry
-/// without one is all name).
+/// A rendered entry's name and value, split at its first `=` past its first byte, as `std`
+/// reads the environment (a name of one's own holds none; one inherited may begin with one); an
+/// entry without one is all name.
 fn split(entry: &CStr) -> (&OsStr, &OsStr) {
     let bytes = entry.to_bytes();
-    let at = bytes.iter().position(|&b| b == b'=').unwrap_or(bytes.len());
+    let after_first = bytes.iter().skip(1).position(|&b| b == b'=');
+    let at = after_first.map_or(bytes.len(), |p| p + 1);
     let value = bytes.get(at + 1..).unwrap_or_default();
     (OsStr::from_bytes(&bytes[..at]), OsStr::from_bytes(value))
 }
@@ -148,8 +155,9 @@ mod tests {
     #[test]
     fn a_childs_own_variable_replaces_the_inherited_one_of_its_name_and_only_that() {
         let base = inherited(&[("PATH", "/bin"), ("HOME", "/root"), ("EMPTY", "")]);
-        let mut env = Environment::inheriting(base, vec![("HOME".into(), "/tmp".into())]);
+        let mut env = Environment::inheriting(base, vec![("HOME".into(), "/nowhere".into())]);
         env.push("X", "a=b");
+        env.push("HOME", "/tmp");
         let seen: Vec<(String, String)> = env
             .pairs()
             .map(|(k, v)| (k.to_string_lossy().into(), v.to_string_lossy().into()))
@@ -179,6 +187,18 @@ mod tests {
         );
         assert!(!hidden.pairs().any(|(k, _)| k == "PATH"));
         assert_eq!(hidden.entries.len() + 1, all.entries.len());
+    }
+
+    #[test]
+    fn a_name_is_split_at_its_first_equals_sign_past_its_first_byte() {
+        fn name_value(entry: &CStr) -> (&str, &str) {
+            let (k, v) = split(entry);
+            (k.to_str().unwrap(), v.to_str().unwrap())
+        }
+        assert_eq!(name_value(c"A=b=c"), ("A", "b=c"));
+        assert_eq!(name_value(c"=A=b"), ("=A", "b"));
+        assert_eq!(name_value(c"A="), ("A", ""));
+        assert_eq!(name_value(c"A"), ("A", ""));
     }
 
     #[test]

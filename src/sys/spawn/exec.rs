@@ -31,7 +31,7 @@ pub const MAX_KEEP: usize = 4;
 /// Everything the child reads, made before the clone; and what it writes.
 pub struct Exec {
     path: CString,
-    /// Owned strings behind `argv` and `envp`, kept alive with them.
+    /// Owned strings behind `argv` and the child's own variables in `envp`, kept alive with them.
     _strings: Vec<CString>,
     /// The inherited environment, shared and never changed, that the rest of `envp` points into.
     _inherited: Arc<Inherited>,
