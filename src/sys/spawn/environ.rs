@@ -99,13 +99,23 @@ impl Environment {
             .filter(move |entry| !replaced(split(entry).0))
     }
 
-    /// The child's own variables, each `NAME=value`; `Err` for one holding a NUL.
+    /// The child's own variables, each `NAME=value`; `Err` naming one holding a NUL (never its
+    /// value, which may be a control-plane secret), which no environment can carry.
     // Read by the Linux plan alone (`exec.rs`); elsewhere `std` starts the child.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) fn own_rendered(&self) -> std::io::Result<Vec<CString>> {
         self.own
             .iter()
-            .map(|(k, v)| CString::new(joined(k, v)).map_err(std::io::Error::from))
+            .map(|(k, v)| {
+                CString::new(joined(k, v)).map_err(|_| {
+                    let why = format!(
+                        "the environment variable {} holds a NUL byte, which no process's \
+                         environment can carry",
+                        k.to_string_lossy()
+                    );
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, why)
+                })
+            })
             .collect()
     }
 
@@ -203,7 +213,13 @@ mod tests {
 
     #[test]
     fn an_own_variable_holding_a_nul_is_refused() {
-        let env = Environment::of(vec![("A".into(), OsString::from_vec(b"x\0y".to_vec()))]);
-        assert!(env.own_rendered().is_err());
+        let held = OsString::from_vec(b"sec\0ret".to_vec());
+        let env = Environment::of(vec![("MY_VAR".into(), held)]);
+        let why = env.own_rendered().unwrap_err().to_string();
+        assert!(why.contains("MY_VAR") && why.contains("NUL"), "{why}");
+        assert!(
+            !why.contains("sec") && !why.contains("ret"),
+            "never the value: {why}"
+        );
     }
 }
